@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Builds every probe in cuda_check/, runs it on the GPU, and packs the recordings into $OUT
+# (or the directory given as $1). Run on the GPU machine from the repository root:
+#   bash cuda_check/run_probes.sh [OUTDIR]
+# The recordings are then committed under data/hw/<gpu>/ (see data/hw/README.md).
+set -euo pipefail
+out="${1:-${OUT:?set OUT or pass an output directory}}"
+mkdir -p "$out"
+work="$(mktemp -d)"
+nvcc --version | tail -2 > "$out/env.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv >> "$out/env.txt"
+echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)" >> "$out/env.txt"
+echo "dirty: $(git status --porcelain 2>/dev/null | wc -l) files" >> "$out/env.txt"
+
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/cvt_probe.cu -o "$work/cvt_probe"
+# Which SASS each probed instruction became (evidence for data/hw/README.md).
+cuobjdump -sass "$work/cvt_probe" | grep -oE '\b(F2F|F2I|MUFU|F2FP|I2F|FRND)[A-Z0-9._]*' | sort | uniq -c \
+  > "$out/cvt_probe_sass.txt" || true
+
+"$work/cvt_probe" "$work"
+cp "$work/cvt_summary.json" "$out/"
+python3 cuda_check/pack_cvt_sample.py "$work" "$out/cvt_sample.h5"
+ls -l "$out"

@@ -1,0 +1,42 @@
+// Attention tensor dumps in HDF5 (layout in experiments/README.md) and seeded synthetic inputs.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/problem.hpp"
+
+namespace attnsim {
+
+struct DumpInfo {
+  std::string path;    // file, or "synthetic:SPEC"
+  std::string prefix;  // "" or "layer_00/"
+  std::string dtype;   // dtype of q as stored
+  std::string source;  // the file's `source` attribute, if any
+};
+
+// Reads q, k, v ([batch, heads, tokens, head_dim]; float32/float16/bfloat16/float64) and the
+// optional attributes causal and sm_scale (on the file root or on the prefix group). Errors are
+// one line: missing dataset, wrong rank, mismatched shapes, non-finite values (with location)
+// unless allow_nonfinite.
+AttentionInput read_attention_dump(const std::string& path, const std::string& prefix,
+                                   bool allow_nonfinite, DumpInfo* info = nullptr);
+
+// Lists the inputs of a dump: {""} for a flat file, {"layer_00/", ...} for per-layer groups.
+std::vector<std::string> dump_prefixes(const std::string& path);
+
+void write_attention_dump(const std::string& path, const AttentionInput& in, const std::string& source);
+
+// Seeded synthetic inputs, bit-reproducible on any machine and thread count (a counter-based
+// generator: element i of tensor t depends only on (seed, t, i)). SPEC:
+//   DIST[:key=value,...]   DIST one of normal, uniform, kbias, outlier, peaked
+//   keys: b (batch) hq hkv nq nkv d dv (shape; defaults 1 1 1 256 256 64 d), causal (0/1),
+//         seed, sigma (normal scale, default 1), lo hi (uniform), bias (kbias: per-channel mean
+//         of K and V, default 4), frac and mag (outlier: fraction of channels scaled by mag,
+//         defaults 0.05 and 20), sharp (peaked: queries = sharp * a key + noise, default 4)
+AttentionInput make_synthetic(const std::string& spec);
+// The same spec with seed replaced (sweeps over seeds).
+AttentionInput make_synthetic(const std::string& spec, std::uint64_t seed);
+
+}  // namespace attnsim

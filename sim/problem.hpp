@@ -1,0 +1,47 @@
+// The attention problem every simulator takes: shapes, Q/K/V in FP32, mask and softmax scale.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace attnsim {
+
+// Tensors are row-major [batch, heads, tokens, head_dim] (the HDF5 dump layout of
+// experiments/README.md). heads_q must be a multiple of heads_kv (GQA/MQA: query head h reads KV
+// head h / (heads_q / heads_kv)). head_dim_v may differ from head_dim (MLA-shaped V).
+struct AttentionShape {
+  int batch = 1;
+  int heads_q = 1;
+  int heads_kv = 1;
+  int len_q = 0;
+  int len_kv = 0;
+  int head_dim = 0;
+  int head_dim_v = 0;
+
+  std::size_t q_size() const { return std::size_t(batch) * heads_q * len_q * head_dim; }
+  std::size_t k_size() const { return std::size_t(batch) * heads_kv * len_kv * head_dim; }
+  std::size_t v_size() const { return std::size_t(batch) * heads_kv * len_kv * head_dim_v; }
+  std::size_t o_size() const { return std::size_t(batch) * heads_q * len_q * head_dim_v; }
+  int group() const { return heads_q / heads_kv; }
+  bool valid() const {
+    return batch > 0 && heads_q > 0 && heads_kv > 0 && heads_q % heads_kv == 0 && len_q > 0 &&
+           len_kv > 0 && head_dim > 0 && head_dim_v > 0;
+  }
+};
+
+// Causal masking is bottom-right aligned when len_q != len_kv (query i sees keys
+// j <= i + len_kv - len_q), the FlashAttention >= 2.1 convention that decode kernels use.
+// A query row that sees no key (possible only when len_q > len_kv) produces zeros.
+struct AttentionInput {
+  AttentionShape shape;
+  std::vector<float> q, k, v;
+  bool causal = false;
+  double sm_scale = 0.0;  // 0 means 1/sqrt(head_dim)
+
+  double scale() const { return sm_scale != 0.0 ? sm_scale : 1.0 / std::sqrt(double(shape.head_dim)); }
+  bool visible(int i, int j) const { return !causal || j <= i + shape.len_kv - shape.len_q; }
+};
+
+}  // namespace attnsim
