@@ -11,4 +11,7 @@ void add_sweep_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 
+// The command line as typed, for results-file provenance.
+void set_command_line(int argc, char** argv);
+
 }  // namespace attnsim

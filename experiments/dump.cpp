@@ -183,10 +183,15 @@ Spec parse_spec(const std::string& spec) {
 
 }  // namespace
 
-AttentionInput make_synthetic(const std::string& spec) {
-  const Spec s = parse_spec(spec);
-  return make_synthetic(spec, std::uint64_t(s.get("seed", 0)));
+std::uint64_t synthetic_seed(const std::string& spec) {
+  const double seed = parse_spec(spec).get("seed", 0);
+  if (seed < 0 || seed != std::floor(seed) || seed > 9.0e15) {
+    throw UsageError("synthetic spec: seed must be a non-negative integer");
+  }
+  return std::uint64_t(seed);
 }
+
+AttentionInput make_synthetic(const std::string& spec) { return make_synthetic(spec, synthetic_seed(spec)); }
 
 AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) {
   const Spec s = parse_spec(spec_text);

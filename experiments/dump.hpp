@@ -36,6 +36,8 @@ void write_attention_dump(const std::string& path, const AttentionInput& in, con
 //         of K and V, default 4), frac and mag (outlier: fraction of channels scaled by mag,
 //         defaults 0.05 and 20), sharp (peaked: queries = sharp * a key + noise, default 4)
 AttentionInput make_synthetic(const std::string& spec);
+// The spec's seed (0 if it names none); validates the spec.
+std::uint64_t synthetic_seed(const std::string& spec);
 // The same spec with seed replaced (sweeps over seeds).
 AttentionInput make_synthetic(const std::string& spec, std::uint64_t seed);
 

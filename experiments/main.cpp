@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   attnsim::MpiEnvironment mpi(&argc, &argv);
   CLI::App app{"attnsim: bit-exact CPU reference simulator for quantized and approximate attention"};
   app.require_subcommand(1);
+  attnsim::set_command_line(argc, argv);
   attnsim::add_info_command(app);
   attnsim::add_convert_command(app);
   attnsim::add_synth_command(app);

@@ -1,0 +1,100 @@
+// `attnsim bench`: throughput figures and the ratios the project's speed goals are stated in,
+// all measured in one run on one core (OMP_NUM_THREADS does not matter: the bench pins 1 thread).
+#include <omp.h>
+
+#include <Eigen/Core>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "experiments/commands.hpp"
+#include "experiments/dump.hpp"
+#include "formats/float16.hpp"
+#include "formats/float8.hpp"
+#include "numerics/digest.hpp"
+#include "sim/flash/flash.hpp"
+#include "sim/golden/golden.hpp"
+
+namespace attnsim {
+
+namespace {
+
+// Seconds per call of f, repeated until at least `min_s` have passed (after one warm-up call).
+template <class F>
+double time_per_call(F&& f, double min_s) {
+  f();
+  int reps = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  double el = 0;
+  do {
+    f();
+    ++reps;
+    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (el < min_s);
+  return el / reps;
+}
+
+volatile std::uint64_t g_sink;
+
+template <class Fmt>
+double conversions_per_s(const std::vector<float>& x, Policy p, double min_s) {
+  using S = typename Fmt::Storage;
+  std::vector<S> out(x.size());
+  const double t = time_per_call(
+      [&] {
+        for (std::size_t i = 0; i < x.size(); ++i) out[i] = encode<Fmt>(x[i], p);
+        g_sink = g_sink + out[x.size() / 2];
+      },
+      min_s);
+  return double(x.size()) / t;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto quick = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand("bench", "Throughput of conversions, golden and flash attention (one core)");
+  cmd->add_flag("--quick", *quick, "shorter timings (noisier)");
+  cmd->callback([quick]() {
+    omp_set_num_threads(1);
+    Eigen::setNbThreads(1);
+    const double min_s = *quick ? 0.1 : 0.5;
+    // Conversions: inputs spread over every exponent (the sample of numerics/digest.hpp, finite
+    // values only), so the branchy special cases cost what they cost on real data.
+    std::vector<float> x;
+    for (std::uint32_t i = 0; i < kSampleSize; ++i) {
+      const float v = f32_from_bits(sample_input(i));
+      if (std::isfinite(v)) x.push_back(v);
+    }
+    std::printf("conversions, one core (%zu inputs spanning every FP32 exponent):\n", x.size());
+    constexpr Policy kIeee{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+    const double e4 = conversions_per_s<e4m3fn>(x, kCudaSatfinite, min_s);
+    std::printf("  fp32 -> e4m3fn satfinite  %8.1f M/s   (goal >= 200 M/s: %s)\n", e4 / 1e6,
+                e4 >= 200e6 ? "met" : "NOT met");
+    std::printf("  fp32 -> e5m2 satfinite    %8.1f M/s\n", conversions_per_s<e5m2>(x, kCudaSatfinite, min_s) / 1e6);
+    std::printf("  fp32 -> bf16 rne          %8.1f M/s\n", conversions_per_s<bf16>(x, kIeee, min_s) / 1e6);
+    std::printf("  fp32 -> fp16 rne          %8.1f M/s\n", conversions_per_s<fp16>(x, kIeee, min_s) / 1e6);
+
+    // Golden FP64 attention against a plain Eigen FP64 GEMM of the same shape: attention does two
+    // GEMMs (Q Kᵀ and P V, 4·nq·nkv·d flops) plus the softmax.
+    const int n = 512, d = 128;
+    const AttentionInput in = make_synthetic("normal:nq=512,nkv=512,d=128", 1);
+    const double flops = 4.0 * n * n * d;
+    const double t_golden = time_per_call([&] { g_sink = g_sink + std::uint64_t(golden_attention_ref(in)[7] > 0); }, min_s);
+    Eigen::MatrixXd a = Eigen::MatrixXd::Random(n, d), b = Eigen::MatrixXd::Random(d, n), c(n, n);
+    const double t_gemm = time_per_call([&] { c.noalias() = a * b; g_sink = g_sink + std::uint64_t(c(1, 1) > 0); }, min_s);
+    const double golden_rate = flops / t_golden, gemm_rate = 2.0 * n * n * d / t_gemm;
+    std::printf("\nattention %dx%d, d=%d, one core:\n", n, n, d);
+    std::printf("  Eigen FP64 GEMM           %8.2f GFLOP/s\n", gemm_rate / 1e9);
+    std::printf("  golden FP64 attention     %8.2f GFLOP/s   ratio to GEMM %.2f (goal >= 0.50: %s)\n",
+                golden_rate / 1e9, golden_rate / gemm_rate, golden_rate / gemm_rate >= 0.5 ? "met" : "NOT met");
+    FlashConfig fc;
+    const double t_flash = time_per_call([&] { g_sink = g_sink + std::uint64_t(flash_attention_ref(in, fc)[7] > 0); }, min_s);
+    std::printf("  flash FP32 reference      %8.2f GFLOP/s   time ratio flash/golden %.2f\n", flops / t_flash / 1e9,
+                t_flash / t_golden);
+  });
+}
+
+}  // namespace attnsim

@@ -1,0 +1,55 @@
+// Registration of the golden and FlashAttention reference methods.
+#include <cmath>
+
+#include "experiments/methods.hpp"
+#include "sim/flash/flash.hpp"
+#include "sim/golden/golden.hpp"
+
+namespace attnsim {
+
+void register_golden_methods(std::vector<MethodSpec>& r) {
+  r.push_back({"golden", "FP64 attention (the reference; its own error is bounded in sim/golden/README.md)", {},
+               [](const AttentionInput& in, const MethodValues&) {
+                 return MethodOutput{golden_attention_ref(in), "fp64"};
+               }});
+}
+
+namespace {
+Storage parse_storage(const std::string& s) {
+  if (s == "bf16") return Storage::kBf16;
+  if (s == "fp16") return Storage::kFp16;
+  if (s == "e4m3fn") return Storage::kE4m3fn;
+  if (s == "e5m2") return Storage::kE5m2;
+  return Storage::kFp32;
+}
+}  // namespace
+
+void register_flash_methods(std::vector<MethodSpec>& r) {
+  const std::vector<std::string> storages{"fp32", "bf16", "fp16", "e4m3fn", "e5m2"};
+  r.push_back(
+      {"flash",
+       "FlashAttention-2 forward reference (sim/flash): tiled online softmax in the CUDA kernel's order",
+       {{"qkv", storages, "fp32", "storage format of Q, K and V (RNE; FP8 satfinite)"},
+        {"p", storages, "fp32", "format P is rounded to before P·V"},
+        {"out", {"fp32", "bf16", "fp16"}, "fp32", "format O is written in"},
+        {"acc", {"fp32", "fp64"}, "fp32", "inner-product and softmax-state arithmetic"},
+        {"exp", {"exp2", "exp"}, "exp2", "exp2 with folded log2(e) (FA2) or natural exp"},
+        {"fma", {"on", "off"}, "on", "fuse s*scale_log2 - max_scaled into one FMA (nvcc default)"},
+        {"bq", {}, "64", "query rows per tile"},
+        {"bk", {}, "64", "keys per tile"}},
+       [](const AttentionInput& in, const MethodValues& v) {
+         FlashConfig c;
+         c.q = c.k = c.v = parse_storage(v.at("qkv"));
+         c.p = parse_storage(v.at("p"));
+         c.out = parse_storage(v.at("out"));
+         c.acc = v.at("acc") == "fp64" ? Accum::kFp64 : Accum::kFp32;
+         c.exp = v.at("exp") == "exp" ? ExpKind::kExp : ExpKind::kExp2;
+         c.fma = v.at("fma") == "on";
+         c.block_q = std::stoi(v.at("bq"));
+         c.block_kv = std::stoi(v.at("bk"));
+         const std::vector<float> o = flash_attention_ref(in, c);
+         return MethodOutput{std::vector<double>(o.begin(), o.end()), v.at("out")};
+       }});
+}
+
+}  // namespace attnsim

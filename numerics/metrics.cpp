@@ -1,0 +1,185 @@
+// Error metrics of an output against a reference (see metrics.hpp).
+#include "numerics/metrics.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "formats/float16.hpp"
+#include "formats/float8.hpp"
+
+namespace attnsim {
+
+namespace {
+
+// Neumaier's improved Kahan summation.
+struct Sum {
+  double s = 0.0, c = 0.0;
+  void add(double x) {
+    const double t = s + x;
+    c += std::fabs(s) >= std::fabs(x) ? (s - t) + x : (x - t) + s;
+    s = t;
+  }
+  double value() const { return s + c; }
+};
+
+double ratio(double num, double den) {
+  if (den == 0.0) return num == 0.0 ? 0.0 : std::numeric_limits<double>::infinity();
+  return num / den;
+}
+
+}  // namespace
+
+ErrorMetrics error_metrics(const double* out, const double* ref, std::size_t n) {
+  ErrorMetrics m;
+  m.count = n;
+  Sum dot, oo, rr, abs_diff, abs_ref, sq_diff;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double o = out[i], r = ref[i];
+    if (!std::isfinite(o) || !std::isfinite(r)) {
+      ++m.nonfinite;
+      continue;
+    }
+    const double d = o - r;
+    dot.add(o * r);
+    oo.add(o * o);
+    rr.add(r * r);
+    abs_diff.add(std::fabs(d));
+    abs_ref.add(std::fabs(r));
+    sq_diff.add(d * d);
+    m.max_abs = std::max(m.max_abs, std::fabs(d));
+  }
+  if (m.nonfinite > 0) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    m.cosine = m.rel_l1 = m.rmse = m.rel_fro = m.max_abs = nan;
+    return m;
+  }
+  if (n == 0) return m;
+  const double no = std::sqrt(oo.value()), nr = std::sqrt(rr.value());
+  if (no == 0.0 && nr == 0.0) {
+    m.cosine = 1.0;
+  } else if (no == 0.0 || nr == 0.0) {
+    m.cosine = 0.0;
+  } else {
+    m.cosine = dot.value() / (no * nr);
+  }
+  m.rel_l1 = ratio(abs_diff.value(), abs_ref.value());
+  m.rmse = std::sqrt(sq_diff.value() / double(n));
+  m.rel_fro = ratio(std::sqrt(sq_diff.value()), nr);
+  return m;
+}
+
+ErrorMetrics error_metrics(const std::vector<double>& out, const std::vector<double>& ref) {
+  if (out.size() != ref.size()) throw std::invalid_argument("error_metrics: sizes differ");
+  return error_metrics(out.data(), ref.data(), out.size());
+}
+
+UlpFormat parse_ulp_format(const std::string& name) {
+  if (name == "fp64") return UlpFormat::kFp64;
+  if (name == "fp32") return UlpFormat::kFp32;
+  if (name == "bf16") return UlpFormat::kBf16;
+  if (name == "fp16") return UlpFormat::kFp16;
+  if (name == "e4m3fn") return UlpFormat::kE4m3fn;
+  if (name == "e5m2") return UlpFormat::kE5m2;
+  throw std::invalid_argument("unknown ULP format '" + name + "' (expected fp64, fp32, bf16, fp16, e4m3fn or e5m2)");
+}
+
+std::string ulp_format_name(UlpFormat f) {
+  switch (f) {
+    case UlpFormat::kFp64: return "fp64";
+    case UlpFormat::kFp32: return "fp32";
+    case UlpFormat::kBf16: return "bf16";
+    case UlpFormat::kFp16: return "fp16";
+    case UlpFormat::kE4m3fn: return "e4m3fn";
+    case UlpFormat::kE5m2: return "e5m2";
+  }
+  return "?";
+}
+
+namespace {
+
+// Signed ordinal of an encoding: magnitude bits, negated for negative values, so that adjacent
+// values differ by 1 and ±0 both map to 0.
+template <class Fmt>
+std::int64_t ordinal(double x, bool* nan) {
+  constexpr Policy kToFormat{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  // e4m3fn has no Inf: out-of-range values clamp to ±max so that the distance stays finite.
+  constexpr Policy kFn{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
+  const auto bits = encode<Fmt>(x, Fmt::kHasInf ? kToFormat : kFn);
+  *nan = is_nan_bits<Fmt>(bits);
+  const std::int64_t mag = std::int64_t(std::uint64_t(bits) & Fmt::kAbsMask);
+  return (std::uint64_t(bits) & Fmt::kSignBit) ? -mag : mag;
+}
+
+template <class Fmt>
+std::uint64_t distance(double a, double b) {
+  bool na = false, nb = false;
+  const std::int64_t oa = ordinal<Fmt>(a, &na), ob = ordinal<Fmt>(b, &nb);
+  if (na || nb) return na && nb ? 0 : std::numeric_limits<std::uint64_t>::max();
+  return oa > ob ? std::uint64_t(oa) - std::uint64_t(ob) : std::uint64_t(ob) - std::uint64_t(oa);
+}
+
+int bucket_of(std::uint64_t d) {
+  if (d <= 2) return int(d);
+  // 3-4 -> 3, 5-8 -> 4, ..., (2^(k-2), 2^(k-1)] -> k
+  int k = 3;
+  std::uint64_t hi = 4;
+  while (d > hi && k < UlpHistogram::kBuckets - 1) {
+    hi <<= 1;
+    ++k;
+  }
+  return d > hi ? UlpHistogram::kBuckets - 1 : k;
+}
+
+}  // namespace
+
+std::uint64_t ulp_distance(double a, double b, UlpFormat fmt) {
+  switch (fmt) {
+    case UlpFormat::kFp64: return distance<fp64>(a, b);
+    case UlpFormat::kFp32: return distance<fp32>(a, b);
+    case UlpFormat::kBf16: return distance<bf16>(a, b);
+    case UlpFormat::kFp16: return distance<fp16>(a, b);
+    case UlpFormat::kE4m3fn: return distance<e4m3fn>(a, b);
+    case UlpFormat::kE5m2: return distance<e5m2>(a, b);
+  }
+  return 0;
+}
+
+std::string UlpHistogram::bucket_label(int k) {
+  if (k <= 2) return std::to_string(k);
+  if (k == kBuckets - 1) return ">" + std::to_string(1ull << (kBuckets - 3));
+  return std::to_string((1ull << (k - 2)) + 1) + "-" + std::to_string(1ull << (k - 1));
+}
+
+std::uint64_t UlpHistogram::quantile_ulp(double q) const {
+  std::uint64_t total = 0;
+  for (auto c : counts) total += c;
+  if (total == 0) return 0;
+  std::uint64_t acc = 0;
+  for (int k = 0; k < kBuckets; ++k) {
+    acc += counts[std::size_t(k)];
+    if (double(acc) >= q * double(total)) {
+      if (k <= 2) return std::uint64_t(k);
+      return k == kBuckets - 1 ? max_ulp : (1ull << (k - 1));
+    }
+  }
+  return max_ulp;
+}
+
+UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, UlpFormat fmt) {
+  UlpHistogram h;
+  h.format = fmt;
+  h.counts.assign(UlpHistogram::kBuckets, 0);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint64_t d = ulp_distance(out[i], ref[i], fmt);
+    if (d == std::numeric_limits<std::uint64_t>::max()) {
+      ++h.nan_mismatch;
+      continue;
+    }
+    ++h.counts[std::size_t(bucket_of(d))];
+    h.max_ulp = std::max(h.max_ulp, d);
+  }
+  return h;
+}
+
+}  // namespace attnsim

@@ -1,0 +1,58 @@
+// Error metrics of an output against a reference (FP64 golden), as the papers report them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnsim {
+
+// All sums run sequentially in index order with Neumaier compensation in FP64, so a metric does
+// not depend on thread count or platform.
+//   cosine   Σ o·r / (‖o‖ ‖r‖)            (SageAttention2 A.7 "CosSim"); 1 if both are zero, 0 if one is
+//   rel_l1   Σ|o − r| / Σ|r|              (SageAttention2 A.7 "Relative L1"); 0 if both are zero, +inf if only r is
+//   rmse     sqrt(Σ(o − r)² / n)          (SageAttention2 A.7 "RMSE")
+//   rel_fro  ‖o − r‖_F / ‖r‖_F            (AMLA §5.1); same zero rules as rel_l1
+//   max_abs  max |o − r|
+// Any NaN in o or r makes every metric NaN and is counted in `nonfinite` (Inf likewise).
+// An empty input gives cosine 1 and zeros elsewhere.
+struct ErrorMetrics {
+  double cosine = 1.0;
+  double rel_l1 = 0.0;
+  double rmse = 0.0;
+  double rel_fro = 0.0;
+  double max_abs = 0.0;
+  std::size_t count = 0;
+  std::size_t nonfinite = 0;
+};
+
+ErrorMetrics error_metrics(const double* out, const double* ref, std::size_t n);
+ErrorMetrics error_metrics(const std::vector<double>& out, const std::vector<double>& ref);
+
+// Formats a ULP histogram can be measured in.
+enum class UlpFormat { kFp64, kFp32, kBf16, kFp16, kE4m3fn, kE5m2 };
+UlpFormat parse_ulp_format(const std::string& name);  // fp64 fp32 bf16 fp16 e4m3fn e5m2
+std::string ulp_format_name(UlpFormat f);
+
+// Distance in units in the last place of `fmt`: both values are rounded to the format (RNE,
+// overflow to Inf, or to max for e4m3fn) and the distance is the difference of their ordinal
+// positions on the format's number line (+0 and −0 share position 0; adjacent encodings are 1
+// apart, across zero too). Buckets: 0, 1, 2, 3–4, 5–8, ..., 2^19+1–2^20, > 2^20; plus `nan`
+// for a pair where exactly one side is NaN (both NaN counts as distance 0).
+struct UlpHistogram {
+  UlpFormat format = UlpFormat::kFp32;
+  std::vector<std::uint64_t> counts;  // bucket k as labelled by bucket_label(k)
+  std::uint64_t nan_mismatch = 0;
+  std::uint64_t max_ulp = 0;
+  static constexpr int kBuckets = 23;
+  static std::string bucket_label(int k);
+  // Smallest bucket upper bound that covers fraction q of the finite pairs.
+  std::uint64_t quantile_ulp(double q) const;
+};
+
+UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, UlpFormat fmt);
+// Distance of one pair (UINT64_MAX if exactly one side is NaN).
+std::uint64_t ulp_distance(double a, double b, UlpFormat fmt);
+
+}  // namespace attnsim

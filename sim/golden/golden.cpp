@@ -1,0 +1,80 @@
+// FP64 golden attention (see golden.hpp).
+#include "sim/golden/golden.hpp"
+
+#include <Eigen/Core>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+
+namespace attnsim {
+
+namespace {
+using RowMatD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+constexpr int kChunk = 64;  // query rows per work item: fixed, so results ignore thread count
+}  // namespace
+
+GoldenResult golden_attention(const AttentionInput& in) {
+  const AttentionShape& s = in.shape;
+  GoldenResult r;
+  r.o.assign(s.o_size(), 0.0);
+  r.lse.assign(std::size_t(s.batch) * s.heads_q * s.len_q, -std::numeric_limits<double>::infinity());
+  const double scale = in.scale();
+  const int chunks = (s.len_q + kChunk - 1) / kChunk;
+  const std::int64_t items = std::int64_t(s.batch) * s.heads_q * chunks;
+  // Eigen must not spawn its own threads inside ours (and its GEMM stays deterministic per call).
+  Eigen::setNbThreads(1);
+#pragma omp parallel
+  {
+    RowMatD k_d, v_d, q_d, scores, out;
+    std::int64_t cached_kv = -1;
+#pragma omp for schedule(static)
+    for (std::int64_t item = 0; item < items; ++item) {
+      const int c = int(item % chunks);
+      const int h = int((item / chunks) % s.heads_q);
+      const int b = int(item / chunks / s.heads_q);
+      const int hk = h / s.group();
+      const std::int64_t kv_id = std::int64_t(b) * s.heads_kv + hk;
+      if (kv_id != cached_kv) {
+        const float* kp = in.k.data() + std::size_t(kv_id) * s.len_kv * s.head_dim;
+        const float* vp = in.v.data() + std::size_t(kv_id) * s.len_kv * s.head_dim_v;
+        k_d = Eigen::Map<const RowMatF>(kp, s.len_kv, s.head_dim).cast<double>();
+        v_d = Eigen::Map<const RowMatF>(vp, s.len_kv, s.head_dim_v).cast<double>();
+        cached_kv = kv_id;
+      }
+      const int i0 = c * kChunk;
+      const int rows = std::min(kChunk, s.len_q - i0);
+      const std::size_t row0 = (std::size_t(b) * s.heads_q + h) * s.len_q + std::size_t(i0);
+      q_d = Eigen::Map<const RowMatF>(in.q.data() + row0 * s.head_dim, rows, s.head_dim).cast<double>();
+      scores.noalias() = q_d * k_d.transpose();
+      for (int i = 0; i < rows; ++i) {
+        double m = -std::numeric_limits<double>::infinity();
+        for (int j = 0; j < s.len_kv; ++j) {
+          if (in.visible(i0 + i, j)) {
+            scores(i, j) *= scale;
+            m = std::max(m, scores(i, j));
+          }
+        }
+        double sum = 0.0;
+        for (int j = 0; j < s.len_kv; ++j) {
+          const double p = (in.visible(i0 + i, j) && m != -std::numeric_limits<double>::infinity())
+                               ? std::exp(scores(i, j) - m)
+                               : 0.0;
+          scores(i, j) = p;
+          sum += p;
+        }
+        if (sum > 0.0) {
+          scores.row(i) /= sum;
+          r.lse[row0 + std::size_t(i)] = m + std::log(sum);
+        }
+      }
+      out.noalias() = scores * v_d;
+      Eigen::Map<RowMatD>(r.o.data() + row0 * s.head_dim_v, rows, s.head_dim_v) = out;
+    }
+  }
+  return r;
+}
+
+std::vector<double> golden_attention_ref(const AttentionInput& in) { return golden_attention(in).o; }
+
+}  // namespace attnsim
