@@ -247,6 +247,7 @@ std::string H5Reader::attr_string(const std::string& object, const std::string& 
   if (H5Tis_variable_str(type) > 0) {
     Handle mt(H5Tcopy(H5T_C_S1));
     H5Tset_size(mt, H5T_VARIABLE);
+    H5Tset_cset(mt, H5Tget_cset(type));  // HDF5 does not convert between ASCII and UTF-8
     char* p = nullptr;
     check_status(H5Aread(attr, mt, &p), "cannot read attribute '" + key + "'");
     std::string s = p ? p : "";
@@ -306,7 +307,6 @@ H5Array H5Reader::read_array(const std::string& name) const {
   if (size == 2) {
     // h5py's float16 is an IEEE half; read the raw bits and decode exactly.
     std::vector<std::uint16_t> bits(n);
-    Handle mt(H5Tcopy(type));
     check_status(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()),
                  "cannot read " + where + " (truncated or corrupt?)");
     for (std::size_t i = 0; i < n; ++i) out.data[i] = decode_f32<fp16>(bits[i]);
@@ -362,6 +362,7 @@ std::vector<std::string> H5Reader::read_strings(const std::string& name) const {
   if (H5Tis_variable_str(type) > 0) {
     Handle mt(H5Tcopy(H5T_C_S1));
     H5Tset_size(mt, H5T_VARIABLE);
+    H5Tset_cset(mt, H5Tget_cset(type));
     std::vector<char*> ptrs(n, nullptr);
     if (n > 0) check_status(H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "cannot read " + where);
     for (char* p : ptrs) out.emplace_back(p ? p : "");
