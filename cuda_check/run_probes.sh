@@ -12,6 +12,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=c
 echo "commit: $(git rev-parse HEAD 2>/dev/null || echo unknown)" >> "$out/env.txt"
 echo "dirty: $(git status --porcelain 2>/dev/null | wc -l) files" >> "$out/env.txt"
 
+if [[ "${PROBES:-cvt mma}" == *cvt* ]]; then
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/cvt_probe.cu -o "$work/cvt_probe"
 # Which SASS each probed instruction became (evidence for data/hw/README.md).
 cuobjdump -sass "$work/cvt_probe" | grep -oE '\b(F2F|F2I|MUFU|F2FP|I2F|FRND)[A-Z0-9._]*' | sort | uniq -c \
@@ -20,4 +21,15 @@ cuobjdump -sass "$work/cvt_probe" | grep -oE '\b(F2F|F2I|MUFU|F2FP|I2F|FRND)[A-Z
 "$work/cvt_probe" "$work"
 cp "$work/cvt_summary.json" "$out/"
 python3 cuda_check/pack_cvt_sample.py "$work" "$out/cvt_sample.h5"
+fi
+
+if [[ "${PROBES:-cvt mma}" == *mma* ]]; then
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/mma_probe.cu -o "$work/mma_probe"
+# The SASS of the matrix kernels: which instructions each PTX mma became (HMMA, IMMA, QGMMA,
+# F2FP conversions, the INT4 helper routine).
+cuobjdump -sass "$work/mma_probe" > "$work/mma_probe.sass"
+gzip -9 -c "$work/mma_probe.sass" > "$out/mma_probe_sass.txt.gz"
+"$work/mma_probe" "$work" | tee "$out/mma_probe_log.txt" || true
+python3 cuda_check/pack_mma.py "$work" "$out/mma_h100.h5"
+fi
 ls -l "$out"

@@ -1,0 +1,79 @@
+// Bit-exact models of tensor-core matrix instructions (mma.sync HMMA/IMMA, FP8 wgmma QGMMA, the
+// compiler-emulated FP8 and INT4 mma.sync of sm_90), one parameterised block-FMA model underneath.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace attnsim {
+
+// The block fused multiply-add of NVIDIA tensor cores (Fasi et al. 2021; Khattak & Mikaitis 2025;
+// shared/research/tensor-core-numerics.md section 6): within a block of `block` products plus the
+// incoming C, every product is exact; all terms are aligned to the largest exponent (floored at
+// `min_exp`) in a fixed-point window of 23 + neab fraction bits, each term truncated toward zero
+// (no sticky bit); the terms are summed exactly; the sum is normalised once and rounded to
+// `out_man` fraction bits (RZ, or RNE for FP16 outputs) in the accumulator format.
+struct BlockFmaParams {
+  int block;       // products per block
+  int neab;        // extra alignment bits (negative: window narrower than FP32, the FP22 path)
+  int out_man;     // fraction bits kept in each block result: 23 (fp32), 13 (fp22), 10 (fp16)
+  bool out_rne;    // false: truncate (RZ); true: round to nearest even
+  int min_exp;     // floor of the alignment exponent
+  bool acc_fp16;   // accumulator (C and D) in fp16 instead of fp32
+};
+
+// Input element formats.
+enum class MmaIn { kFp16, kBf16, kE4m3, kE5m2, kS8, kS4 };
+
+enum class MmaInstr {
+  kHmmaF16F32,     // sm90.hmma.f16.f32       mma.sync m16n8k16 .f32.f16.f16.f32  -> HMMA.16816.F32
+  kHmmaBf16F32,    // sm90.hmma.bf16.f32      mma.sync m16n8k16 .f32.bf16.bf16.f32 -> HMMA.16816.F32.BF16
+  kHmmaF16F16,     // sm90.hmma.f16.f16       mma.sync m16n8k16 .f16.f16.f16.f16  -> HMMA.16816.F16
+  kMmaSyncE4m3F32, // sm90.mma_sync.e4m3.f32  mma.sync m16n8k32 .f32.e4m3 (emulated, see mma.cpp)
+  kMmaSyncE5m2F32, // sm90.mma_sync.e5m2.f32
+  kWgmmaE4m3F32,   // sm90.wgmma.e4m3.f32     wgmma m64nNk32 .f32.e4m3 -> QGMMA (FP22)
+  kWgmmaE5m2F32,   // sm90.wgmma.e5m2.f32
+  kImmaS8,         // sm90.imma.s8.s32        mma.sync m16n8k32 .s32.s8.s8.s32 (wraps mod 2^32)
+  kImmaS8Sat,      // sm90.imma.s8.s32.satfinite
+  kImmaS4,         // sm90.imma.s4.s32        mma.sync m16n8k64 .s32.s4.s4.s32 (emulated by 2 IMMA.S8)
+};
+
+struct MmaInstrInfo {
+  MmaInstr instr;
+  const char* name;  // the `attnsim mma --instr` spelling
+  int m, n, k;       // instruction shape (m is informative; the model works per output element)
+  MmaIn in;
+  int in_bits;       // 16, 8 or 4 bits per A/B element
+  int acc;           // 0: f32 bits, 1: f16 bits, 2: s32
+  const char* model; // one line: parameters
+  const char* evidence;
+};
+
+const std::vector<MmaInstrInfo>& mma_instructions();
+std::optional<MmaInstr> parse_mma_instr(const std::string& name);
+const MmaInstrInfo& mma_info(MmaInstr instr);
+
+// One block: sum_i a[i]*b[i] + c, where a/b are encodings of `in` (n <= params.block, a missing
+// tail counts as zeros) and c, the result are accumulator bits (fp32, or fp16 in the low 16 bits).
+// Inf/NaN follow IEEE: any NaN, Inf*0 or Inf-Inf gives the canonical NaN 0x7FFFFFFF (0x7FFF).
+std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n, std::uint32_t c,
+                        const BlockFmaParams& p);
+
+// One output element of an instruction chain: K (a multiple of the instruction's k) elements of a
+// row of A and a row of Bt, as encodings (fp16/bf16 bits, fp8 bytes, s8 bytes, s4 nibbles),
+// instructions chained in natural k order with the D of one the C of the next.
+std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c);
+
+// D = A·B + C for one problem: A is M x K row-major encodings, Bt is N x K row-major, C and D
+// M x N row-major accumulator bits. Element encodings as in the raw files of `attnsim mma`:
+// u16 per 16-bit element, u8 per 8-bit element, 4-bit elements packed two per byte (element 0 in
+// the low nibble).
+void mma_gemm(MmaInstr instr, int M, int N, int K, const std::uint8_t* A, const std::uint8_t* Bt,
+              const std::uint32_t* C, std::uint32_t* D);
+
+// Element j of a row of raw encodings with `bits` bits per element.
+std::uint32_t mma_element(const std::uint8_t* row, int bits, int j);
+
+}  // namespace attnsim
