@@ -10,6 +10,7 @@ void add_info_command(CLI::App& app);
 void add_sweep_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_mma_command(CLI::App& app);
 
 // The command line as typed, for results-file provenance.
 void set_command_line(int argc, char** argv);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   attnsim::add_synth_command(app);
   attnsim::add_sweep_command(app);
   attnsim::add_bench_command(app);
+  attnsim::add_mma_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

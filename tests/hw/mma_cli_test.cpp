@@ -1,0 +1,86 @@
+// `attnsim mma` end to end: recorded H100 operands through the raw-file contract must give the
+// recorded D bytes exactly (8 problems per recording, --batch 8).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include "experiments/hdf5_io.hpp"
+
+namespace attnsim {
+namespace {
+
+const std::string kFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100.h5";
+
+class MmaCli : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(MmaCli, RawFilesReproduceTheH100) {
+  const std::string group = GetParam();
+  H5Reader r(kFile);
+  const int M = int(r.attr_f64(group, "M")), N = int(r.attr_f64(group, "N")), K = int(r.attr_f64(group, "K"));
+  const int bits = int(r.attr_f64(group, "in_bits")), acc = int(r.attr_f64(group, "acc"));
+  const std::string instr = r.attr_string(group, "instr");
+  const int P = 8;
+  const std::size_t ab = std::size_t(M) * K * bits / 8 * P, bb = std::size_t(N) * K * bits / 8 * P,
+                    cn = std::size_t(M) * N * P, cw = acc == 1 ? 2 : 4;
+  const auto a = r.read_i64(group + "/a"), b = r.read_i64(group + "/b"), c = r.read_i64(group + "/c"),
+             d = r.read_i64(group + "/d");
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("attnsim_mma_" + std::to_string(::getpid()) + "_" + std::to_string(M * 1000 + K));
+  std::filesystem::create_directories(dir);
+  auto dump = [&](const std::string& name, const std::vector<std::int64_t>& v, std::size_t count, std::size_t width) {
+    std::ofstream out(dir / name, std::ios::binary);
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::uint32_t x = std::uint32_t(v[i]);
+      out.write(reinterpret_cast<const char*>(&x), std::streamsize(width));
+    }
+  };
+  dump("a.bin", a, ab, 1);
+  dump("b.bin", b, bb, 1);
+  dump("c.bin", c, cn, cw);
+  const std::string cmd = std::string(ATTNSIM_EXE) + " mma --instr " + instr + " --m " + std::to_string(M) + " --n " +
+                          std::to_string(N) + " --k " + std::to_string(K) + " --batch " + std::to_string(P) +
+                          " --a " + (dir / "a.bin").string() + " --b " + (dir / "b.bin").string() + " --c " +
+                          (dir / "c.bin").string() + " --out " + (dir / "d.bin").string();
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(dir / "d.bin", std::ios::binary);
+  const std::vector<std::uint8_t> got{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  ASSERT_EQ(got.size(), cn * cw);
+  for (std::size_t i = 0; i < cn; ++i) {
+    std::uint32_t x = 0;
+    for (std::size_t j = 0; j < cw; ++j) x |= std::uint32_t(got[i * cw + j]) << (8 * j);
+    ASSERT_EQ(x, std::uint32_t(d[i])) << group << " element " << i;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(Recordings, MmaCli,
+                         ::testing::Values("sm90.hmma.f16.f32_k128", "sm90.hmma.f16.f16_k16", "sm90.mma_sync.e5m2.f32_k256",
+                                           "sm90.imma.s4.s32_k512", "sm90.imma.s8.s32.satfinite_k32",
+                                           "sm90.wgmma.e4m3.f32_k256"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (auto& ch : s) ch = (ch == '.' ? '_' : ch);
+                           return s;
+                         });
+
+TEST(MmaCli, BadArgumentsGiveOneLine) {
+  const std::string base = std::string(ATTNSIM_EXE) + " mma ";
+  auto code = [](const std::string& c) {
+    const int s = std::system((c + " 2>/dev/null").c_str());
+    return WIFEXITED(s) ? WEXITSTATUS(s) : -1;
+  };
+  EXPECT_EQ(code(base + "--instr sm90.hmma.f8.f32 --m 16 --n 8 --k 16 --a x --b x --c x --out y"), 2);
+  EXPECT_EQ(code(base + "--instr sm90.hmma.f16.f32 --m 16 --n 8 --k 24 --a x --b x --c x --out y"), 2);
+  EXPECT_EQ(code(base + "--instr sm90.hmma.f16.f32 --m 16 --n 8 --k 16 --a /nonexistent --b x --c x --out y"), 2);
+  EXPECT_EQ(code(base + "--list"), 0);
+}
+
+}  // namespace
+}  // namespace attnsim
