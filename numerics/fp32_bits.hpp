@@ -1,0 +1,29 @@
+// FP32 bit reinterpretation and AMLA's multiplication by 2^n as an INT32 addition.
+#pragma once
+
+#include <cstdint>
+
+#include "formats/config.hpp"
+
+namespace attnsim {
+
+ATTNSIM_HD constexpr std::int32_t as_int32(float f) { return bit_cast<std::int32_t>(f); }
+ATTNSIM_HD constexpr float as_fp32(std::int32_t i) { return bit_cast<float>(i); }
+
+// AMLA (Liao et al., Eq. 7 and Lemma 3.1): F · 2^n = AS_FP32(AS_INT32(F) + n · 2^23). The addition
+// wraps modulo 2^32 like the hardware's INT32 add (no UB here: done in uint32).
+ATTNSIM_HD constexpr float mul_pow2_by_int_add(float f, std::int32_t n) {
+  return as_fp32(std::int32_t(std::uint32_t(as_int32(f)) + (std::uint32_t(n) << 23)));
+}
+
+// Lemma 3.1's condition: F's exponent field E satisfies 0 < E < 255 (F normal, not Inf/NaN) and
+// -E < n < 255 - E (the result's exponent field stays in 1..254, i.e. the result is normal).
+// Outside it the addition is not a multiplication: a zero or subnormal F becomes a normal number
+// (0 + n·2^23 is 2^(n-127)), E + n >= 255 reaches the Inf/NaN patterns and then the sign bit, and
+// E + n <= 0 borrows from the sign bit (tests/numerics/fp32_bits_test.cpp pins each case).
+ATTNSIM_HD constexpr bool amla_add_valid(float f, std::int32_t n) {
+  const std::int32_t e = (as_int32(f) >> 23) & 0xFF;
+  return e > 0 && e < 255 && n > -e && n < 255 - e;
+}
+
+}  // namespace attnsim

@@ -1,0 +1,47 @@
+// Quantization granularities as maps from (token, channel) to a scale group, including
+// SageAttention2's per-thread groups that follow the mma fragment layouts.
+#pragma once
+
+#include <string>
+
+namespace attnsim {
+
+// A tensor of one head is [tokens, channels]. Every granularity assigns each element a group;
+// a group shares one scale (and zero point). Tokens past the end (padding to a block) are zeros
+// in the kernels and take part in their group's amax, which zeros cannot change.
+enum class Granularity {
+  kPerTensor,   // one group
+  kPerBlock,    // `block` consecutive tokens (SageAttention per_block, TurboAttention BPQ stage 1)
+  kPerToken,    // one group per token
+  kPerChannel,  // one group per channel (over all tokens)
+  kPerWarp,     // `block` consecutive tokens (= the rows of one warp; SageAttention per_warp)
+  kPerBlockChannel,  // (block of `block` tokens, channel): TurboAttention BPQ stage 2, KIVI-style
+  // SageAttention2 per-thread (seed-code.md 1.4; csrc/qattn/qk_int_sv_f8_cuda_sm89.cuh):
+  // Q: lane l of a warp holds rows l/4 and l/4+8 of each m16 tile, so one group is the tokens
+  //    {g, g+8, g+16, ...} of one warp's `block` (WARPQ) rows: group = (t / WARPQ) * 8 + t % 8.
+  // K: lane l holds columns 2(l%4) and 2(l%4)+1 of each n8 tile of Kᵀ, so one group is the
+  //    tokens with (t % 8) / 2 == l % 4 in a `block` (WARPK) of keys:
+  //    group = (t / WARPK) * 4 + (t % 8) / 2.
+  // The INT4 m16n8k64 accumulator layout is the same, so INT4 uses the same maps.
+  kSagePerThreadQ,
+  kSagePerThreadK,
+};
+
+struct GroupMap {
+  Granularity kind = Granularity::kPerTensor;
+  int block = 1;  // tokens per block / warp (WARPQ, WARPK) where the kind uses one
+
+  // Group of element (t, c) of a [tokens, channels] tensor.
+  int group(int t, int c, int tokens, int channels) const;
+  // Number of groups (including groups that only padding would fill).
+  int count(int tokens, int channels) const;
+  std::string describe() const;
+};
+
+// Named maps of the public kernels (seed-code.md 1.4: BLKQ/WARPQ/BLKK/WARPK per path).
+GroupMap sage_sm89_q_per_thread();  // WARPQ = 32
+GroupMap sage_sm89_k_per_thread();  // WARPK = 64
+GroupMap sage_sm90_q_per_thread();  // WARPQ = 16
+GroupMap sage_sm90_k_per_thread();  // WARPK = 128
+
+}  // namespace attnsim

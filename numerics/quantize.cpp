@@ -1,0 +1,192 @@
+// Integer quantizers (see quantize.hpp and numerics/README.md).
+#include "numerics/quantize.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+
+#include "formats/intn.hpp"
+
+namespace attnsim {
+
+namespace {
+
+std::int32_t saturate(std::int64_t v, int bits) {
+  const std::int64_t lo = -(std::int64_t{1} << (bits - 1)), hi = (std::int64_t{1} << (bits - 1)) - 1;
+  return std::int32_t(v < lo ? lo : (v > hi ? hi : v));
+}
+
+// Float -> integer as cvt.{rni,rzi,rpi}.s32.f32: NaN gives 0, out-of-range saturates.
+std::int32_t to_int(float v, Round r, int bits) {
+  if (std::isnan(v)) return 0;
+  double d;
+  switch (r) {
+    case Round::kTowardZero: d = std::trunc(double(v)); break;
+    case Round::kUp: d = std::ceil(double(v)); break;
+    default: d = std::nearbyint(double(v)); break;  // host default rounding: nearest even
+  }
+  if (d > 1e9) d = 1e9;
+  if (d < -1e9) d = -1e9;
+  return saturate(std::int64_t(d), bits);
+}
+
+}  // namespace
+
+std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuantizer& qz) {
+  const float v = qz.apply == ScaleApply::kDivide ? x / scale : x * inv;
+  switch (qz.rounding) {
+    case QuantRounding::kRneSat: {
+      if (qz.bits == 8) return cvt_rni_sat_s8(v);
+      return saturate(round_to_int<s8>(v, Round::kNearestEven, IntOverflow::kSaturate), qz.bits);
+    }
+    case QuantRounding::kHalfAwayFp32: {
+      // `x_int8 += 0.5 * tl.where(x_int8 >= 0, 1, -1)`: an FP32 addition, then truncation.
+      const float w = v + (v >= 0.0f ? 0.5f : -0.5f);
+      return to_int(w, Round::kTowardZero, qz.bits);
+    }
+    case QuantRounding::kNearestEven: return to_int(v, Round::kNearestEven, qz.bits);
+    case QuantRounding::kCeil: return to_int(v, Round::kUp, qz.bits);
+  }
+  throw std::logic_error("quantize_value");
+}
+
+std::vector<float> group_amax(const float* x, int tokens, int channels, const GroupMap& map) {
+  std::vector<float> amax(std::size_t(map.count(tokens, channels)), 0.0f);
+  for (int t = 0; t < tokens; ++t) {
+    for (int c = 0; c < channels; ++c) {
+      float& a = amax[std::size_t(map.group(t, c, tokens, channels))];
+      const float v = std::fabs(x[std::size_t(t) * channels + c]);
+      a = v > a ? v : a;  // NaN inputs do not raise amax (fmaxf semantics of the kernels)
+    }
+  }
+  return amax;
+}
+
+QuantizedTensor quantize_symmetric(const float* x, int tokens, int channels, const GroupMap& map,
+                                   const SymmetricQuantizer& qz) {
+  QuantizedTensor out;
+  out.tokens = tokens;
+  out.channels = channels;
+  out.bits = qz.bits;
+  out.map = map;
+  std::vector<float> amax = group_amax(x, tokens, channels, map);
+  out.scale.resize(amax.size());
+  std::vector<float> inv(amax.size());
+  for (std::size_t g = 0; g < amax.size(); ++g) {
+    float a = amax[g];
+    if (qz.epsilon == ScaleEpsilon::kFloor) a = a > 1e-7f ? a : 1e-7f;
+    out.scale[g] = a / qz.qmax;
+    if (qz.epsilon == ScaleEpsilon::kAdd) out.scale[g] = out.scale[g] + 1e-7f;
+    inv[g] = qz.qmax / a;
+  }
+  out.q.resize(std::size_t(tokens) * channels);
+  for (int t = 0; t < tokens; ++t) {
+    for (int c = 0; c < channels; ++c) {
+      const std::size_t g = std::size_t(map.group(t, c, tokens, channels));
+      const std::size_t i = std::size_t(t) * channels + c;
+      out.q[i] = quantize_value(x[i], out.scale[g], inv[g], qz);
+    }
+  }
+  return out;
+}
+
+std::vector<float> QuantizedTensor::dequantize() const {
+  std::vector<float> x(q.size());
+  for (int t = 0; t < tokens; ++t) {
+    for (int c = 0; c < channels; ++c) {
+      const std::size_t i = std::size_t(t) * channels + c;
+      x[i] = float(q[i]) * scale[std::size_t(map.group(t, c, tokens, channels))];
+    }
+  }
+  return x;
+}
+
+std::int64_t div_ceil(std::int64_t a, std::int64_t b) {
+  if (b <= 0) throw std::invalid_argument("div_ceil: b must be positive");
+  const std::int64_t q = a / b, r = a % b;  // C++ truncates toward zero
+  return (r != 0 && a > 0) ? q + 1 : q;
+}
+
+std::int64_t div_round_nearest_even(std::int64_t a, std::int64_t b) {
+  if (b <= 0) throw std::invalid_argument("div_round_nearest_even: b must be positive");
+  std::int64_t q = a / b, r = a % b;
+  if (r < 0) {  // floor division
+    q -= 1;
+    r += b;
+  }
+  // a / b = q + r / b with 0 <= r < b
+  if (2 * r > b || (2 * r == b && (q & 1))) ++q;
+  return q;
+}
+
+ProgressiveTensor quantize_progressive(const QuantizedTensor& int8, const GroupMap& map, int bits,
+                                       ProgressiveRule rule) {
+  if (bits != 4 && bits != 2) throw std::invalid_argument("quantize_progressive: bits must be 4 or 2");
+  ProgressiveTensor out;
+  out.stage1 = int8;
+  out.map = map;
+  out.bits = bits;
+  out.rule = rule;
+  const int T = int8.tokens, C = int8.channels, G = map.count(T, C);
+  std::vector<std::int32_t> mn(std::size_t(G), std::numeric_limits<std::int32_t>::max()),
+      mx(std::size_t(G), std::numeric_limits<std::int32_t>::min());
+  for (int t = 0; t < T; ++t) {
+    for (int c = 0; c < C; ++c) {
+      const std::size_t g = std::size_t(map.group(t, c, T, C));
+      const std::int32_t v = int8.q[std::size_t(t) * C + c];
+      mn[g] = v < mn[g] ? v : mn[g];
+      mx[g] = v > mx[g] ? v : mx[g];
+    }
+  }
+  out.s_int.assign(std::size_t(G), 1);
+  out.z_int.assign(std::size_t(G), 0);
+  for (int g = 0; g < G; ++g) {
+    if (mn[g] > mx[g]) continue;  // a group with no element (padding only)
+    const std::int64_t range = std::int64_t(mx[g]) - mn[g];
+    const std::int64_t div = rule == ProgressiveRule::kAlgorithm1 ? (std::int64_t{1} << (bits - 1))
+                                                                  : ((std::int64_t{1} << bits) - 1);
+    const std::int64_t s = std::max<std::int64_t>(1, div_ceil(range, div));
+    out.s_int[g] = std::int32_t(s);
+    out.z_int[g] = std::int32_t(rule == ProgressiveRule::kAlgorithm1 ? div_ceil(mn[g], s) : mn[g]);
+  }
+  out.q.resize(std::size_t(T) * C);
+  const std::int64_t qmax = (std::int64_t{1} << bits) - 1;
+  for (int t = 0; t < T; ++t) {
+    for (int c = 0; c < C; ++c) {
+      const std::size_t g = std::size_t(map.group(t, c, T, C));
+      const std::int64_t v = int8.q[std::size_t(t) * C + c];
+      const std::int64_t q = rule == ProgressiveRule::kAlgorithm1
+                                 ? div_round_nearest_even(v, out.s_int[g]) - out.z_int[g]
+                                 : div_round_nearest_even(v - out.z_int[g], out.s_int[g]);
+      out.q[std::size_t(t) * C + c] = std::int32_t(q < 0 ? 0 : (q > qmax ? qmax : q));
+    }
+  }
+  return out;
+}
+
+std::vector<std::int32_t> ProgressiveTensor::dequantize_int8() const {
+  const int T = stage1.tokens, C = stage1.channels;
+  std::vector<std::int32_t> r(q.size());
+  for (int t = 0; t < T; ++t) {
+    for (int c = 0; c < C; ++c) {
+      const std::size_t i = std::size_t(t) * C + c, g = std::size_t(map.group(t, c, T, C));
+      r[i] = rule == ProgressiveRule::kAlgorithm1 ? (q[i] + z_int[g]) * s_int[g] : q[i] * s_int[g] + z_int[g];
+    }
+  }
+  return r;
+}
+
+std::vector<float> ProgressiveTensor::dequantize() const {
+  const std::vector<std::int32_t> q1 = dequantize_int8();
+  const int T = stage1.tokens, C = stage1.channels;
+  std::vector<float> x(q1.size());
+  for (int t = 0; t < T; ++t) {
+    for (int c = 0; c < C; ++c) {
+      const std::size_t i = std::size_t(t) * C + c;
+      x[i] = float(q1[i]) * stage1.scale[std::size_t(stage1.map.group(t, c, T, C))];
+    }
+  }
+  return x;
+}
+
+}  // namespace attnsim

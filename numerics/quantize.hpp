@@ -1,0 +1,113 @@
+// Integer quantizers as the papers and public kernels define them: symmetric INT8/INT4 with each
+// implementation's scale, epsilon and rounding; TurboAttention's progressive INT8 -> INT4/INT2.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "numerics/groups.hpp"
+
+namespace attnsim {
+
+// How x becomes an integer once the scale is known.
+enum class QuantRounding {
+  kRneSat,        // cvt.rni.sat: nearest even, saturate to the integer range (SageAttention CUDA
+                  // QuantInt8Kernel, float_to_int8_rn; proven on the H100, data/hw)
+  kHalfAwayFp32,  // Triton: v += 0.5 * sign(v) in FP32 (itself rounded: 0.49999997f + 0.5f ==
+                  // 1.0f), then .to(int8) truncates (cvt.rzi, saturating) (SageAttention
+                  // quant_per_thread.py / quant_per_block.py)
+  kNearestEven,   // round to nearest even, saturating (TurboAttention Alg. 2 "⌈x/s⌋")
+  kCeil,          // ceiling, saturating (TurboAttention Alg. 1 as printed, "⌈x/s⌉")
+};
+
+// Where the 1e-7 of the public kernels goes.
+enum class ScaleEpsilon {
+  kNone,   // scale = amax / qmax; an all-zero group gives 0/0 = NaN -> q = 0 (Triton per_block)
+  kFloor,  // amax = max(amax, 1e-7f) (CUDA QuantInt8Kernel: `float amax_val = 0.0000001f`)
+  kAdd,    // scale = amax / qmax + 1e-7f (Triton per_thread)
+};
+
+// How the scale is applied.
+enum class ScaleApply {
+  kDivide,              // v = x / scale (Triton)
+  kMultiplyReciprocal,  // v = x * (qmax / amax), the reciprocal rounded on its own (CUDA kernel)
+};
+
+struct SymmetricQuantizer {
+  const char* name;
+  int bits;      // 8, 4 or 2 (signed)
+  float qmax;    // divisor of amax: 127, 7, or TurboAttention's 119
+  QuantRounding rounding;
+  ScaleEpsilon epsilon;
+  ScaleApply apply;
+};
+
+// Named configurations (numerics/README.md cites each source).
+inline constexpr SymmetricQuantizer kSageCudaInt8{"sage_cuda_int8", 8, 127.0f, QuantRounding::kRneSat,
+                                                  ScaleEpsilon::kFloor, ScaleApply::kMultiplyReciprocal};
+inline constexpr SymmetricQuantizer kSageTritonInt8{"sage_triton_int8", 8, 127.0f, QuantRounding::kHalfAwayFp32,
+                                                    ScaleEpsilon::kAdd, ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kSageTritonInt4{"sage_triton_int4", 4, 7.0f, QuantRounding::kHalfAwayFp32,
+                                                    ScaleEpsilon::kAdd, ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kSageTritonPerBlockInt8{"sage_triton_per_block_int8", 8, 127.0f,
+                                                            QuantRounding::kHalfAwayFp32, ScaleEpsilon::kNone,
+                                                            ScaleApply::kDivide};
+// TurboAttention Alg. 1/2 write s = max|X| / 119 (the main text's Eq. 4 gives 2^(b-1) - 2 = 126).
+inline constexpr SymmetricQuantizer kTurboInt8Alg{"turbo_int8_119", 8, 119.0f, QuantRounding::kNearestEven,
+                                                  ScaleEpsilon::kNone, ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kTurboInt8Eq4{"turbo_int8_126", 8, 126.0f, QuantRounding::kNearestEven,
+                                                  ScaleEpsilon::kNone, ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kTurboInt8AlgCeil{"turbo_int8_119_ceil", 8, 119.0f, QuantRounding::kCeil,
+                                                      ScaleEpsilon::kNone, ScaleApply::kDivide};
+
+// A quantized [tokens, channels] tensor: integers, one scale per group (and a zero point for
+// asymmetric groups).
+struct QuantizedTensor {
+  int tokens = 0, channels = 0, bits = 8;
+  GroupMap map;
+  std::vector<std::int32_t> q;       // [tokens, channels]
+  std::vector<float> scale;          // [groups]
+  // x̂ = float(q) * scale, one FP32 multiply (the dequantisation kernels apply).
+  std::vector<float> dequantize() const;
+};
+
+// amax of each group, as the kernels reduce it (max is exact and order-independent).
+std::vector<float> group_amax(const float* x, int tokens, int channels, const GroupMap& map);
+QuantizedTensor quantize_symmetric(const float* x, int tokens, int channels, const GroupMap& map,
+                                   const SymmetricQuantizer& qz);
+// One value with a known scale (and the reciprocal the CUDA kernel uses): exposed for tests.
+std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuantizer& qz);
+
+// TurboAttention BPQ stage 2 (main text Eq. 10, Alg. 1 lines "compute s^int, z^int ...
+// (channelwise)"): an INT8 tensor's groups (block x channel) compressed to unsigned 4 or 2 bits
+// with an integer scale and zero point, in integer arithmetic. The paper's formulas disagree:
+//  kAlgorithm1  s = ⌈(max − min) / 2^(b−1)⌉, z = ⌈min / s⌉, q = round(q1 / s) − z,
+//               q1̂ = (q + z)·s     (Alg. 1/2 as printed, which uses half the b-bit range)
+//  kEquation3   s = ⌈(max − min) / (2^b − 1)⌉, z = min, q = round((q1 − z) / s),
+//               q1̂ = q·s + z       (Eq. 3 with Eq. 4's asymmetric row read as intended)
+// round() is nearest with ties to even on the exact rational; q is clamped to [0, 2^b − 1];
+// s is at least 1 (a constant group).
+enum class ProgressiveRule { kAlgorithm1, kEquation3 };
+
+struct ProgressiveTensor {
+  QuantizedTensor stage1;           // the INT8 symmetric tensor it came from (scales kept)
+  GroupMap map;                     // stage-2 groups
+  int bits = 4;
+  ProgressiveRule rule = ProgressiveRule::kAlgorithm1;
+  std::vector<std::int32_t> q;      // unsigned b-bit values, [tokens, channels]
+  std::vector<std::int32_t> s_int;  // per stage-2 group
+  std::vector<std::int32_t> z_int;  // per stage-2 group
+  std::vector<std::int32_t> dequantize_int8() const;  // the reconstructed INT8 tensor
+  std::vector<float> dequantize() const;              // float(q1̂) * stage-1 scale
+};
+
+ProgressiveTensor quantize_progressive(const QuantizedTensor& int8, const GroupMap& map, int bits,
+                                       ProgressiveRule rule);
+
+// Exact nearest-even rounding of a / b for integers (b > 0).
+std::int64_t div_round_nearest_even(std::int64_t a, std::int64_t b);
+// Exact ceiling of a / b (b > 0).
+std::int64_t div_ceil(std::int64_t a, std::int64_t b);
+
+}  // namespace attnsim

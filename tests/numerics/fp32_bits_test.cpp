@@ -1,0 +1,66 @@
+// numerics/fp32_bits: AMLA's multiplication by 2^n through INT32 addition, exhaustively over
+// every exponent field and every n in [-300, 300] on a dense mantissa sample, both signs; the
+// oracle is std::ldexp in FP64 (exact for these values).
+#include "numerics/fp32_bits.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+namespace attnsim {
+namespace {
+
+float from_bits(std::uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+TEST(Fp32Bits, AmlaAddEqualsMultiplyExactlyWhereLemma31Holds) {
+  std::uint64_t valid = 0, checked = 0;
+  std::uint32_t mantissas[514];
+  for (int i = 0; i < 512; ++i) mantissas[i] = (std::uint32_t(i) * 16411u + (i * i)) & 0x7FFFFF;
+  mantissas[512] = 0;
+  mantissas[513] = 0x7FFFFF;
+  for (std::uint32_t sign : {0u, 0x80000000u}) {
+    for (std::uint32_t e = 0; e < 256; ++e) {
+      for (std::uint32_t m : mantissas) {
+        const float f = from_bits(sign | (e << 23) | m);
+        for (int n = -300; n <= 300; ++n) {
+          ++checked;
+          const bool ok = amla_add_valid(f, n);
+          // Lemma 3.1's condition, restated from the bits: normal F, normal result.
+          ASSERT_EQ(ok, e > 0 && e < 255 && int(e) + n > 0 && int(e) + n < 255);
+          if (!ok) continue;
+          ++valid;
+          const float want = float(std::ldexp(double(f), n));  // exact: the result is normal
+          const float got = mul_pow2_by_int_add(f, n);
+          ASSERT_EQ(as_int32(got), as_int32(want)) << std::hexfloat << f << " n=" << n;
+        }
+      }
+    }
+  }
+  EXPECT_GT(valid, checked / 4);
+}
+
+TEST(Fp32Bits, BehaviourOutsideTheValidRange) {
+  // Zero is not a fixed point: 0 + n*2^23 is the normal number 2^(n-127).
+  EXPECT_EQ(mul_pow2_by_int_add(0.0f, 1), std::ldexp(1.0f, -126));
+  // A subnormal F gains a hidden bit: 2^-149 (bits 1) + 1*2^23 = 2^-126 * (1 + 2^-23).
+  EXPECT_EQ(mul_pow2_by_int_add(from_bits(1), 1), from_bits(0x00800001));
+  // E + n = 255 lands on the Inf (mantissa 0) or NaN pattern.
+  EXPECT_TRUE(std::isinf(mul_pow2_by_int_add(std::ldexp(1.0f, 127), 1)));
+  EXPECT_TRUE(std::isnan(mul_pow2_by_int_add(1.5f * std::ldexp(1.0f, 127), 1)));
+  // Past 255 the exponent carries into the sign bit: 0x7F000000 + 2 * 2^23 = 0x80000000 = -0.
+  EXPECT_EQ(std::uint32_t(as_int32(mul_pow2_by_int_add(std::ldexp(1.0f, 127), 2))), 0x80000000u);
+  // E + n <= 0 underflows through zero into the sign bit: 2^-126 * 2^-1 gives +0 (0x00800000 -
+  // 0x00800000), and * 2^-2 gives 0xFF800000 = -Inf, never the subnormal 2^-127 or 2^-128.
+  EXPECT_EQ(as_int32(mul_pow2_by_int_add(std::ldexp(1.0f, -126), -1)), 0);
+  EXPECT_TRUE(std::isinf(mul_pow2_by_int_add(std::ldexp(1.0f, -126), -2)));
+  EXPECT_FALSE(amla_add_valid(std::ldexp(1.0f, -126), -1));
+  EXPECT_TRUE(amla_add_valid(std::ldexp(1.0f, -125), -1));
+}
+
+}  // namespace
+}  // namespace attnsim

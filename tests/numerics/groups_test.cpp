@@ -1,0 +1,95 @@
+// numerics/groups: SageAttention2's per-thread maps against an independent derivation from the
+// PTX mma fragment layouts (which lane holds which token), and the plain granularities.
+#include "numerics/groups.hpp"
+
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <vector>
+
+namespace attnsim {
+namespace {
+
+// Q is the A operand: in an m16nXkY tile, lane l holds rows l/4 and l/4 + 8 (PTX ISA, A and C
+// fragments). A warp covers `warp_rows` rows = warp_rows/16 tiles. The scale a lane uses is
+// indexed by (warp, lane/4) (qk_int_sv_f8_cuda_sm89.cuh: warp_q*8 + lane/4).
+std::map<int, int> q_token_owner(int tokens, int warp_rows) {
+  std::map<int, int> owner;  // token -> (warp * 8 + lane / 4)
+  for (int w = 0; w * warp_rows < tokens; ++w) {
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int tile = 0; tile < warp_rows / 16; ++tile) {
+        for (int half = 0; half < 2; ++half) {
+          const int t = w * warp_rows + tile * 16 + lane / 4 + 8 * half;
+          if (t < tokens) owner[t] = w * 8 + lane / 4;
+        }
+      }
+    }
+  }
+  return owner;
+}
+
+// K is Bᵀ: tokens are the n dimension; lane l holds columns 2(l%4) and 2(l%4)+1 of each n8 tile;
+// the scale index is (warp_k, lane % 4) (k_scale_idx = warp_k*4 + lane%4).
+std::map<int, int> k_token_owner(int tokens, int warp_cols) {
+  std::map<int, int> owner;
+  for (int w = 0; w * warp_cols < tokens; ++w) {
+    for (int lane = 0; lane < 32; ++lane) {
+      for (int tile = 0; tile < warp_cols / 8; ++tile) {
+        for (int j = 0; j < 2; ++j) {
+          const int t = w * warp_cols + tile * 8 + 2 * (lane % 4) + j;
+          if (t < tokens) owner[t] = w * 4 + lane % 4;
+        }
+      }
+    }
+  }
+  return owner;
+}
+
+TEST(Groups, SagePerThreadMatchesFragmentLayouts) {
+  for (int tokens : {1, 7, 64, 100, 257, 512}) {
+    for (const GroupMap& m : {sage_sm89_q_per_thread(), sage_sm90_q_per_thread()}) {
+      const auto owner = q_token_owner(tokens, m.block);
+      ASSERT_EQ(int(owner.size()), tokens);
+      for (int t = 0; t < tokens; ++t) {
+        for (int c : {0, 63}) ASSERT_EQ(m.group(t, c, tokens, 64), owner.at(t)) << m.describe() << " t=" << t;
+        ASSERT_LT(owner.at(t), m.count(tokens, 64));
+      }
+    }
+    for (const GroupMap& m : {sage_sm89_k_per_thread(), sage_sm90_k_per_thread()}) {
+      const auto owner = k_token_owner(tokens, m.block);
+      for (int t = 0; t < tokens; ++t) {
+        ASSERT_EQ(m.group(t, 5, tokens, 64), owner.at(t)) << m.describe() << " t=" << t;
+        ASSERT_LT(owner.at(t), m.count(tokens, 64));
+      }
+    }
+  }
+}
+
+TEST(Groups, SagePerThreadGroupSizes) {
+  // sm89: a Q group is 4 tokens {g, g+8, g+16, g+24} of a 32-row warp; a K group 16 tokens of 64.
+  std::map<int, std::set<int>> q, k;
+  for (int t = 0; t < 128; ++t) {
+    q[sage_sm89_q_per_thread().group(t, 0, 128, 1)].insert(t);
+    k[sage_sm89_k_per_thread().group(t, 0, 128, 1)].insert(t);
+  }
+  EXPECT_EQ(q.size(), 32u);
+  EXPECT_EQ(q[1], (std::set<int>{1, 9, 17, 25}));
+  EXPECT_EQ(k.size(), 8u);
+  for (const auto& [g, s] : k) EXPECT_EQ(s.size(), 16u);
+  EXPECT_TRUE(k[5].count(64 + 2) && k[5].count(64 + 3) && k[5].count(64 + 10));
+}
+
+TEST(Groups, PlainGranularities) {
+  const int T = 10, C = 3;
+  EXPECT_EQ((GroupMap{Granularity::kPerTensor, 1}).count(T, C), 1);
+  EXPECT_EQ((GroupMap{Granularity::kPerBlock, 4}).count(T, C), 3);
+  EXPECT_EQ((GroupMap{Granularity::kPerBlock, 4}).group(9, 2, T, C), 2);
+  EXPECT_EQ((GroupMap{Granularity::kPerToken, 1}).group(7, 1, T, C), 7);
+  EXPECT_EQ((GroupMap{Granularity::kPerChannel, 1}).group(7, 1, T, C), 1);
+  EXPECT_EQ((GroupMap{Granularity::kPerBlockChannel, 4}).count(T, C), 9);
+  EXPECT_EQ((GroupMap{Granularity::kPerBlockChannel, 4}).group(5, 2, T, C), 1 * 3 + 2);
+}
+
+}  // namespace
+}  // namespace attnsim
