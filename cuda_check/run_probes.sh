@@ -32,4 +32,11 @@ gzip -9 -c "$work/mma_probe.sass" > "$out/mma_probe_sass.txt.gz"
 "$work/mma_probe" "$work" | tee "$out/mma_probe_log.txt" || true
 python3 cuda_check/pack_mma.py "$work" "$out/mma_h100.h5"
 fi
+if [[ "${PROBES:-cvt mma}" == *special* ]]; then
+nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/special_probe.cu -o "$work/special_probe"
+cuobjdump -sass "$work/special_probe" | grep -oE '\b(MUFU|FMUL|FFMA|FSETP|FCHK)[A-Z0-9._]*' | sort | uniq -c > "$out/special_probe_sass.txt" || true
+"$work/special_probe" "$work" | tee "$out/special_probe_log.txt"
+python3 -c "import numpy as np, h5py, sys; t=np.fromfile(sys.argv[1], dtype='<u4'); f=h5py.File(sys.argv[2]+'.tmp','w'); f.create_dataset('rcp_table', data=t, compression='gzip', compression_opts=9, shuffle=True); f.attrs['instruction']='rcp.approx.ftz.f32'; f.attrs['inputs']='x = 1.m for m in 0..2^23-1 (bits 0x3F800000 | m)'; f.close()" "$work/rcp_table.bin" "$out/rcp_table_h100.h5"
+mv "$out/rcp_table_h100.h5.tmp" "$out/rcp_table_h100.h5"
+fi
 ls -l "$out"

@@ -12,6 +12,7 @@
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"
 #include "numerics/digest.hpp"
+#include "numerics/special.hpp"
 
 namespace attnsim {
 namespace {
@@ -92,6 +93,10 @@ TEST(CvtH100AllInputs, F16Rm) {
 }
 TEST(CvtH100AllInputs, F16Rp) {
   check_all_inputs("f16_rp", [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRp)); });
+}
+TEST(CvtH100AllInputs, RcpApproxFtzModel) {
+  const RcpApproxFtz& rcp = RcpApproxFtz::h100();
+  check_all_inputs("rcp_approx_ftz", [&rcp](std::uint32_t b) { return rcp.bits(b); });
 }
 TEST(CvtH100AllInputs, S8RniSat) {
   check_all_inputs("s8_rni_sat", [](std::uint32_t b) { return std::uint32_t(cvt_rni_sat_s8(f32_from_bits(b))) & 0xFFu; });

@@ -1,0 +1,153 @@
+// Probe: derives a table model of rcp.approx.ftz.f32 (MUFU.RCP) from the H100 and checks it over
+// all 2^32 inputs; checks div.approx.ftz.f32 = a * rcp.approx.ftz(b) on random pairs.
+//
+// Hypothesis under test: rcp.approx.ftz(s * 2^e * 1.m) = s * 2^-e * T[m] for normal inputs, with
+// T[m] = rcp.approx.ftz(1.m) for the 2^23 mantissas m; ±0 and subnormals (flushed) give ±Inf,
+// ±Inf give ±0, results below 2^-126 flush to ±0, NaN gives a NaN.
+// Usage: special_probe OUTDIR. Writes OUTDIR/rcp_table.bin (2^23 uint32 results for x in [1, 2))
+// and OUTDIR/special_summary.txt.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#define CUDA_CHECK(call)                                                                        \
+  do {                                                                                          \
+    cudaError_t err_ = (call);                                                                  \
+    if (err_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "special_probe: %s failed: %s\n", #call, cudaGetErrorString(err_)); \
+      std::exit(1);                                                                             \
+    }                                                                                           \
+  } while (0)
+
+__device__ __forceinline__ float rcp_hw(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float div_hw(float a, float b) {
+  float r;
+  asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+}
+
+__global__ void table_kernel(std::uint32_t* t) {
+  const std::uint32_t m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m < (1u << 23)) t[m] = __float_as_uint(rcp_hw(__uint_as_float(0x3F800000u | m)));
+}
+
+// The candidate model, computed from the table.
+__device__ __forceinline__ std::uint32_t rcp_model(const std::uint32_t* t, std::uint32_t x) {
+  const std::uint32_t sign = x & 0x80000000u, e = (x >> 23) & 0xFF, m = x & 0x7FFFFF;
+  if (e == 0xFF) return m ? 0x7FFFFFFFu : sign;            // NaN -> canonical; Inf -> 0
+  if (e == 0) return sign | 0x7F800000u;                   // zero or flushed subnormal -> Inf
+  const std::uint32_t tm = t[m];                           // result for 1.m, exponent field 126 or 127
+  const int te = int((tm >> 23) & 0xFF) - 127;             // -1, or 0 when m == 0
+  const int re = te - (int(e) - 127);                      // result exponent
+  if (re < -126) return sign;                              // subnormal result flushed to zero
+  if (re > 127) return sign | 0x7F800000u;
+  return sign | (std::uint32_t(re + 127) << 23) | (tm & 0x7FFFFF);
+}
+
+struct Counters {
+  unsigned long long mismatches, nan_results, recorded;
+  std::uint32_t first_in[32], first_hw[32], first_model[32];
+  unsigned long long div_checked, div_mismatches;
+  std::uint32_t div_a[8], div_b[8], div_hw_r[8], div_model_r[8];
+};
+
+__global__ void check_kernel(const std::uint32_t* t, std::uint32_t chunk, Counters* c) {
+  const std::uint32_t base = chunk << 24;
+  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < (1u << 24); k += gridDim.x * blockDim.x) {
+    const std::uint32_t x = base + k;
+    const std::uint32_t h = __float_as_uint(rcp_hw(__uint_as_float(x)));
+    const std::uint32_t m = rcp_model(t, x);
+    const bool hnan = (h & 0x7FFFFFFFu) > 0x7F800000u;
+    if (hnan) atomicAdd(&c->nan_results, 1ull);
+    if (h != m) {
+      atomicAdd(&c->mismatches, 1ull);
+      const unsigned long long s = atomicAdd(&c->recorded, 1ull);
+      if (s < 32) {
+        c->first_in[s] = x;
+        c->first_hw[s] = h;
+        c->first_model[s] = m;
+      }
+    }
+  }
+}
+
+__device__ __forceinline__ std::uint32_t mix32(std::uint32_t z) {
+  z ^= z >> 16;
+  z *= 0x7feb352dU;
+  z ^= z >> 15;
+  z *= 0x846ca68bU;
+  z ^= z >> 16;
+  return z;
+}
+
+// div.approx.ftz.f32 against a * rcp.approx.ftz(b) (FMUL.FTZ, round to nearest).
+__global__ void div_kernel(std::uint32_t seed, Counters* c) {
+  const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  const std::uint32_t ab = mix32(i * 2u + seed), bb = mix32(i * 2u + 1u + seed * 7919u);
+  // Keep exponents moderate so both paths stay finite and normal most of the time.
+  const float a = __uint_as_float((ab & 0x807FFFFFu) | ((96u + (ab >> 27)) << 23));
+  const float b = __uint_as_float((bb & 0x807FFFFFu) | ((96u + (bb >> 27)) << 23));
+  const float hw = div_hw(a, b);
+  const float model = __fmul_rn(a, rcp_hw(b));
+  atomicAdd(&c->div_checked, 1ull);
+  if (__float_as_uint(hw) != __float_as_uint(model)) {
+    const unsigned long long s = atomicAdd(&c->div_mismatches, 1ull);
+    if (s < 8) {
+      c->div_a[s] = __float_as_uint(a);
+      c->div_b[s] = __float_as_uint(b);
+      c->div_hw_r[s] = __float_as_uint(hw);
+      c->div_model_r[s] = __float_as_uint(model);
+    }
+  }
+}
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: special_probe OUTDIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  std::uint32_t* d_t = nullptr;
+  Counters* d_c = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_t, sizeof(std::uint32_t) << 23));
+  CUDA_CHECK(cudaMalloc(&d_c, sizeof(Counters)));
+  CUDA_CHECK(cudaMemset(d_c, 0, sizeof(Counters)));
+  table_kernel<<<(1u << 23) / 256, 256>>>(d_t);
+  CUDA_CHECK(cudaGetLastError());
+  for (std::uint32_t chunk = 0; chunk < 256; ++chunk) check_kernel<<<1024, 256>>>(d_t, chunk, d_c);
+  CUDA_CHECK(cudaGetLastError());
+  for (std::uint32_t s = 0; s < 64; ++s) div_kernel<<<(1u << 22) / 256, 256>>>(s, d_c);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  std::vector<std::uint32_t> t(1u << 23);
+  Counters c{};
+  CUDA_CHECK(cudaMemcpy(t.data(), d_t, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(&c, d_c, sizeof(Counters), cudaMemcpyDeviceToHost));
+  FILE* f = std::fopen((dir + "/rcp_table.bin").c_str(), "wb");
+  if (!f || std::fwrite(t.data(), 4, t.size(), f) != t.size() || std::fclose(f) != 0) return 1;
+  FILE* s = std::fopen((dir + "/special_summary.txt").c_str(), "w");
+  if (!s) return 1;
+  for (FILE* o : {stdout, s}) {
+    std::fprintf(o, "rcp.approx.ftz.f32 table model over all 2^32 inputs: %llu mismatches, %llu NaN results\n",
+                 c.mismatches, c.nan_results);
+    for (unsigned k = 0; k < c.recorded && k < 32; ++k) {
+      std::fprintf(o, "  input 0x%08x: hw 0x%08x model 0x%08x\n", c.first_in[k], c.first_hw[k], c.first_model[k]);
+    }
+    std::fprintf(o, "div.approx.ftz.f32 vs a * rcp.approx.ftz(b): %llu of %llu random pairs differ\n",
+                 c.div_mismatches, c.div_checked);
+    for (unsigned k = 0; k < c.div_mismatches && k < 8; ++k) {
+      std::fprintf(o, "  a 0x%08x b 0x%08x: hw 0x%08x model 0x%08x\n", c.div_a[k], c.div_b[k], c.div_hw_r[k],
+                   c.div_model_r[k]);
+    }
+  }
+  std::fclose(s);
+  return 0;
+}

@@ -1,0 +1,39 @@
+// Models of the GPU's approximate special functions (MUFU), derived from H100 recordings.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace attnsim {
+
+// rcp.approx.ftz.f32 (MUFU.RCP on sm_90). Measured on the H100 over all 2^32 inputs
+// (cuda_check/special_probe.cu, data/hw/README.md): for a normal x = s · 2^e · 1.m the result is
+// s · 2^-e · T[m], where T[m] = rcp.approx.ftz(1.m) is a table of 2^23 values; T[m] differs from
+// the correctly rounded 1/1.m by -1, 0 or +1 ulp, stored as 2-bit codes
+// (data/hw/h100/rcp_approx_ftz_delta.bin: code 0 = 0, 1 = +1, 2 = -1; entry m in bits 2·(m%4) of
+// byte m/4). Zero and subnormal inputs (flushed) give ±Inf, ±Inf gives ±0, NaN gives 0x7FFFFFFF,
+// results below 2^-126 flush to ±0.
+class RcpApproxFtz {
+ public:
+  // Loads the delta table; throws std::runtime_error with the path if it is missing or short.
+  explicit RcpApproxFtz(const std::string& delta_path);
+  // The H100 table shipped in data/hw/h100 (path fixed at build time).
+  static const RcpApproxFtz& h100();
+  std::uint32_t bits(std::uint32_t x) const;
+  float operator()(float x) const;
+  std::uint32_t table(std::uint32_t m) const { return t_[m]; }  // result bits for x = 1.m
+
+ private:
+  std::vector<std::uint32_t> t_;
+};
+
+// FMUL.FTZ: IEEE binary32 product, round to nearest even, subnormal inputs and results flushed
+// to a zero of the right sign.
+float fmul_ftz(float a, float b);
+
+// div.approx.ftz.f32 (and __fdividef): a * rcp.approx.ftz(b), as the SASS shows (MUFU.RCP then
+// FMUL.FTZ); checked on the H100 on 2^28 random pairs with exponents in [-31, 0] (0 mismatches).
+float div_approx_ftz(float a, float b, const RcpApproxFtz& rcp = RcpApproxFtz::h100());
+
+}  // namespace attnsim
