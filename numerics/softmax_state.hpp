@@ -1,59 +1,162 @@
-// Online-softmax state of one query row: running max, running sum, unnormalized output; with the
-// merge and normalize steps of FlashAttention and of split-KV reductions (flashinfer state.cuh).
+// Online-softmax state of one query row (running max, running sum, unnormalized output) with the
+// update, merge and normalize steps of FlashAttention-2 and of split-KV reductions.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <vector>
 
 namespace attnsim {
 
-// Scores live in the base-2 domain the kernels use: a score s contributes 2^(s - m), where the
-// caller has already multiplied the raw q·k by sm_scale·log2(e) (FA2 softmax.h, FA3, flashinfer).
+// How p = e^(scale·(s − m)) is evaluated.
+//  kExp2  FA2/FA3/flashinfer: p = exp2(s·scale_log2 − m·scale_log2) with scale_log2 = sm_scale·log2 e
+//         folded into one constant (FA2 softmax.h scale_apply_exp2; nvcc contracts the
+//         multiply-subtract into one FFMA, see `fma`).
+//  kExp   the textbook p = exp((s − m)·sm_scale).
+enum class ExpKind { kExp2, kExp };
+
+template <class T>
+struct ExpModel {
+  ExpKind kind = ExpKind::kExp2;
+  // kExp2: scale_log2, rounded once to T (FA2's Flash_fwd_params::scale_softmax_log2);
+  // kExp: sm_scale. scale = 1 with kExp2 is the flashinfer convention (scores already scaled).
+  T scale = T(1);
+  // kExp2 only: `s * scale - max_scaled` as one fused multiply-add (nvcc --fmad=true, the default
+  // FA2 build) or as a rounded product then a subtraction.
+  bool fma = true;
+
+  // p for a score s against the max the exponent uses (never -inf, see SoftmaxState::rescale).
+  // A masked score s = -inf gives exactly 0 on both paths (exp2(-inf) = 0, as on the GPU).
+  T prob(T s, T m_use) const {
+    if (kind == ExpKind::kExp2) {
+      const T max_scaled = m_use * scale;  // FA2: max(mi) * scale, once per row
+      return std::exp2(fma ? std::fma(s, scale, -max_scaled) : s * scale - max_scaled);
+    }
+    return std::exp((s - m_use) * scale);
+  }
+  // Rescale factor of the running sum and output when the max moves from m_old to m_use
+  // (FA2 softmax_rescale_o: scores_scale = exp2f((scores_max_prev - scores_max_cur) * scale_log2)).
+  T alpha(T m_old, T m_use) const {
+    return kind == ExpKind::kExp2 ? std::exp2((m_old - m_use) * scale) : std::exp((m_old - m_use) * scale);
+  }
+};
+
+// State of one query row. T is the arithmetic type (float models an FP32 kernel, double the FP64
+// variant); every operation is one rounding in T, in the order written here, which is the order
+// of FA2 csrc/flash_attn/src/softmax.h (Softmax::softmax_rescale_o, normalize_softmax_lse).
 //
-// Empty state (no key seen yet, or every key masked): m = -inf, l = 0, o = 0.
-//   - merging with an empty state returns the other state unchanged (bit for bit);
-//   - normalize() of an empty state gives zeros, and lse2() gives -inf.
-// T is the arithmetic type (float models an FP32 kernel; double the FP64 variant); every
-// operation is one rounding in T, in the order written.
+// Row sums by lanes: on SM80 FA2 a row of an m16n8 accumulator tile is spread over the 4 threads
+// of a quad, thread t holding columns 8n + 2t and 8n + 2t + 1 of every 8-column slice. Each thread
+// keeps its own partial row sum across all KV blocks (reduce_sum<zero_init=false> is thread-local)
+// and the 4 partials are combined only in normalize_softmax_lse by quad_allreduce_ (shfl_xor 2,
+// then 1): l = (l0 + l2) + (l1 + l3). lanes = 1 models a single accumulator per row.
+//
+// Empty state (no key seen yet, or every key so far masked): m = -inf, every l = 0, o = 0.
+//   - merge with an empty state is the identity, bit for bit, on either side;
+//   - normalize() of an empty state gives zeros (FA2: inv_sum = 1 when sum == 0, and o = 0);
+//   - lse() of an empty state is -inf.
+// An update whose keys are all masked (block max -inf) leaves an empty state empty: the exponent
+// then uses max 0 (FA2 Check_inf) so no -inf - (-inf) NaN appears.
 template <class T>
 struct SoftmaxState {
+  static constexpr int kMaxLanes = 4;
   T m = -std::numeric_limits<T>::infinity();
-  T l = T(0);
+  std::array<T, kMaxLanes> l{};  // partial row sums, lanes of them in use
+  int lanes = 1;
   std::vector<T> o;
 
-  explicit SoftmaxState(int dv = 0) : o(std::size_t(dv), T(0)) {}
+  explicit SoftmaxState(int dv = 0, int lanes_ = 1) : lanes(lanes_), o(std::size_t(dv), T(0)) {}
 
-  bool empty() const { return l == T(0) && m == -std::numeric_limits<T>::infinity(); }
+  bool empty() const { return m == -std::numeric_limits<T>::infinity(); }
 
-  // Combine two partial states over disjoint key sets (FlashInfer merge_state, LeanAttention
-  // Alg. 2 reduction): m = max(m_a, m_b); each side is rescaled by 2^(m_side - m).
-  void merge(const SoftmaxState& other) {
+  void reset() {
+    m = -std::numeric_limits<T>::infinity();
+    l.fill(T(0));
+    std::fill(o.begin(), o.end(), T(0));
+  }
+
+  // The lane (quad thread) that owns column `col` of a KV block.
+  int lane_of(int col) const { return lanes == 1 ? 0 : (col % 8) / 2; }
+
+  // The row sum: FA2 quad_allreduce_ order for 4 lanes.
+  T sum() const { return lanes == 1 ? l[0] : (l[0] + l[2]) + (l[1] + l[3]); }
+
+  // First half of FA2 softmax_rescale_o for one KV block whose row max is block_max:
+  // m = max(m, block_max); alpha = e.alpha(m_old, m_use); l *= alpha; o *= alpha.
+  // Returns m_use, the max the exponent of this block subtracts (m, or 0 while m is -inf).
+  // For the first block (m_old = -inf) alpha is exp2(-inf) = 0 and 0 * 0 = 0: the same bits as
+  // FA2's Is_first branch, which skips the rescale.
+  T rescale(T block_max, const ExpModel<T>& e) {
+    const T m_old = m;
+    m = block_max > m ? block_max : m;
+    const T m_use = empty() ? T(0) : m;
+    const T a = e.alpha(m_old, m_use);
+    for (int t = 0; t < lanes; ++t) l[t] = l[t] * a;
+    for (T& x : o) x = x * a;
+    return m_use;
+  }
+
+  // reduce_sum<zero_init=false>: the owning lane adds p to its partial sum.
+  void add_to_sum(int col, T p) {
+    const int t = lane_of(col);
+    l[t] = l[t] + p;
+  }
+
+  // One whole FA2 step for this row over a KV block of n keys: raw scores s[0..n) (-inf where
+  // masked), value rows v + j*ldv (dv = o.size() floats each). P is used unrounded and P·V runs
+  // in natural key order onto the rescaled o (o[c] = o[c] + p_j·v_j[c]). Kernels that round P or
+  // use a tensor-core P·V call rescale / add_to_sum / their own P·V instead (sim/flash).
+  void update(const T* s, int n, const float* v, std::size_t ldv, const ExpModel<T>& e) {
+    T block_max = -std::numeric_limits<T>::infinity();
+    for (int j = 0; j < n; ++j) block_max = s[j] > block_max ? s[j] : block_max;
+    const T m_use = rescale(block_max, e);
+    for (int j = 0; j < n; ++j) {
+      const T p = e.prob(s[j], m_use);
+      add_to_sum(j, p);
+      for (std::size_t c = 0; c < o.size(); ++c) o[c] = o[c] + p * T(v[std::size_t(j) * ldv + c]);
+    }
+  }
+
+  // Combine with a state over a disjoint key set (flashinfer state_t::merge, FA2 split-KV
+  // combine, LeanAttention's reduction): m = max(m_a, m_b), each side rescaled by
+  // e.alpha(m_side, m), lane by lane (both states must have the same lanes):
+  //   l = l_a·s_a + l_b·s_b,  o = o_a·s_a + o_b·s_b.
+  // The default ExpModel (exp2, scale 1) is flashinfer's convention of pre-scaled base-2 scores.
+  void merge(const SoftmaxState& other, const ExpModel<T>& e = ExpModel<T>{}) {
     if (other.empty()) return;
     if (empty()) {
       *this = other;
       return;
     }
     const T m_new = m > other.m ? m : other.m;
-    const T sa = std::exp2(m - m_new);
-    const T sb = std::exp2(other.m - m_new);
-    l = l * sa + other.l * sb;
+    const T sa = e.alpha(m, m_new);
+    const T sb = e.alpha(other.m, m_new);
+    for (int t = 0; t < lanes; ++t) l[t] = l[t] * sa + other.l[t] * sb;
     for (std::size_t c = 0; c < o.size(); ++c) o[c] = o[c] * sa + other.o[c] * sb;
     m = m_new;
   }
 
-  // o / l, computed as o * (1 / l) like FA2's epilogue (`inv_sum = 1.f / sum; acc_o *= inv_sum`);
-  // zeros for an empty or zero-sum row (FA2 sets inv_sum = 1 there, and o is 0).
+  // o / l as FA2's epilogue computes it: inv_sum = (sum == 0 || sum != sum) ? 1 : 1 / sum, then
+  // o * inv_sum (a reciprocal and a multiply, not a division). Zeros for an empty state.
   std::vector<T> normalize() const {
-    std::vector<T> out(o.size(), T(0));
-    if (!(l > T(0))) return out;
-    const T inv = T(1) / l;
+    const T s = sum();
+    const T inv = (s == T(0) || s != s) ? T(1) : T(1) / s;
+    std::vector<T> out(o.size());
     for (std::size_t c = 0; c < o.size(); ++c) out[c] = o[c] * inv;
     return out;
   }
 
-  // Base-2 log-sum-exp of the scaled scores: m + log2(l); -inf when empty.
-  T lse2() const { return l > T(0) ? m + std::log2(l) : -std::numeric_limits<T>::infinity(); }
+  // Natural-log LSE, FA2 normalize_softmax_lse: m·score_scale + log(sum), where score_scale turns
+  // the units of m into natural-log units (sm_scale for raw scores as FA2 stores them; ln 2 for
+  // flashinfer's pre-scaled base-2 scores). -inf when empty or the sum is 0 or NaN.
+  T lse(T score_scale) const {
+    const T s = sum();
+    if (s == T(0) || s != s) return -std::numeric_limits<T>::infinity();
+    return m * score_scale + std::log(s);
+  }
 };
 
 }  // namespace attnsim
