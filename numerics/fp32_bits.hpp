@@ -19,8 +19,10 @@ ATTNSIM_HD constexpr float mul_pow2_by_int_add(float f, std::int32_t n) {
 // Lemma 3.1's condition: F's exponent field E satisfies 0 < E < 255 (F normal, not Inf/NaN) and
 // -E < n < 255 - E (the result's exponent field stays in 1..254, i.e. the result is normal).
 // Outside it the addition is not a multiplication: a zero or subnormal F becomes a normal number
-// (0 + n·2^23 is 2^(n-127)), E + n >= 255 reaches the Inf/NaN patterns and then the sign bit, and
-// E + n <= 0 borrows from the sign bit (tests/numerics/fp32_bits_test.cpp pins each case).
+// (0 + n·2^23 is 2^(n-127)), E + n = 255 gives the Inf/NaN patterns, E + n > 255 carries into the
+// sign bit, E + n = 0 leaves the mantissa as a subnormal (m·2^-149, not F·2^n), and E + n < 0
+// borrows from the sign bit. In general the mantissa is untouched and (sign, E) becomes
+// (256·sign + E + n) mod 512 (tests/numerics/fp32_bits_test.cpp checks this field-wise).
 ATTNSIM_HD constexpr bool amla_add_valid(float f, std::int32_t n) {
   const std::int32_t e = (as_int32(f) >> 23) & 0xFF;
   return e > 0 && e < 255 && n > -e && n < 255 - e;

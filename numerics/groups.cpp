@@ -12,46 +12,76 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 int GroupMap::group(int t, int c, int tokens, int channels) const {
   (void)tokens;
   switch (kind) {
-    case Granularity::kPerTensor: return 0;
+    case Granularity::kPerTensor:
+      return 0;
     case Granularity::kPerBlock:
-    case Granularity::kPerWarp: return t / block;
-    case Granularity::kPerToken: return t;
-    case Granularity::kPerChannel: return c;
-    case Granularity::kPerBlockChannel: return (t / block) * channels + c;
-    case Granularity::kSagePerThreadQ: return (t / block) * 8 + t % 8;
-    case Granularity::kSagePerThreadK: return (t / block) * 4 + (t % 8) / 2;
+    case Granularity::kPerWarp:
+      return t / block;
+    case Granularity::kPerToken:
+      return t;
+    case Granularity::kPerChannel:
+      return c;
+    case Granularity::kPerBlockChannel:
+      return (t / block) * channels + c;
+    case Granularity::kSagePerThreadQ:
+      return (t / block) * 8 + t % 8;
+    case Granularity::kSagePerThreadK:
+      return (t / block) * 4 + (t % 8) / 2;
   }
   throw std::logic_error("GroupMap::group");
 }
 
 int GroupMap::count(int tokens, int channels) const {
   switch (kind) {
-    case Granularity::kPerTensor: return 1;
+    case Granularity::kPerTensor:
+      return 1;
     case Granularity::kPerBlock:
-    case Granularity::kPerWarp: return ceil_div(tokens, block);
-    case Granularity::kPerToken: return tokens;
-    case Granularity::kPerChannel: return channels;
-    case Granularity::kPerBlockChannel: return ceil_div(tokens, block) * channels;
-    case Granularity::kSagePerThreadQ: return ceil_div(tokens, block) * 8;
-    case Granularity::kSagePerThreadK: return ceil_div(tokens, block) * 4;
+    case Granularity::kPerWarp:
+      return ceil_div(tokens, block);
+    case Granularity::kPerToken:
+      return tokens;
+    case Granularity::kPerChannel:
+      return channels;
+    case Granularity::kPerBlockChannel:
+      return ceil_div(tokens, block) * channels;
+    case Granularity::kSagePerThreadQ:
+      return ceil_div(tokens, block) * 8;
+    case Granularity::kSagePerThreadK:
+      return ceil_div(tokens, block) * 4;
   }
   throw std::logic_error("GroupMap::count");
 }
 
 std::string GroupMap::describe() const {
   switch (kind) {
-    case Granularity::kPerTensor: return "per_tensor";
-    case Granularity::kPerBlock: return "per_block(" + std::to_string(block) + ")";
-    case Granularity::kPerToken: return "per_token";
-    case Granularity::kPerChannel: return "per_channel";
-    case Granularity::kPerWarp: return "per_warp(" + std::to_string(block) + ")";
-    case Granularity::kPerBlockChannel: return "per_block_channel(" + std::to_string(block) + ")";
-    case Granularity::kSagePerThreadQ: return "sage_per_thread_q(" + std::to_string(block) + ")";
-    case Granularity::kSagePerThreadK: return "sage_per_thread_k(" + std::to_string(block) + ")";
+    case Granularity::kPerTensor:
+      return "per_tensor";
+    case Granularity::kPerBlock:
+      return "per_block(" + std::to_string(block) + ")";
+    case Granularity::kPerToken:
+      return "per_token";
+    case Granularity::kPerChannel:
+      return "per_channel";
+    case Granularity::kPerWarp:
+      return "per_warp(" + std::to_string(block) + ")";
+    case Granularity::kPerBlockChannel:
+      return "per_block_channel(" + std::to_string(block) + ")";
+    case Granularity::kSagePerThreadQ:
+      return "sage_per_thread_q(" + std::to_string(block) + ")";
+    case Granularity::kSagePerThreadK:
+      return "sage_per_thread_k(" + std::to_string(block) + ")";
   }
   return "?";
 }
 
+GroupMap sage_per_thread_q(int warp_q) { return {Granularity::kSagePerThreadQ, warp_q}; }
+GroupMap sage_per_thread_k(int warp_k) { return {Granularity::kSagePerThreadK, warp_k}; }
+GroupMap sage_sm89_q_per_warp() { return {Granularity::kPerWarp, 32}; }
+GroupMap sage_sm89_k_per_warp() { return {Granularity::kPerWarp, 64}; }
+GroupMap sage_sm90_q_per_warp() { return {Granularity::kPerWarp, 16}; }
+GroupMap sage_sm90_k_per_warp() { return {Granularity::kPerWarp, 128}; }
+GroupMap sage_triton_q_per_block() { return {Granularity::kPerBlock, 128}; }
+GroupMap sage_triton_k_per_block() { return {Granularity::kPerBlock, 64}; }
 GroupMap sage_sm89_q_per_thread() { return {Granularity::kSagePerThreadQ, 32}; }
 GroupMap sage_sm89_k_per_thread() { return {Granularity::kSagePerThreadK, 64}; }
 GroupMap sage_sm90_q_per_thread() { return {Granularity::kSagePerThreadQ, 16}; }

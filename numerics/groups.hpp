@@ -39,9 +39,19 @@ struct GroupMap {
 };
 
 // Named maps of the public kernels (seed-code.md 1.4: BLKQ/WARPQ/BLKK/WARPK per path).
-GroupMap sage_sm89_q_per_thread();  // WARPQ = 32
-GroupMap sage_sm89_k_per_thread();  // WARPK = 64
-GroupMap sage_sm90_q_per_thread();  // WARPQ = 16
-GroupMap sage_sm90_k_per_thread();  // WARPK = 128
+// sm80 uses the sm89 values except WARPQ = 16 for head_dim 128 with fp16 accumulation
+// (`sage_per_thread_q(16)`).
+GroupMap sage_per_thread_q(int warp_q);
+GroupMap sage_per_thread_k(int warp_k);
+GroupMap sage_sm89_q_per_thread();   // WARPQ = 32 (also sm80)
+GroupMap sage_sm89_k_per_thread();   // WARPK = 64 (also sm80)
+GroupMap sage_sm90_q_per_thread();   // WARPQ = 16
+GroupMap sage_sm90_k_per_thread();   // WARPK = 128
+GroupMap sage_sm89_q_per_warp();     // t / 32 (sm80: t / 16 in the same exception)
+GroupMap sage_sm89_k_per_warp();     // t / 64
+GroupMap sage_sm90_q_per_warp();     // t / 16
+GroupMap sage_sm90_k_per_warp();     // t / 128
+GroupMap sage_triton_q_per_block();  // t / 128 (SageAttention1 Triton)
+GroupMap sage_triton_k_per_block();  // t / 64
 
 }  // namespace attnsim

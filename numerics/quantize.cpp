@@ -1,6 +1,7 @@
 // Integer quantizers (see quantize.hpp and numerics/README.md).
 #include "numerics/quantize.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -12,7 +13,8 @@ namespace attnsim {
 namespace {
 
 std::int32_t saturate(std::int64_t v, int bits) {
-  const std::int64_t lo = -(std::int64_t{1} << (bits - 1)), hi = (std::int64_t{1} << (bits - 1)) - 1;
+  const std::int64_t lo = -(std::int64_t{1} << (bits - 1)),
+                     hi = (std::int64_t{1} << (bits - 1)) - 1;
   return std::int32_t(v < lo ? lo : (v > hi ? hi : v));
 }
 
@@ -21,9 +23,15 @@ std::int32_t to_int(float v, Round r, int bits) {
   if (std::isnan(v)) return 0;
   double d;
   switch (r) {
-    case Round::kTowardZero: d = std::trunc(double(v)); break;
-    case Round::kUp: d = std::ceil(double(v)); break;
-    default: d = std::nearbyint(double(v)); break;  // host default rounding: nearest even
+    case Round::kTowardZero:
+      d = std::trunc(double(v));
+      break;
+    case Round::kUp:
+      d = std::ceil(double(v));
+      break;
+    default:
+      d = std::nearbyint(double(v));
+      break;  // host default rounding: nearest even
   }
   if (d > 1e9) d = 1e9;
   if (d < -1e9) d = -1e9;
@@ -44,8 +52,10 @@ std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuan
       const float w = v + (v >= 0.0f ? 0.5f : -0.5f);
       return to_int(w, Round::kTowardZero, qz.bits);
     }
-    case QuantRounding::kNearestEven: return to_int(v, Round::kNearestEven, qz.bits);
-    case QuantRounding::kCeil: return to_int(v, Round::kUp, qz.bits);
+    case QuantRounding::kNearestEven:
+      return to_int(v, Round::kNearestEven, qz.bits);
+    case QuantRounding::kCeil:
+      return to_int(v, Round::kUp, qz.bits);
   }
   throw std::logic_error("quantize_value");
 }
@@ -119,14 +129,19 @@ std::int64_t div_round_nearest_even(std::int64_t a, std::int64_t b) {
   return q;
 }
 
+std::int64_t div_round(std::int64_t a, std::int64_t b, IntRound r) {
+  return r == IntRound::kCeil ? div_ceil(a, b) : div_round_nearest_even(a, b);
+}
+
 ProgressiveTensor quantize_progressive(const QuantizedTensor& int8, const GroupMap& map, int bits,
-                                       ProgressiveRule rule) {
-  if (bits != 4 && bits != 2) throw std::invalid_argument("quantize_progressive: bits must be 4 or 2");
+                                       const ProgressiveQuantizer& config) {
+  if (bits != 4 && bits != 2)
+    throw std::invalid_argument("quantize_progressive: bits must be 4 or 2");
   ProgressiveTensor out;
   out.stage1 = int8;
   out.map = map;
   out.bits = bits;
-  out.rule = rule;
+  out.config = config;
   const int T = int8.tokens, C = int8.channels, G = map.count(T, C);
   std::vector<std::int32_t> mn(std::size_t(G), std::numeric_limits<std::int32_t>::max()),
       mx(std::size_t(G), std::numeric_limits<std::int32_t>::min());
@@ -138,16 +153,18 @@ ProgressiveTensor quantize_progressive(const QuantizedTensor& int8, const GroupM
       mx[g] = v > mx[g] ? v : mx[g];
     }
   }
+  const bool scaled = config.zero == ZeroPointForm::kScaled;
   out.s_int.assign(std::size_t(G), 1);
   out.z_int.assign(std::size_t(G), 0);
   for (int g = 0; g < G; ++g) {
     if (mn[g] > mx[g]) continue;  // a group with no element (padding only)
     const std::int64_t range = std::int64_t(mx[g]) - mn[g];
-    const std::int64_t div = rule == ProgressiveRule::kAlgorithm1 ? (std::int64_t{1} << (bits - 1))
-                                                                  : ((std::int64_t{1} << bits) - 1);
-    const std::int64_t s = std::max<std::int64_t>(1, div_ceil(range, div));
+    const std::int64_t div = config.divisor == RangeDivisor::kHalf
+                                 ? (std::int64_t{1} << (bits - 1))
+                                 : ((std::int64_t{1} << bits) - 1);
+    const std::int64_t s = std::max<std::int64_t>(1, div_round(range, div, config.scale_round));
     out.s_int[g] = std::int32_t(s);
-    out.z_int[g] = std::int32_t(rule == ProgressiveRule::kAlgorithm1 ? div_ceil(mn[g], s) : mn[g]);
+    out.z_int[g] = std::int32_t(scaled ? div_round(mn[g], s, config.zero_round) : mn[g]);
   }
   out.q.resize(std::size_t(T) * C);
   const std::int64_t qmax = (std::int64_t{1} << bits) - 1;
@@ -155,9 +172,8 @@ ProgressiveTensor quantize_progressive(const QuantizedTensor& int8, const GroupM
     for (int c = 0; c < C; ++c) {
       const std::size_t g = std::size_t(map.group(t, c, T, C));
       const std::int64_t v = int8.q[std::size_t(t) * C + c];
-      const std::int64_t q = rule == ProgressiveRule::kAlgorithm1
-                                 ? div_round_nearest_even(v, out.s_int[g]) - out.z_int[g]
-                                 : div_round_nearest_even(v - out.z_int[g], out.s_int[g]);
+      const std::int64_t q = scaled ? div_round(v, out.s_int[g], config.value_round) - out.z_int[g]
+                                    : div_round(v - out.z_int[g], out.s_int[g], config.value_round);
       out.q[std::size_t(t) * C + c] = std::int32_t(q < 0 ? 0 : (q > qmax ? qmax : q));
     }
   }
@@ -166,11 +182,12 @@ ProgressiveTensor quantize_progressive(const QuantizedTensor& int8, const GroupM
 
 std::vector<std::int32_t> ProgressiveTensor::dequantize_int8() const {
   const int T = stage1.tokens, C = stage1.channels;
+  const bool scaled = config.zero == ZeroPointForm::kScaled;
   std::vector<std::int32_t> r(q.size());
   for (int t = 0; t < T; ++t) {
     for (int c = 0; c < C; ++c) {
       const std::size_t i = std::size_t(t) * C + c, g = std::size_t(map.group(t, c, T, C));
-      r[i] = rule == ProgressiveRule::kAlgorithm1 ? (q[i] + z_int[g]) * s_int[g] : q[i] * s_int[g] + z_int[g];
+      r[i] = scaled ? (q[i] + z_int[g]) * s_int[g] : q[i] * s_int[g] + z_int[g];
     }
   }
   return r;

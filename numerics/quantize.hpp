@@ -36,38 +36,54 @@ enum class ScaleApply {
 
 struct SymmetricQuantizer {
   const char* name;
-  int bits;      // 8, 4 or 2 (signed)
-  float qmax;    // divisor of amax: 127, 7, or TurboAttention's 119
+  int bits;    // 8, 4 or 2 (signed)
+  float qmax;  // divisor of amax: 127, 7, or TurboAttention's 119
   QuantRounding rounding;
   ScaleEpsilon epsilon;
   ScaleApply apply;
 };
 
 // Named configurations (numerics/README.md cites each source).
-inline constexpr SymmetricQuantizer kSageCudaInt8{"sage_cuda_int8", 8, 127.0f, QuantRounding::kRneSat,
-                                                  ScaleEpsilon::kFloor, ScaleApply::kMultiplyReciprocal};
-inline constexpr SymmetricQuantizer kSageTritonInt8{"sage_triton_int8", 8, 127.0f, QuantRounding::kHalfAwayFp32,
-                                                    ScaleEpsilon::kAdd, ScaleApply::kDivide};
-inline constexpr SymmetricQuantizer kSageTritonInt4{"sage_triton_int4", 4, 7.0f, QuantRounding::kHalfAwayFp32,
-                                                    ScaleEpsilon::kAdd, ScaleApply::kDivide};
-inline constexpr SymmetricQuantizer kSageTritonPerBlockInt8{"sage_triton_per_block_int8", 8, 127.0f,
-                                                            QuantRounding::kHalfAwayFp32, ScaleEpsilon::kNone,
-                                                            ScaleApply::kDivide};
+// Textbook symmetric quantization, scale = amax / (2^(b−1) − 1), nearest even, no epsilon.
+inline constexpr SymmetricQuantizer kSymmetricInt8{
+    "symmetric_int8",   8, 127.0f, QuantRounding::kNearestEven, ScaleEpsilon::kNone,
+    ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kSymmetricInt4{
+    "symmetric_int4",   4, 7.0f, QuantRounding::kNearestEven, ScaleEpsilon::kNone,
+    ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kSageCudaInt8{"sage_cuda_int8",
+                                                  8,
+                                                  127.0f,
+                                                  QuantRounding::kRneSat,
+                                                  ScaleEpsilon::kFloor,
+                                                  ScaleApply::kMultiplyReciprocal};
+inline constexpr SymmetricQuantizer kSageTritonInt8{
+    "sage_triton_int8", 8, 127.0f, QuantRounding::kHalfAwayFp32, ScaleEpsilon::kAdd,
+    ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kSageTritonInt4{
+    "sage_triton_int4", 4, 7.0f, QuantRounding::kHalfAwayFp32, ScaleEpsilon::kAdd,
+    ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kSageTritonPerBlockInt8{
+    "sage_triton_per_block_int8", 8, 127.0f, QuantRounding::kHalfAwayFp32, ScaleEpsilon::kNone,
+    ScaleApply::kDivide};
 // TurboAttention Alg. 1/2 write s = max|X| / 119 (the main text's Eq. 4 gives 2^(b-1) - 2 = 126).
-inline constexpr SymmetricQuantizer kTurboInt8Alg{"turbo_int8_119", 8, 119.0f, QuantRounding::kNearestEven,
-                                                  ScaleEpsilon::kNone, ScaleApply::kDivide};
-inline constexpr SymmetricQuantizer kTurboInt8Eq4{"turbo_int8_126", 8, 126.0f, QuantRounding::kNearestEven,
-                                                  ScaleEpsilon::kNone, ScaleApply::kDivide};
-inline constexpr SymmetricQuantizer kTurboInt8AlgCeil{"turbo_int8_119_ceil", 8, 119.0f, QuantRounding::kCeil,
-                                                      ScaleEpsilon::kNone, ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kTurboInt8Alg{
+    "turbo_int8_119",   8, 119.0f, QuantRounding::kNearestEven, ScaleEpsilon::kNone,
+    ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kTurboInt8Eq4{
+    "turbo_int8_126",   8, 126.0f, QuantRounding::kNearestEven, ScaleEpsilon::kNone,
+    ScaleApply::kDivide};
+inline constexpr SymmetricQuantizer kTurboInt8AlgCeil{
+    "turbo_int8_119_ceil", 8, 119.0f, QuantRounding::kCeil, ScaleEpsilon::kNone,
+    ScaleApply::kDivide};
 
 // A quantized [tokens, channels] tensor: integers, one scale per group (and a zero point for
 // asymmetric groups).
 struct QuantizedTensor {
   int tokens = 0, channels = 0, bits = 8;
   GroupMap map;
-  std::vector<std::int32_t> q;       // [tokens, channels]
-  std::vector<float> scale;          // [groups]
+  std::vector<std::int32_t> q;  // [tokens, channels]
+  std::vector<float> scale;     // [groups]
   // x̂ = float(q) * scale, one FP32 multiply (the dequantisation kernels apply).
   std::vector<float> dequantize() const;
 };
@@ -79,35 +95,76 @@ QuantizedTensor quantize_symmetric(const float* x, int tokens, int channels, con
 // One value with a known scale (and the reciprocal the CUDA kernel uses): exposed for tests.
 std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuantizer& qz);
 
-// TurboAttention BPQ stage 2 (main text Eq. 10, Alg. 1 lines "compute s^int, z^int ...
-// (channelwise)"): an INT8 tensor's groups (block x channel) compressed to unsigned 4 or 2 bits
-// with an integer scale and zero point, in integer arithmetic. The paper's formulas disagree:
-//  kAlgorithm1  s = ⌈(max − min) / 2^(b−1)⌉, z = ⌈min / s⌉, q = round(q1 / s) − z,
-//               q1̂ = (q + z)·s     (Alg. 1/2 as printed, which uses half the b-bit range)
-//  kEquation3   s = ⌈(max − min) / (2^b − 1)⌉, z = min, q = round((q1 − z) / s),
-//               q1̂ = q·s + z       (Eq. 3 with Eq. 4's asymmetric row read as intended)
-// round() is nearest with ties to even on the exact rational; q is clamped to [0, 2^b − 1];
-// s is at least 1 (a constant group).
-enum class ProgressiveRule { kAlgorithm1, kEquation3 };
+// TurboAttention BPQ stage 2 (main text §3.1 Eq. 10; Alg. 1's two "(channelwise)" lines; Alg. 2's
+// dequantisation): the INT8 tensor of stage 1 compressed per (block, channel) group to unsigned
+// 4 or 2 bits with an INT8 integer scale s and zero point z, in integer arithmetic only.
+// The paper's printings disagree, so each reading is a configuration (numerics/README.md):
+//  * the range divisor: 2^b − 1 (the main-text copy of Alg. 1, 001_*.txt: "max − min over
+//    2^{bit} − 1"; Eq. 3/4's asymmetric row) or 2^(b−1) (the appendix copy, 000_*.txt:
+//    "2^{bit−1}"),
+//  * the brackets: ⌈·⌉ (ceiling) or ⌈·⌋ (round to nearest; the main-text copy prints ⌈·⌋ for K's
+//    s and z and ⌈·⌉ for V's, the same formula),
+//  * the zero point: in units of s, z = R(min/s), q = R(q1/s) − z, q̂1 = (q + z)·s (Alg. 1), or in
+//    INT8 units, z = min, q = R((q1 − z)/s), q̂1 = q·s + z (Eq. 3, Eq. 7, and Alg. 2's decode
+//    "K^{q1} = K^{q2}·s^{int} + z", which Alg. 1's scaled z does not satisfy).
+// Rounding is on the exact rational (integer division). q is clamped to [0, 2^b − 1] (readings
+// whose range can overflow need it); s is at least 1.
+enum class IntRound { kNearestEven, kCeil };
+enum class RangeDivisor { kFull, kHalf };       // 2^b − 1, 2^(b−1)
+enum class ZeroPointForm { kScaled, kOffset };  // z in units of s (Alg. 1), z = min (Eq. 3)
 
+struct ProgressiveQuantizer {
+  const char* name;
+  RangeDivisor divisor;
+  IntRound scale_round;  // s = R((max − min) / divisor)
+  ZeroPointForm zero;
+  IntRound zero_round;   // kScaled only: z = R(min / s)
+  IntRound value_round;  // q = R(q1 / s) − z, or R((q1 − z) / s)
+};
+
+// The project's reading (defensible: every value in range without clamping, error <= s/2, and
+// Alg. 2's integer dequantisation q·s + z holds as written): full range, ceiling scale, z = min,
+// nearest-even values.
+inline constexpr ProgressiveQuantizer kBpqOffset{"bpq_offset",           RangeDivisor::kFull,
+                                                 IntRound::kCeil,        ZeroPointForm::kOffset,
+                                                 IntRound::kNearestEven, IntRound::kNearestEven};
+// Alg. 1 as the appendix copy prints it: 2^(b−1), ⌈·⌉ scale and zero point; the value bracket
+// "[·]" read as nearest. Uses about half of the b-bit range.
+inline constexpr ProgressiveQuantizer kBpqAlg1Appendix{"bpq_alg1_appendix", RangeDivisor::kHalf,
+                                                       IntRound::kCeil,     ZeroPointForm::kScaled,
+                                                       IntRound::kCeil,     IntRound::kNearestEven};
+// Alg. 1 as the main-text copy prints it for K: 2^b − 1, ⌈·⌋ scale and zero point, ⌈·⌉ value
+// (ceil(q1/s) − ceil-or-round(min/s)); the nearest scale can overflow the range (clamped).
+inline constexpr ProgressiveQuantizer kBpqAlg1MainText{
+    "bpq_alg1_main",        RangeDivisor::kFull,    IntRound::kNearestEven,
+    ZeroPointForm::kScaled, IntRound::kNearestEven, IntRound::kCeil};
+// Alg. 1 with every bracket a ceiling and the full range: never clamps (ceil(max/s) −
+// ceil(min/s) <= ceil((max − min)/s)), but reconstructs with an upward bias in [0, s).
+inline constexpr ProgressiveQuantizer kBpqAlg1Ceil{"bpq_alg1_ceil", RangeDivisor::kFull,
+                                                   IntRound::kCeil, ZeroPointForm::kScaled,
+                                                   IntRound::kCeil, IntRound::kCeil};
+
+// A quantized tensor with integer scale and zero point per group, on top of a symmetric one.
 struct ProgressiveTensor {
-  QuantizedTensor stage1;           // the INT8 symmetric tensor it came from (scales kept)
-  GroupMap map;                     // stage-2 groups
+  QuantizedTensor stage1;  // the INT8 symmetric tensor it came from (scales kept)
+  GroupMap map;            // stage-2 groups
   int bits = 4;
-  ProgressiveRule rule = ProgressiveRule::kAlgorithm1;
+  ProgressiveQuantizer config = kBpqOffset;
   std::vector<std::int32_t> q;      // unsigned b-bit values, [tokens, channels]
   std::vector<std::int32_t> s_int;  // per stage-2 group
-  std::vector<std::int32_t> z_int;  // per stage-2 group
+  std::vector<std::int32_t> z_int;  // per stage-2 group (in units of s for ZeroPointForm::kScaled)
   std::vector<std::int32_t> dequantize_int8() const;  // the reconstructed INT8 tensor
   std::vector<float> dequantize() const;              // float(q1̂) * stage-1 scale
 };
 
 ProgressiveTensor quantize_progressive(const QuantizedTensor& int8, const GroupMap& map, int bits,
-                                       ProgressiveRule rule);
+                                       const ProgressiveQuantizer& config);
 
 // Exact nearest-even rounding of a / b for integers (b > 0).
 std::int64_t div_round_nearest_even(std::int64_t a, std::int64_t b);
 // Exact ceiling of a / b (b > 0).
 std::int64_t div_ceil(std::int64_t a, std::int64_t b);
+// Exact R(a / b) for b > 0.
+std::int64_t div_round(std::int64_t a, std::int64_t b, IntRound r);
 
 }  // namespace attnsim

@@ -52,7 +52,8 @@ TEST(Groups, SagePerThreadMatchesFragmentLayouts) {
       const auto owner = q_token_owner(tokens, m.block);
       ASSERT_EQ(int(owner.size()), tokens);
       for (int t = 0; t < tokens; ++t) {
-        for (int c : {0, 63}) ASSERT_EQ(m.group(t, c, tokens, 64), owner.at(t)) << m.describe() << " t=" << t;
+        for (int c : {0, 63})
+          ASSERT_EQ(m.group(t, c, tokens, 64), owner.at(t)) << m.describe() << " t=" << t;
         ASSERT_LT(owner.at(t), m.count(tokens, 64));
       }
     }
@@ -64,6 +65,80 @@ TEST(Groups, SagePerThreadMatchesFragmentLayouts) {
       }
     }
   }
+}
+
+// The same check element by element, from the PTX ISA fragment tables of the two integer shapes
+// ("Matrix Fragments for mma.m16n8k32" .s8 and "mma.m16n8k64" .s4; groupID = lane / 4,
+// threadID_in_group = lane % 4):
+//   A row of element a_i:  m16n8k32 .s8: groupID for i < 4 or 8 <= i < 12, else groupID + 8
+//                          m16n8k64 .s4: groupID for i < 8 or 16 <= i < 24, else groupID + 8
+//   C element c_i (i < 4), both shapes: row groupID + 8*(i >= 2), col 2*threadID_in_group + (i & 1)
+// Every Q token a lane touches in A and in C, and every K token in a C column, must lie in the
+// group whose scale that lane loads (q_scale_idx = warp*8 + lane/4, k_scale_idx = warp*4 + lane%4).
+struct IntMmaShape {
+  const char* name;
+  int a_elems;   // A elements per lane
+  int a_period;  // rows switch every a_period/2 elements
+};
+constexpr IntMmaShape kIntShapes[] = {{"m16n8k32.s8", 16, 8}, {"m16n8k64.s4", 32, 16}};
+
+TEST(Groups, SagePerThreadMatchesElementFragmentsOfBothIntegerShapes) {
+  for (const IntMmaShape& shape : kIntShapes) {
+    for (int warp_q : {16, 32}) {
+      const GroupMap m = sage_per_thread_q(warp_q);
+      const int tokens = 4 * warp_q;
+      for (int w = 0; w < tokens / warp_q; ++w) {
+        for (int lane = 0; lane < 32; ++lane) {
+          const int scale_idx = w * 8 + lane / 4;
+          for (int tile = 0; tile < warp_q / 16; ++tile) {
+            for (int i = 0; i < shape.a_elems; ++i) {
+              const int row = lane / 4 + ((i % shape.a_period) < shape.a_period / 2 ? 0 : 8);
+              ASSERT_EQ(m.group(w * warp_q + tile * 16 + row, 0, tokens, 1), scale_idx)
+                  << shape.name;
+            }
+            for (int i = 0; i < 4; ++i) {
+              const int row = lane / 4 + (i >= 2 ? 8 : 0);
+              ASSERT_EQ(m.group(w * warp_q + tile * 16 + row, 0, tokens, 1), scale_idx)
+                  << shape.name;
+            }
+          }
+        }
+      }
+    }
+    for (int warp_k : {64, 128}) {
+      const GroupMap m = sage_per_thread_k(warp_k);
+      const int tokens = 3 * warp_k;
+      std::vector<int> hits(std::size_t(tokens), 0);
+      for (int w = 0; w < tokens / warp_k; ++w) {
+        for (int lane = 0; lane < 32; ++lane) {
+          for (int tile = 0; tile < warp_k / 8; ++tile) {
+            for (int i = 0; i < 4; ++i) {
+              const int t = w * warp_k + tile * 8 + 2 * (lane % 4) + (i & 1);
+              ASSERT_EQ(m.group(t, 3, tokens, 8), w * 4 + lane % 4) << shape.name;
+              ++hits[std::size_t(t)];
+            }
+          }
+        }
+      }
+      // Every key is a C column of exactly the 8 lanes of one threadID_in_group, twice (c0/c2).
+      for (int h : hits) ASSERT_EQ(h, 16);
+    }
+  }
+}
+
+TEST(Groups, NamedKernelMaps) {
+  // seed-code.md 1.4 table, row by row.
+  EXPECT_EQ(sage_sm89_q_per_warp().group(95, 0, 128, 1), 2);
+  EXPECT_EQ(sage_sm89_k_per_warp().group(130, 0, 256, 1), 2);
+  EXPECT_EQ(sage_sm90_q_per_warp().group(47, 0, 64, 1), 2);
+  EXPECT_EQ(sage_sm90_k_per_warp().group(300, 0, 512, 1), 2);
+  EXPECT_EQ(sage_triton_q_per_block().group(300, 0, 512, 1), 2);
+  EXPECT_EQ(sage_triton_k_per_block().group(130, 0, 512, 1), 2);
+  EXPECT_EQ(sage_sm90_q_per_thread().group(21, 0, 64, 1), 8 + 5);    // (21//16)*8 + 21%8
+  EXPECT_EQ(sage_sm90_k_per_thread().group(133, 0, 256, 1), 4 + 2);  // (133//128)*4 + (5//2)
+  EXPECT_EQ(sage_sm89_k_per_thread().group(71, 0, 128, 1), 4 + 3);   // (71//64)*4 + (7//2)
+  // Padding: 100 tokens with WARPQ 32 still have 4 full warps' worth of groups.
+  EXPECT_EQ(sage_sm89_q_per_thread().count(100, 64), 32);
 }
 
 TEST(Groups, SagePerThreadGroupSizes) {
