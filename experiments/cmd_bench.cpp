@@ -1,5 +1,5 @@
 // `attnsim bench`: throughput figures and the ratios the project's speed goals are stated in,
-// all measured in one run on one core (OMP_NUM_THREADS does not matter: the bench pins 1 thread).
+// all measured in one run: per-core throughput pinned to 1 thread, then sweep throughput and parallel efficiency
 #include <omp.h>
 
 #include <Eigen/Core>
@@ -7,10 +7,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "experiments/commands.hpp"
 #include "experiments/dump.hpp"
+#include "experiments/mpi_env.hpp"
+#include "experiments/sweep_engine.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "numerics/digest.hpp"
@@ -49,6 +53,45 @@ double conversions_per_s(const std::vector<float>& x, Policy p, double min_s) {
       },
       min_s);
   return double(x.size()) / t;
+}
+
+// The standard small sweep of the throughput figures: golden and four FlashAttention storage
+// variants on N(0,1) inputs (2 heads, 256 tokens, d=64), `seeds` seeds.
+const char* kBenchMethods = "golden,flash,flash:qkv=bf16,p=bf16,out=bf16,flash:qkv=fp16,p=fp16,flash:qkv=e4m3fn,p=e4m3fn";
+const char* kBenchSpec = "normal:hq=2,nq=256,d=64";
+
+double sweep_seconds_in_process(int threads, int seeds) {
+  omp_set_num_threads(threads);
+  const SweepPlan plan = make_plan({kBenchMethods}, {}, {}, {kBenchSpec}, seeds);
+  run_plan(plan, SweepRunOptions{});  // warm-up (page faults, first-touch)
+  const auto t0 = std::chrono::steady_clock::now();
+  run_plan(plan, SweepRunOptions{});
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs this executable's sweep under `mpirun -n ranks` (one thread per rank) and returns the
+// sweep's own timing (evaluation + gather, without MPI start-up), or a negative number on failure.
+double sweep_seconds_mpi(int ranks, int seeds, double* wall) {
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return -1;
+  self[len] = '\0';
+  const std::string cmd = std::string("env OMP_NUM_THREADS=1 mpirun -n ") + std::to_string(ranks) +
+                          " --oversubscribe --bind-to none" + (::geteuid() == 0 ? " --allow-run-as-root" : "") +
+                          " '" + self + "' sweep --quiet --report-time --methods '" + kBenchMethods +
+                          "' --synthetic '" + kBenchSpec + "' --seeds " + std::to_string(seeds) + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  double seconds = -1;
+  char line[1024];
+  while (std::fgets(line, sizeof line, p)) {
+    double v = 0;
+    if (std::sscanf(line, "sweep_seconds=%lf", &v) == 1) seconds = v;
+  }
+  const int rc = ::pclose(p);
+  *wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rc == 0 ? seconds : -1;
 }
 
 }  // namespace
@@ -94,6 +137,38 @@ void add_bench_command(CLI::App& app) {
     const double t_flash = time_per_call([&] { g_sink = g_sink + std::uint64_t(flash_attention_ref(in, fc)[7] > 0); }, min_s);
     std::printf("  flash FP32 reference      %8.2f GFLOP/s   time ratio flash/golden %.2f\n", flops / t_flash / 1e9,
                 t_flash / t_golden);
+
+    // Sweep throughput and parallel efficiency: the same sweep at 1 and 2 OpenMP threads (in this
+    // process) and at 1 and 2 MPI ranks of one thread each (this executable re-run under mpirun).
+    // Efficiency = t(1) / (2 t(2)); the goal is >= 0.90 for both.
+    const int seeds = *quick ? 12 : 40;
+    const SweepPlan plan = make_plan({kBenchMethods}, {}, {}, {kBenchSpec}, seeds);
+    const double points = double(plan.points());
+    std::printf("\nsweep throughput (%s x %s, %d seeds: %.0f points):\n", kBenchMethods, kBenchSpec, seeds, points);
+    const double t1 = sweep_seconds_in_process(1, seeds);
+    const double t2 = sweep_seconds_in_process(2, seeds);
+    omp_set_num_threads(1);
+    std::printf("  1 thread                  %8.1f points/s\n", points / t1);
+    std::printf("  2 threads                 %8.1f points/s   efficiency %.2f (goal >= 0.90: %s)\n", points / t2,
+                t1 / (2 * t2), t1 / (2 * t2) >= 0.9 ? "met" : "NOT met");
+    if (!mpi_built()) {
+      std::printf("  MPI ranks: not measured (attnsim built without MPI)\n");
+    } else if (mpi_active()) {
+      std::printf("  MPI ranks: not measured (bench is already running under mpirun)\n");
+    } else {
+      double w1 = 0, w2 = 0;
+      const double r1 = sweep_seconds_mpi(1, seeds, &w1);
+      const double r2 = sweep_seconds_mpi(2, seeds, &w2);
+      if (r1 <= 0 || r2 <= 0) {
+        std::printf("  MPI ranks: not measured (mpirun failed or is not installed)\n");
+      } else {
+        std::printf("  1 MPI rank                %8.1f points/s   (wall with mpirun start-up %.2fs)\n", points / r1, w1);
+        std::printf("  2 MPI ranks               %8.1f points/s   efficiency %.2f (goal >= 0.90: %s); "
+                    "with start-up %.2f\n",
+                    points / r2, r1 / (2 * r2), r1 / (2 * r2) >= 0.9 ? "met" : "NOT met", w1 / (2 * w2));
+      }
+    }
+    std::printf("  (2 cores shared with other jobs make these ratios noisy; rerun on an idle machine)\n");
   });
 }
 

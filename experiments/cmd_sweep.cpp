@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -16,7 +17,11 @@
 #include "experiments/dump.hpp"
 #include "experiments/error.hpp"
 #include "experiments/hdf5_io.hpp"
+#include "experiments/file_io.hpp"
 #include "experiments/methods.hpp"
+#include "experiments/mpi_env.hpp"
+#include "experiments/provenance.hpp"
+#include "experiments/sweep_engine.hpp"
 #include "experiments/sweep_metrics.hpp"
 #include "sim/golden/golden.hpp"
 
@@ -26,26 +31,20 @@ namespace {
 
 struct SweepOptions {
   std::string config;
-  std::vector<std::string> methods, inputs, synthetic;
+  std::vector<std::string> methods, inputs, synthetic, grid;
   int seeds = 1;
   std::string output;
-  bool quiet = false, allow_nonfinite = false;
-};
-
-struct InputCase {
-  std::string name;  // file[:group] or synthetic:SPEC
-  std::string kind;  // dump | synthetic
-  std::string file, prefix, spec;
-  std::uint64_t seed = 0;
+  bool quiet = false, allow_nonfinite = false, resume = false, report_time = false;
+  std::int64_t max_points = -1;
 };
 
 std::string command_line_text;
 
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
+
+std::string toml_list(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", \"" : "\"") + v[i] + "\"";
+  return s + "]";
 }
 
 // Reads a sweep TOML file (CLI11's TOML reader) into the options not set on the command line.
@@ -69,6 +68,8 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
       if (!given("--input")) opt.inputs = it.inputs;
     } else if (key == "synthetic") {
       if (!given("--synthetic")) opt.synthetic = it.inputs;
+    } else if (key == "grid") {
+      if (!given("--grid")) opt.grid = it.inputs;
     } else if (key == "seeds") {
       if (!given("--seeds")) {
         if (it.inputs.size() != 1) throw UsageError("config '" + opt.config + "': seeds takes one integer");
@@ -84,72 +85,68 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
       if (!it.inputs.empty()) opt.allow_nonfinite = opt.allow_nonfinite || it.inputs[0] == "true";
     } else {
       throw UsageError("config '" + opt.config + "': unknown key '" + key +
-                       "' (allowed: methods, input, synthetic, seeds, output, allow_nonfinite)");
+                       "' (allowed: methods, input, synthetic, grid, seeds, output, allow_nonfinite)");
     }
   }
 }
 
 void run_sweep(const SweepOptions& opt) {
-  if (opt.methods.empty()) throw UsageError("sweep needs --methods");
-  if (opt.inputs.empty() && opt.synthetic.empty()) throw UsageError("sweep needs --input or --synthetic");
-  if (opt.seeds < 1) throw UsageError("--seeds must be >= 1");
-  std::vector<MethodConfig> methods;
-  for (const auto& list : opt.methods) {
-    for (const auto& m : split_method_list(list)) methods.push_back(parse_method(m));
-  }
-  // Inputs: every layer group of every dump; every synthetic spec at seeds base..base+N-1.
-  std::vector<InputCase> cases;
-  for (const auto& path : opt.inputs) {
-    for (const auto& prefix : dump_prefixes(path)) {
-      InputCase c{path + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1)), "dump", path, prefix, "", 0};
-      cases.push_back(c);
-    }
-  }
-  for (const auto& spec : opt.synthetic) {
-    const std::uint64_t base = synthetic_seed(spec);  // also validates the spec
-    for (int s = 0; s < opt.seeds; ++s) {
-      InputCase c{"synthetic:" + spec, "synthetic", "", "", spec, base + std::uint64_t(s)};
-      cases.push_back(c);
-    }
-  }
-  // Make sure the output path is writable before computing anything.
-  std::unique_ptr<H5Writer> writer;
-  if (!opt.output.empty()) writer = std::make_unique<H5Writer>(opt.output);
+  const SweepPlan plan = make_plan(opt.methods, opt.grid, opt.inputs, opt.synthetic, opt.seeds);
+  if (opt.resume && opt.output.empty()) throw UsageError("--resume needs --output (checkpoints sit beside it)");
+  if (opt.max_points >= 0 && opt.output.empty()) throw UsageError("--max-points needs --output (to resume from)");
+  const int rank = mpi_rank();
+  // Make sure the output path is writable before computing anything (the probe leaves nothing).
+  if (!opt.output.empty() && rank == 0) AtomicFile probe(opt.output);
 
-  ResultTable table;
-  const std::size_t total = cases.size() * methods.size();
-  std::size_t done = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (const auto& c : cases) {
-    AttentionInput in = c.kind == "dump" ? read_attention_dump(c.file, c.prefix, opt.allow_nonfinite)
-                                         : make_synthetic(c.spec, c.seed);
-    const std::vector<double> golden = golden_attention_ref(in);
-    for (const auto& m : methods) {
-      const MethodOutput out = m.run(in);
-      table.add(m.canonical(), m.short_name(), c.name, std::int64_t(c.seed), in, out, golden);
-      ++done;
-      if (!opt.quiet && isatty(2)) {
-        const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::fprintf(stderr, "\r[%zu/%zu] %.1fs elapsed, ETA %.1fs   ", done, total, el,
-                     el / double(done) * double(total - done));
-      }
-    }
+  SweepRunOptions ro;
+  ro.allow_nonfinite = opt.allow_nonfinite;
+  ro.progress = !opt.quiet && isatty(2) && std::getenv("CI") == nullptr;
+  ro.checkpoint_base = opt.output;
+  ro.resume = opt.resume;
+  ro.max_points = opt.max_points;
+  SweepOutcome res = run_plan(plan, ro);
+  if (opt.report_time && rank == 0) {
+    std::fprintf(stderr, "sweep_seconds=%.6f points=%lld ranks=%d threads=%d\n", res.seconds,
+                 (long long)plan.points(), mpi_size(), omp_get_max_threads());
   }
-  if (!opt.quiet && isatty(2)) std::fprintf(stderr, "\n");
-  table.print(stdout);
-  if (writer) {
-    table.write(*writer);
-    writer->attr_string("/", "attnsim_version", build::kVersion);
-    writer->attr_string("/", "git_commit", build::kGitCommit);
-    writer->attr_string("/", "command_line", command_line_text);
-    writer->attr_string("/", "date", now_utc());
-    writer->attr_i64("/", "seeds", opt.seeds);
-    writer->commit();
-    std::printf("wrote %s (%zu rows)\n", opt.output.c_str(), table.rows());
+  if (!res.complete) {
+    if (rank != 0) return;
+    throw UsageError("sweep stopped by --max-points before its " + std::to_string(plan.points()) +
+                         " points were done; completed points are in " + opt.output +
+                         ".ckpt.*; rerun with --resume to finish",
+                     3);
+  }
+  if (rank != 0) return;
+  if (!opt.quiet) res.table.print(stdout);
+  if (!opt.output.empty()) {
+    H5Writer writer(opt.output);
+    res.table.write(writer);
+    writer.attr_string("/", "attnsim_version", build::kVersion);
+    writer.attr_string("/", "git_commit", build::kGitCommit);
+    writer.attr_string("/", "command_line", command_line_text);
+    writer.attr_string("/", "date", now_utc());
+    writer.attr_i64("/", "seeds", opt.seeds);
+    writer.attr_string("/", "config",
+                       "methods = " + toml_list(opt.methods) + "\ninput = " + toml_list(opt.inputs) +
+                           "\nsynthetic = " + toml_list(opt.synthetic) + "\ngrid = " + toml_list(opt.grid) +
+                           "\nseeds = " + std::to_string(opt.seeds) + "\n");
+    writer.commit();
+    remove_checkpoints(opt.output);
+    std::printf("wrote %s (%zu points, %lld computed, %lld from checkpoints)\n", opt.output.c_str(),
+                res.table.rows().size(), (long long)res.computed, (long long)res.restored);
   }
 }
 
 }  // namespace
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+const std::string& command_line() { return command_line_text; }
 
 void set_command_line(int argc, char** argv) {
   command_line_text.clear();
@@ -168,12 +165,32 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--input", opt->inputs, "HDF5 dump(s) with q, k, v (or layer_NN/ groups of them)");
   cmd->add_option("--synthetic", opt->synthetic, "synthetic input spec(s), see `attnsim synth --help`");
   cmd->add_option("--seeds", opt->seeds, "seeds 0..N-1 for each synthetic spec")->capture_default_str();
-  cmd->add_option("--output", opt->output, "results .h5 (written atomically)");
-  cmd->add_flag("--quiet", opt->quiet, "no progress bar");
+  cmd->add_option("--grid", opt->grid,
+                  "KEY=V1,V2,... (repeatable): run every method that has option KEY at each value "
+                  "(cartesian product over the --grid options)");
+  cmd->add_option("--output", opt->output,
+                  "results .h5 (written atomically); completed points go to OUTPUT.ckpt.<rank> meanwhile");
+  cmd->add_flag("--resume", opt->resume, "reuse the points completed by an interrupted run with the same --output");
+  cmd->add_option("--max-points", opt->max_points,
+                  "stop after this many points per rank (exit 3; finish later with --resume)");
+  cmd->add_flag("--quiet", opt->quiet, "no progress bar and no table");
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
+  cmd->add_flag("--report-time", opt->report_time, "print the evaluation time on stderr (attnsim bench)")
+      ->group("");
   cmd->callback([opt, cmd]() {
-    apply_config(*opt, *cmd);
-    run_sweep(*opt);
+    try {
+      apply_config(*opt, *cmd);
+      run_sweep(*opt);
+    } catch (const UsageError& e) {
+      // Under MPI a failing rank must take the others down instead of leaving them in a collective.
+      if (mpi_size() <= 1 || e.code() == 3) throw;
+      std::fprintf(stderr, "attnsim: error: %s (rank %d)\n", e.what(), mpi_rank());
+      mpi_abort(e.code());
+    } catch (const std::exception& e) {
+      if (mpi_size() <= 1) throw;
+      std::fprintf(stderr, "attnsim: error: %s (rank %d)\n", e.what(), mpi_rank());
+      mpi_abort(2);
+    }
   });
 
   CLI::App* list = app.add_subcommand("methods", "List attention methods, their options and defaults");

@@ -193,10 +193,10 @@ std::uint64_t synthetic_seed(const std::string& spec) {
 
 AttentionInput make_synthetic(const std::string& spec) { return make_synthetic(spec, synthetic_seed(spec)); }
 
-AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) {
-  const Spec s = parse_spec(spec_text);
-  AttentionInput in;
-  AttentionShape& sh = in.shape;
+namespace {
+
+AttentionShape shape_of(const Spec& s) {
+  AttentionShape sh;
   auto geti = [&](const char* k, double def) {
     const double v = s.get(k, def);
     if (v < 1 || v != std::floor(v) || v > (1 << 24)) {
@@ -212,9 +212,23 @@ AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) 
   sh.head_dim = geti("d", 64);
   sh.head_dim_v = geti("dv", sh.head_dim);
   if (sh.heads_q % sh.heads_kv != 0) throw UsageError("synthetic spec: hq must be a multiple of hkv");
-  if (double(sh.q_size()) + double(sh.k_size()) + double(sh.v_size()) > 4.0e8) {
-    throw UsageError("synthetic spec: tensors larger than 400M elements");
-  }
+  // In double: the size_t products can wrap for absurd specs (found by the fuzz target).
+  const double b = sh.batch, q = double(sh.heads_q) * sh.len_q * sh.head_dim,
+               k = double(sh.heads_kv) * sh.len_kv * sh.head_dim, v = double(sh.heads_kv) * sh.len_kv * sh.head_dim_v,
+               o = double(sh.heads_q) * sh.len_q * sh.head_dim_v;
+  if (b * (q + k + v + o) > 4.0e8) throw UsageError("synthetic spec: tensors larger than 400M elements");
+  return sh;
+}
+
+}  // namespace
+
+AttentionShape synthetic_shape(const std::string& spec) { return shape_of(parse_spec(spec)); }
+
+AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) {
+  const Spec s = parse_spec(spec_text);
+  AttentionInput in;
+  in.shape = shape_of(s);
+  AttentionShape& sh = in.shape;
   in.causal = s.get("causal", 0) != 0;
   in.q.resize(sh.q_size());
   in.k.resize(sh.k_size());

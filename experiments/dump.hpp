@@ -38,6 +38,8 @@ void write_attention_dump(const std::string& path, const AttentionInput& in, con
 AttentionInput make_synthetic(const std::string& spec);
 // The spec's seed (0 if it names none); validates the spec.
 std::uint64_t synthetic_seed(const std::string& spec);
+// The shape a spec describes (validates the spec; tensors of q, k, v and o together ≤ 400M elements).
+AttentionShape synthetic_shape(const std::string& spec);
 // The same spec with seed replaced (sweeps over seeds).
 AttentionInput make_synthetic(const std::string& spec, std::uint64_t seed);
 

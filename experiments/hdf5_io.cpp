@@ -50,6 +50,8 @@ void check_status(herr_t s, const std::string& what) {
 
 hid_t make_create_plist(const std::vector<std::uint64_t>& dims, std::size_t elem_bytes) {
   hid_t plist = H5Pcreate(H5P_DATASET_CREATE);
+  // No modification times in the file: the same data gives the same bytes.
+  H5Pset_obj_track_times(plist, 0);
   std::uint64_t total = 1;
   for (auto d : dims) total *= d;
   if (dims.empty() || total == 0) return plist;
@@ -127,6 +129,17 @@ void H5Writer::write_u8(const std::string& name, const std::vector<std::uint64_t
                         const std::uint8_t* d) {
   ensure_parent_groups(name);
   write_any(file_, out_->path(), name, dims, H5T_STD_U8LE, H5T_NATIVE_UINT8, 1, d);
+}
+
+void H5Writer::write_f16(const std::string& name, const std::vector<std::uint64_t>& dims,
+                         const std::uint16_t* bits) {
+  ensure_parent_groups(name);
+  // binary16: sign bit 15, exponent bits 10-14 (bias 15), mantissa bits 0-9.
+  Handle type(H5Tcopy(H5T_IEEE_F32LE));
+  check_status(H5Tset_fields(type, 15, 10, 5, 0, 10), "cannot build the float16 type");
+  check_status(H5Tset_size(type, 2), "cannot build the float16 type");
+  check_status(H5Tset_ebias(type, 15), "cannot build the float16 type");
+  write_any(file_, out_->path(), name, dims, type, type, 2, bits);
 }
 
 void H5Writer::write_strings(const std::string& name, const std::vector<std::string>& values) {
@@ -377,6 +390,62 @@ std::vector<std::string> H5Reader::read_strings(const std::string& name) const {
     for (std::size_t i = 0; i < n; ++i) out.emplace_back(std::string(buf.data() + i * w, strnlen(buf.data() + i * w, w)));
   }
   return out;
+}
+
+H5DatasetInfo H5Reader::dataset_info(const std::string& name) const {
+  const std::string where = "dataset '" + name + "' in '" + path_ + "'";
+  if (!exists(name)) throw UsageError("missing " + where);
+  Handle ds(check(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), "cannot open " + where));
+  H5DatasetInfo info;
+  info.name = name;
+  info.dims = dataset_dims(ds, where);
+  Handle type(H5Dget_type(ds));
+  switch (H5Tget_class(type)) {
+    case H5T_FLOAT: info.kind = 'f'; break;
+    case H5T_INTEGER: info.kind = H5Tget_sign(type) == H5T_SGN_NONE ? 'u' : 'i'; break;
+    case H5T_STRING: info.kind = 's'; break;
+    default: info.kind = '?'; break;
+  }
+  info.size = info.kind == 's' ? 0 : H5Tget_size(type);
+  if (has_attr(name, "dtype")) {
+    try {
+      info.dtype_attr = attr_string(name, "dtype");
+    } catch (const UsageError&) {
+    }
+  }
+  return info;
+}
+
+std::vector<H5DatasetInfo> H5Reader::datasets() const {
+  std::vector<H5DatasetInfo> out;
+  std::vector<std::string> stack{""};
+  while (!stack.empty()) {
+    const std::string g = stack.back();
+    stack.pop_back();
+    for (const auto& m : members(g.empty() ? "/" : g)) {
+      const std::string name = g.empty() ? m : g + "/" + m;
+      hid_t obj = H5Oopen(file_, name.c_str(), H5P_DEFAULT);
+      if (obj < 0) continue;  // dangling link
+      const H5I_type_t t = H5Iget_type(obj);
+      H5Oclose(obj);
+      if (t == H5I_GROUP) stack.push_back(name);
+      if (t == H5I_DATASET) out.push_back(dataset_info(name));
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const H5DatasetInfo& a, const H5DatasetInfo& b) { return a.name < b.name; });
+  return out;
+}
+
+std::vector<double> H5Reader::read_numeric(const std::string& name) const {
+  const H5DatasetInfo info = dataset_info(name);
+  if (info.kind == 's' || info.kind == '?') {
+    throw UsageError("dataset '" + name + "' in '" + path_ + "' is not numeric");
+  }
+  if ((info.kind == 'f' && info.size == 2) || (info.kind == 'u' && info.size == 2 && info.dtype_attr == "bfloat16")) {
+    const H5Array a = read_array(name);
+    return {a.data.begin(), a.data.end()};
+  }
+  return read_f64(name);
 }
 
 std::vector<std::string> H5Reader::members(const std::string& group) const {

@@ -26,6 +26,8 @@ class H5Writer {
   void write_i64(const std::string& name, const std::vector<std::uint64_t>& dims, const std::int64_t* data);
   void write_u16(const std::string& name, const std::vector<std::uint64_t>& dims, const std::uint16_t* data);
   void write_u8(const std::string& name, const std::vector<std::uint64_t>& dims, const std::uint8_t* data);
+  // IEEE binary16 from its bit patterns, as an HDF5 16-bit float type (h5py reads numpy float16).
+  void write_f16(const std::string& name, const std::vector<std::uint64_t>& dims, const std::uint16_t* bits);
   // Variable-length UTF-8 strings (h5py reads them as bytes/str).
   void write_strings(const std::string& name, const std::vector<std::string>& values);
 
@@ -50,6 +52,15 @@ struct H5Array {
   std::string dtype;  // source dtype: float16 bfloat16 float32 float64
 };
 
+// What a dataset holds, for generic walkers (`attnsim compare`, `attnsim gate`).
+struct H5DatasetInfo {
+  std::string name;                  // full path without the leading '/'
+  std::vector<std::uint64_t> dims;
+  char kind = '?';                   // 'f' float, 'i' signed integer, 'u' unsigned, 's' string
+  std::size_t size = 0;              // bytes per element (strings: 0)
+  std::string dtype_attr;            // the `dtype` attribute if any ("bfloat16", ...)
+};
+
 class H5Reader {
  public:
   explicit H5Reader(const std::string& path);
@@ -65,6 +76,11 @@ class H5Reader {
   bool has_attr(const std::string& object, const std::string& key) const;
   std::string attr_string(const std::string& object, const std::string& key) const;
   double attr_f64(const std::string& object, const std::string& key) const;
+  // Every dataset in the file, depth first, sorted by path.
+  std::vector<H5DatasetInfo> datasets() const;
+  H5DatasetInfo dataset_info(const std::string& name) const;
+  // Numeric dataset as doubles, decoding bfloat16 (uint16 + dtype attribute) and float16 exactly.
+  std::vector<double> read_numeric(const std::string& name) const;
   // Names of the members of a group ("/" for the root), sorted.
   std::vector<std::string> members(const std::string& group) const;
   const std::string& path() const { return path_; }

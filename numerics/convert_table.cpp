@@ -60,4 +60,8 @@ void bf16_convert_array(const float* x, std::size_t n, std::uint16_t* out, Polic
   }
 }
 
+void fp16_convert_array(const float* x, std::size_t n, std::uint16_t* out, Policy policy) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = encode<fp16>(x[i], policy);
+}
+
 }  // namespace attnsim

@@ -64,4 +64,10 @@ extern template ConversionTable ConversionTable::build<e5m2>(Policy);
 std::uint16_t bf16_rne_bias(float x, Policy policy);
 void bf16_convert_array(const float* x, std::size_t n, std::uint16_t* out, Policy policy);
 
+// FP32 -> fp16 through the generic encoder, element by element: neither shortcut applies (fp16's
+// round bit is FP32 bit 12, below any 16-bit index, and its exponent range differs from FP32's,
+// so no single bias add rounds subnormal results). Kept here so that callers convert whole
+// arrays to every output format through one header.
+void fp16_convert_array(const float* x, std::size_t n, std::uint16_t* out, Policy policy);
+
 }  // namespace attnsim

@@ -30,19 +30,25 @@ enum class Granularity {
 struct GroupMap {
   Granularity kind = Granularity::kPerTensor;
   int block = 1;  // tokens per block / warp (WARPQ, WARPK) where the kind uses one
+  // The kernels pad the sequence with zero tokens to a multiple of the CTA tile (BLKQ, BLKK) and
+  // allocate scales for every group of the padded length (sageattention/core.py and
+  // quant_per_thread.py: `(L + BLKQ - 1) // BLKQ * (BLKQ // WARPQ) * 8` Q scales,
+  // `(L + BLKK - 1) // BLKK * (BLKK // WARPK) * 4` K scales). `pad` is that tile (0: the length is
+  // only rounded up to `block`); it changes count(), never group().
+  int pad = 0;
 
   // Group of element (t, c) of a [tokens, channels] tensor.
   int group(int t, int c, int tokens, int channels) const;
-  // Number of groups (including groups that only padding would fill).
+  // Number of groups, including those that only padding fills (their amax is 0).
   int count(int tokens, int channels) const;
-  std::string describe() const;
+  std::string describe() const;  // e.g. "sage_per_thread_q(32, pad 128)"
 };
 
 // Named maps of the public kernels (seed-code.md 1.4: BLKQ/WARPQ/BLKK/WARPK per path).
 // sm80 uses the sm89 values except WARPQ = 16 for head_dim 128 with fp16 accumulation
-// (`sage_per_thread_q(16)`).
-GroupMap sage_per_thread_q(int warp_q);
-GroupMap sage_per_thread_k(int warp_k);
+// (`sage_per_thread_q(16, 128)`). blk: the CTA tile the scales are allocated for (0: none).
+GroupMap sage_per_thread_q(int warp_q, int blk_q = 0);
+GroupMap sage_per_thread_k(int warp_k, int blk_k = 0);
 GroupMap sage_sm89_q_per_thread();   // WARPQ = 32 (also sm80)
 GroupMap sage_sm89_k_per_thread();   // WARPK = 64 (also sm80)
 GroupMap sage_sm90_q_per_thread();   // WARPQ = 16

@@ -51,7 +51,7 @@ ErrorMetrics error_metrics(const double* out, const double* ref, std::size_t n) 
   }
   if (m.nonfinite > 0) {
     const double nan = std::numeric_limits<double>::quiet_NaN();
-    m.cosine = m.rel_l1 = m.rmse = m.rel_fro = m.max_abs = nan;
+    m.cosine = m.rel_l1 = m.rmse = m.rel_fro = m.rel_fro_amla = m.max_abs = nan;
     return m;
   }
   if (n == 0) return m;
@@ -66,6 +66,7 @@ ErrorMetrics error_metrics(const double* out, const double* ref, std::size_t n) 
   m.rel_l1 = ratio(abs_diff.value(), abs_ref.value());
   m.rmse = std::sqrt(sq_diff.value() / double(n));
   m.rel_fro = ratio(std::sqrt(sq_diff.value()), nr);
+  m.rel_fro_amla = std::sqrt(sq_diff.value()) / (nr + 1e-10);  // AMLA §5.1's epsilon
   return m;
 }
 
@@ -81,17 +82,24 @@ UlpFormat parse_ulp_format(const std::string& name) {
   if (name == "fp16") return UlpFormat::kFp16;
   if (name == "e4m3fn") return UlpFormat::kE4m3fn;
   if (name == "e5m2") return UlpFormat::kE5m2;
-  throw std::invalid_argument("unknown ULP format '" + name + "' (expected fp64, fp32, bf16, fp16, e4m3fn or e5m2)");
+  throw std::invalid_argument("unknown ULP format '" + name +
+                              "' (expected fp64, fp32, bf16, fp16, e4m3fn or e5m2)");
 }
 
 std::string ulp_format_name(UlpFormat f) {
   switch (f) {
-    case UlpFormat::kFp64: return "fp64";
-    case UlpFormat::kFp32: return "fp32";
-    case UlpFormat::kBf16: return "bf16";
-    case UlpFormat::kFp16: return "fp16";
-    case UlpFormat::kE4m3fn: return "e4m3fn";
-    case UlpFormat::kE5m2: return "e5m2";
+    case UlpFormat::kFp64:
+      return "fp64";
+    case UlpFormat::kFp32:
+      return "fp32";
+    case UlpFormat::kBf16:
+      return "bf16";
+    case UlpFormat::kFp16:
+      return "fp16";
+    case UlpFormat::kE4m3fn:
+      return "e4m3fn";
+    case UlpFormat::kE5m2:
+      return "e5m2";
   }
   return "?";
 }
@@ -135,20 +143,35 @@ int bucket_of(std::uint64_t d) {
 
 std::uint64_t ulp_distance(double a, double b, UlpFormat fmt) {
   switch (fmt) {
-    case UlpFormat::kFp64: return distance<fp64>(a, b);
-    case UlpFormat::kFp32: return distance<fp32>(a, b);
-    case UlpFormat::kBf16: return distance<bf16>(a, b);
-    case UlpFormat::kFp16: return distance<fp16>(a, b);
-    case UlpFormat::kE4m3fn: return distance<e4m3fn>(a, b);
-    case UlpFormat::kE5m2: return distance<e5m2>(a, b);
+    case UlpFormat::kFp64:
+      return distance<fp64>(a, b);
+    case UlpFormat::kFp32:
+      return distance<fp32>(a, b);
+    case UlpFormat::kBf16:
+      return distance<bf16>(a, b);
+    case UlpFormat::kFp16:
+      return distance<fp16>(a, b);
+    case UlpFormat::kE4m3fn:
+      return distance<e4m3fn>(a, b);
+    case UlpFormat::kE5m2:
+      return distance<e5m2>(a, b);
   }
   return 0;
 }
 
 std::string UlpHistogram::bucket_label(int k) {
   if (k <= 2) return std::to_string(k);
-  if (k == kBuckets - 1) return ">" + std::to_string(1ull << (kBuckets - 3));
-  return std::to_string((1ull << (k - 2)) + 1) + "-" + std::to_string(1ull << (k - 1));
+  // Appended piecewise: `"a" + to_string(..)` trips GCC 12's false -Wrestrict (GCC PR 105329).
+  std::string s;
+  if (k == kBuckets - 1) {
+    s = ">";
+    s += std::to_string(1ull << (kBuckets - 3));
+    return s;
+  }
+  s = std::to_string((1ull << (k - 2)) + 1);
+  s += '-';
+  s += std::to_string(1ull << (k - 1));
+  return s;
 }
 
 std::uint64_t UlpHistogram::quantile_ulp(double q) const {

@@ -10,11 +10,15 @@ namespace attnsim {
 
 // All sums run sequentially in index order with Neumaier compensation in FP64, so a metric does
 // not depend on thread count or platform.
-//   cosine   Σ o·r / (‖o‖ ‖r‖)            (SageAttention2 A.7 "CosSim"); 1 if both are zero, 0 if one is
-//   rel_l1   Σ|o − r| / Σ|r|              (SageAttention2 A.7 "Relative L1"); 0 if both are zero, +inf if only r is
-//   rmse     sqrt(Σ(o − r)² / n)          (SageAttention2 A.7 "RMSE")
-//   rel_fro  ‖o − r‖_F / ‖r‖_F            (AMLA §5.1); same zero rules as rel_l1
-//   max_abs  max |o − r|
+//   cosine        Σ o·r / (‖o‖ ‖r‖)   SageAttention2 A.7 "CosSim"; 1 if both are zero, 0 if one is
+//   rel_l1        Σ|o − r| / Σ|r|     SageAttention2 A.7 "Relative L1"; 0 if both are zero, +inf
+//                                     if only r is
+//   rmse          sqrt(Σ(o − r)² / n) SageAttention2 A.7 "RMSE"
+//   rel_fro       ‖o − r‖_F / ‖r‖_F   same zero rules as rel_l1
+//   rel_fro_amla  ‖o − r‖_F / (‖r‖_F + 1e-10), as AMLA §5.1 prints it (004_*.txt: "ε = 10^-10 for
+//                 numerical stability"); finite for a zero reference, and below rel_fro by a
+//                 relative 1e-10/‖r‖, so the two differ visibly only for tiny references
+//   max_abs       max |o − r|
 // Any NaN in o or r makes every metric NaN and is counted in `nonfinite` (Inf likewise).
 // An empty input gives cosine 1 and zeros elsewhere.
 struct ErrorMetrics {
@@ -22,6 +26,7 @@ struct ErrorMetrics {
   double rel_l1 = 0.0;
   double rmse = 0.0;
   double rel_fro = 0.0;
+  double rel_fro_amla = 0.0;
   double max_abs = 0.0;
   std::size_t count = 0;
   std::size_t nonfinite = 0;

@@ -128,6 +128,12 @@ struct ProgressiveQuantizer {
 inline constexpr ProgressiveQuantizer kBpqOffset{"bpq_offset",           RangeDivisor::kFull,
                                                  IntRound::kCeil,        ZeroPointForm::kOffset,
                                                  IntRound::kNearestEven, IntRound::kNearestEven};
+// Eq. 3 read literally: the same as kBpqOffset but Q(x) = ⌈(x − z)/s⌉ with a ceiling (the PDF's
+// bracket may be a lost ⌈·⌋). Never clamps (⌈(max − min)/s⌉ <= 2^b − 1 since s >= (max − min) /
+// (2^b − 1)); reconstructs with an upward bias in [0, s).
+inline constexpr ProgressiveQuantizer kBpqEq3Ceil{"bpq_eq3_ceil",  RangeDivisor::kFull,
+                                                  IntRound::kCeil, ZeroPointForm::kOffset,
+                                                  IntRound::kCeil, IntRound::kCeil};
 // Alg. 1 as the appendix copy prints it: 2^(b−1), ⌈·⌉ scale and zero point; the value bracket
 // "[·]" read as nearest. Uses about half of the b-bit range.
 inline constexpr ProgressiveQuantizer kBpqAlg1Appendix{"bpq_alg1_appendix", RangeDivisor::kHalf,

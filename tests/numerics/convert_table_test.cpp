@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <random>
 #include <vector>
 
@@ -122,6 +124,51 @@ TEST(ConvertTable, Bf16BiasTrickMatchesEncode) {
   EXPECT_EQ(bf16_rne_bias(f32_from_bits(0x7F7F8000u), kCudaSatfinite), 0x7F7F);
   EXPECT_EQ(bf16_rne_bias(f32_from_bits(0x7FFFFFFFu), kCudaSatfinite), 0x7FFF);  // not 0x8000
   EXPECT_EQ(bf16_rne_bias(f32_from_bits(0xFFFFFFFFu), kMlDtypesIeee), 0xFFC0);   // not 0x0000
+}
+
+// fp16 goes through encode<fp16>; the oracle here is a brute-force nearest search over all 2^16
+// fp16 encodings decoded from their fields (no formats/ code), for RNE with IEEE overflow, on
+// every upper half of FP32 with low halves that make ties and near-ties.
+TEST(ConvertTable, Fp16ArrayMatchesNearestEvenSearch) {
+  std::vector<double> val(1u << 15);  // positive encodings 0x0000..0x7BFF (finite), by magnitude
+  for (std::uint32_t b = 0; b < 0x7C00u; ++b) {
+    const int e = int(b >> 10), m = int(b & 0x3FF);
+    val[b] = e == 0 ? std::ldexp(double(m), -24) : std::ldexp(double(m + 1024), e - 25);
+  }
+  // Largest finite 65504; the overflow threshold is 65520 (halfway to 2^16), ties go to Inf
+  // because 0x7BFF is odd.
+  auto oracle = [&](float xf) -> std::uint16_t {
+    const double x = double(xf);
+    const std::uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+    const double a = std::fabs(x);
+    if (a >= 65520.0) return std::uint16_t(sign | 0x7C00);
+    // first encoding >= a, then compare with its lower neighbour
+    const auto it = std::lower_bound(val.begin(), val.begin() + 0x7C00, a);
+    std::uint32_t hi = std::uint32_t(it - val.begin());
+    if (hi == 0) return sign;
+    if (hi == 0x7C00u) return std::uint16_t(sign | 0x7BFF);  // (65504, 65520): nearer to max
+    const std::uint32_t lo = hi - 1;
+    const double dlo = a - val[lo], dhi = val[hi] - a;
+    const std::uint32_t pick = dlo < dhi ? lo : (dhi < dlo ? hi : ((lo & 1) ? hi : lo));
+    return std::uint16_t(sign | pick);
+  };
+  std::vector<float> x;
+  for (std::uint32_t hi = 0; hi < (1u << 16); ++hi) {
+    if (((hi >> 7) & 0xFF) == 0xFF) continue;  // Inf/NaN inputs: encode<>'s own tests cover them
+    for (std::uint32_t lo : {0x0000u, 0x1000u, 0x1001u, 0x0FFFu, 0x2000u, 0xF000u})
+      x.push_back(f32_from_bits((hi << 16) | lo));
+  }
+  std::vector<std::uint16_t> y(x.size());
+  fp16_convert_array(x.data(), x.size(), y.data(), kIeeeNearestEven);
+  for (std::size_t i = 0; i < x.size(); ++i)
+    ASSERT_EQ(y[i], oracle(x[i])) << std::hex << f32_bits(x[i]);
+  // Saturating policy: only the overflow results change.
+  fp16_convert_array(x.data(), x.size(), y.data(), kCudaSatfinite);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint16_t want = oracle(x[i]);
+    if ((want & 0x7FFF) == 0x7C00) want = std::uint16_t((want & 0x8000) | 0x7BFF);
+    ASSERT_EQ(y[i], want) << std::hex << f32_bits(x[i]);
+  }
 }
 
 // Throughput on this machine, reported, never asserted (shared cores make timings noisy).

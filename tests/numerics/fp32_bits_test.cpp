@@ -1,5 +1,5 @@
 // numerics/fp32_bits: AMLA's multiplication by 2^n through INT32 addition, exhaustively over
-// every exponent field and every n in [-300, 300] on a dense mantissa sample, both signs; the
+// every exponent field and every n in [-300, 300] on 4096 mantissas, both signs; the
 // oracle is std::ldexp in FP64 (exact for these values).
 #include "numerics/fp32_bits.hpp"
 
@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace attnsim {
 namespace {
@@ -19,28 +20,45 @@ float from_bits(std::uint32_t b) {
 
 TEST(Fp32Bits, AmlaAddEqualsMultiplyExactlyWhereLemma31Holds) {
   std::uint64_t valid = 0, checked = 0;
-  std::uint32_t mantissas[514];
-  for (int i = 0; i < 512; ++i) mantissas[i] = (std::uint32_t(i) * 16411u + (i * i)) & 0x7FFFFF;
-  mantissas[512] = 0;
-  mantissas[513] = 0x7FFFFF;
+  // 4096 mantissas: 0, 1, all ones, every single bit, every low mask 2^k - 1 and its complement,
+  // then a multiplicative-hash fill (distinct values spread over all 23 bits).
+  std::vector<std::uint32_t> mantissas = {0u, 1u, 0x7FFFFFu, 0x7FFFFEu, 0x400001u};
+  for (int k = 0; k < 23; ++k) {
+    mantissas.push_back(1u << k);
+    mantissas.push_back((1u << k) - 1);
+    mantissas.push_back(0x7FFFFFu & ~((1u << k) - 1));
+  }
+  for (std::uint32_t i = 0; mantissas.size() < 4096; ++i)
+    mantissas.push_back((i * 2654435761u) >> 9);  // top 23 bits of a Knuth hash
+  ASSERT_EQ(mantissas.size(), 4096u);
+  // 2^n in FP64 for n in [-300, 300] (all normal doubles): double(F) * 2^n is exact, and where the
+  // result is a normal float, converting it back is exact too.
+  double pow2[601];
+  for (int n = -300; n <= 300; ++n) pow2[n + 300] = std::ldexp(1.0, n);
   for (std::uint32_t sign : {0u, 0x80000000u}) {
     for (std::uint32_t e = 0; e < 256; ++e) {
       for (std::uint32_t m : mantissas) {
-        const float f = from_bits(sign | (e << 23) | m);
+        const std::uint32_t fbits = sign | (e << 23) | m;
+        const float f = from_bits(fbits);
         for (int n = -300; n <= 300; ++n) {
           ++checked;
           const bool ok = amla_add_valid(f, n);
           // Lemma 3.1's condition, restated from the bits: normal F, normal result.
-          ASSERT_EQ(ok, e > 0 && e < 255 && int(e) + n > 0 && int(e) + n < 255);
+          if (ok != (e > 0 && e < 255 && int(e) + n > 0 && int(e) + n < 255))
+            FAIL() << "condition E=" << e << " n=" << n;
           if (!ok) continue;
           ++valid;
-          const float want = float(std::ldexp(double(f), n));  // exact: the result is normal
+          const float want = float(double(f) * pow2[n + 300]);
           const float got = mul_pow2_by_int_add(f, n);
-          ASSERT_EQ(as_int32(got), as_int32(want)) << std::hexfloat << f << " n=" << n;
+          std::uint32_t gb, wb;
+          std::memcpy(&gb, &got, 4);
+          std::memcpy(&wb, &want, 4);
+          if (gb != wb) FAIL() << std::hex << fbits << " n=" << std::dec << n;
         }
       }
     }
   }
+  EXPECT_EQ(checked, 2ull * 256 * 4096 * 601);
   EXPECT_GT(valid, checked / 4);
 }
 

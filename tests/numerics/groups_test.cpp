@@ -141,6 +141,30 @@ TEST(Groups, NamedKernelMaps) {
   EXPECT_EQ(sage_sm89_q_per_thread().count(100, 64), 32);
 }
 
+TEST(Groups, CountsEqualTheKernelsScaleTensorSizes) {
+  // Scale tensor lengths allocated by sageattention (core.py / quant_per_thread.py / quant.py):
+  //   per_thread Q: ceil(L/BLKQ) * (BLKQ/WARPQ) * 8, K: ceil(L/BLKK) * (BLKK/WARPK) * 4,
+  //   per_warp Q: ceil(L/BLKQ) * (BLKQ/WARPQ), per_block K: ceil(L/BLKK).
+  auto cdiv = [](int a, int b) { return (a + b - 1) / b; };
+  for (int L : {1, 63, 64, 100, 128, 130, 1000}) {
+    EXPECT_EQ(sage_sm89_q_per_thread().count(L, 64), cdiv(L, 128) * 4 * 8) << L;
+    EXPECT_EQ(sage_sm89_k_per_thread().count(L, 64), cdiv(L, 64) * 1 * 4) << L;
+    EXPECT_EQ(sage_sm90_q_per_thread().count(L, 64), cdiv(L, 64) * 4 * 8) << L;
+    EXPECT_EQ(sage_sm90_k_per_thread().count(L, 64), cdiv(L, 128) * 1 * 4) << L;
+    EXPECT_EQ(sage_per_thread_q(16, 128).count(L, 64), cdiv(L, 128) * 8 * 8) << L;  // sm80 case
+    EXPECT_EQ(sage_sm89_q_per_warp().count(L, 64), cdiv(L, 128) * 4) << L;
+    EXPECT_EQ(sage_sm90_q_per_warp().count(L, 64), cdiv(L, 64) * 4) << L;
+    EXPECT_EQ(sage_sm89_k_per_warp().count(L, 64), cdiv(L, 64)) << L;
+    EXPECT_EQ(sage_sm90_k_per_warp().count(L, 64), cdiv(L, 128)) << L;
+    EXPECT_EQ(sage_triton_q_per_block().count(L, 64), cdiv(L, 128)) << L;
+    // Without a CTA tile the length is rounded up to the warp only.
+    EXPECT_EQ(sage_per_thread_q(32).count(L, 64), cdiv(L, 32) * 8) << L;
+  }
+  EXPECT_EQ(sage_sm89_q_per_thread().describe(), "sage_per_thread_q(32, pad 128)");
+  EXPECT_EQ((GroupMap{Granularity::kPerTensor, 1, 64}).describe(), "per_tensor(pad 64)");
+  EXPECT_EQ((GroupMap{Granularity::kPerToken, 1}).describe(), "per_token");
+}
+
 TEST(Groups, SagePerThreadGroupSizes) {
   // sm89: a Q group is 4 tokens {g, g+8, g+16, g+24} of a 32-row warp; a K group 16 tokens of 64.
   std::map<int, std::set<int>> q, k;

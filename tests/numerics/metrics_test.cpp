@@ -3,8 +3,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <random>
+#include <vector>
 
 namespace attnsim {
 namespace {
@@ -17,6 +20,7 @@ TEST(Metrics, HandComputed) {
   EXPECT_DOUBLE_EQ(m.rel_l1, 2.0 / 5.0);
   EXPECT_DOUBLE_EQ(m.rmse, std::sqrt(2.0 / 4.0));
   EXPECT_DOUBLE_EQ(m.rel_fro, std::sqrt(2.0) / 3.0);
+  EXPECT_DOUBLE_EQ(m.rel_fro_amla, std::sqrt(2.0) / (3.0 + 1e-10));
   EXPECT_DOUBLE_EQ(m.max_abs, 1.0);
   EXPECT_DOUBLE_EQ(m.cosine, 7.0 / (std::sqrt(7.0) * 3.0));
   EXPECT_EQ(m.count, 4u);
@@ -31,10 +35,22 @@ TEST(Metrics, ZeroAndNonFiniteRules) {
   const ErrorMetrics b = error_metrics(std::vector<double>{1.0, 0.0}, z);
   EXPECT_EQ(b.cosine, 0.0);
   EXPECT_TRUE(std::isinf(b.rel_l1));
-  const ErrorMetrics c = error_metrics(std::vector<double>{std::nan(""), 1.0}, std::vector<double>{1.0, 1.0});
+  EXPECT_TRUE(std::isinf(b.rel_fro));
+  EXPECT_DOUBLE_EQ(b.rel_fro_amla, 1e10);  // AMLA's epsilon keeps a zero reference finite
+  // A tiny reference: the epsilon is visible (‖r‖ = 1e-10 halves the AMLA metric).
+  const ErrorMetrics t = error_metrics(std::vector<double>{2e-10}, std::vector<double>{1e-10});
+  EXPECT_DOUBLE_EQ(t.rel_fro, 1.0);
+  EXPECT_DOUBLE_EQ(t.rel_fro_amla, 0.5);
+  const ErrorMetrics c =
+      error_metrics(std::vector<double>{std::nan(""), 1.0}, std::vector<double>{1.0, 1.0});
   EXPECT_EQ(c.nonfinite, 1u);
   EXPECT_TRUE(std::isnan(c.rel_fro));
   EXPECT_TRUE(std::isnan(c.cosine));
+  EXPECT_TRUE(std::isnan(c.rel_fro_amla));
+  EXPECT_TRUE(std::isnan(c.max_abs));
+  const ErrorMetrics inf = error_metrics(std::vector<double>{1.0}, std::vector<double>{INFINITY});
+  EXPECT_EQ(inf.nonfinite, 1u);
+  EXPECT_TRUE(std::isnan(inf.rel_l1));
   const ErrorMetrics e = error_metrics(std::vector<double>{}, std::vector<double>{});
   EXPECT_EQ(e.cosine, 1.0);
   EXPECT_EQ(e.rmse, 0.0);
@@ -58,7 +74,8 @@ TEST(Metrics, UlpDistanceCountsEncodings) {
   // 448 and 416 are neighbours in e4m3fn; values past 448 clamp to it.
   EXPECT_EQ(ulp_distance(448.0, 416.0, UlpFormat::kE4m3fn), 1u);
   EXPECT_EQ(ulp_distance(1e9, 448.0, UlpFormat::kE4m3fn), 0u);
-  EXPECT_EQ(ulp_distance(std::nan(""), 1.0, UlpFormat::kFp32), std::numeric_limits<std::uint64_t>::max());
+  EXPECT_EQ(ulp_distance(std::nan(""), 1.0, UlpFormat::kFp32),
+            std::numeric_limits<std::uint64_t>::max());
   EXPECT_EQ(ulp_distance(std::nan(""), std::nan(""), UlpFormat::kFp32), 0u);
 }
 
@@ -74,16 +91,108 @@ TEST(Metrics, UlpHistogramBuckets) {
   EXPECT_EQ(h.counts[0], 1u);
   EXPECT_EQ(h.counts[1], 1u);
   EXPECT_EQ(h.counts[2], 1u);
-  EXPECT_EQ(h.counts[3], 2u);  // 3-4
-  EXPECT_EQ(h.counts[4], 2u);  // 5-8
-  EXPECT_EQ(h.counts[5], 1u);  // 9-16
-  EXPECT_EQ(h.counts[11], 1u); // 513-1024
+  EXPECT_EQ(h.counts[3], 2u);   // 3-4
+  EXPECT_EQ(h.counts[4], 2u);   // 5-8
+  EXPECT_EQ(h.counts[5], 1u);   // 9-16
+  EXPECT_EQ(h.counts[11], 1u);  // 513-1024
   EXPECT_EQ(h.nan_mismatch, 1u);
   EXPECT_EQ(h.max_ulp, 1000u);
   EXPECT_EQ(UlpHistogram::bucket_label(3), "3-4");
   EXPECT_EQ(UlpHistogram::bucket_label(11), "513-1024");
   EXPECT_EQ(UlpHistogram::bucket_label(UlpHistogram::kBuckets - 1), ">1048576");
   EXPECT_EQ(h.quantile_ulp(0.5), 4u);
+}
+
+// Independent oracle for the ordinal distance: decode every encoding of a small format from its
+// fields with std::ldexp (no formats/ code), sort the finite values (+0 and -0 merged; Inf placed
+// one past the largest finite, as an encoding it is), and compare ulp_distance with the difference
+// of ranks. Exhaustive for the 8-bit formats (all 2^16 pairs), all neighbours plus 2^20 random
+// pairs for the 16-bit ones. Inputs off the grid (a quarter step above a value) must round back
+// to it, so the reference is rounded to the format first.
+struct SmallFormat {
+  UlpFormat fmt;
+  int exp_bits, man_bits;
+  bool fn;  // e4m3fn: no Inf, only S.1111.111 is NaN
+};
+
+std::vector<double> finite_values(const SmallFormat& f) {
+  const int bias = (1 << (f.exp_bits - 1)) - 1, emax = (1 << f.exp_bits) - 1;
+  std::vector<double> v;
+  for (std::uint32_t b = 0; b < (1u << (1 + f.exp_bits + f.man_bits)); ++b) {
+    const int m = int(b & ((1u << f.man_bits) - 1)), e = int((b >> f.man_bits) & unsigned(emax));
+    const bool neg = (b >> (f.exp_bits + f.man_bits)) & 1;
+    if (!f.fn && e == emax) continue;                               // IEEE Inf/NaN
+    if (f.fn && e == emax && m == (1 << f.man_bits) - 1) continue;  // e4m3fn NaN
+    const double mag = e == 0 ? std::ldexp(double(m), 1 - bias - f.man_bits)
+                              : std::ldexp(double(m + (1 << f.man_bits)), e - bias - f.man_bits);
+    if (mag == 0.0 && neg) continue;  // -0 shares +0's position
+    v.push_back(neg ? -mag : mag);
+  }
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+TEST(Metrics, UlpDistanceEqualsRankDifferenceOfDecodedEncodings) {
+  const SmallFormat formats[] = {{UlpFormat::kE4m3fn, 4, 3, true},
+                                 {UlpFormat::kE5m2, 5, 2, false},
+                                 {UlpFormat::kFp16, 5, 10, false},
+                                 {UlpFormat::kBf16, 8, 7, false}};
+  std::mt19937_64 rng(42);
+  for (const SmallFormat& f : formats) {
+    const std::vector<double> v = finite_values(f);
+    const std::int64_t n = std::int64_t(v.size());
+    ASSERT_EQ(n % 2, 1) << "symmetric around a single zero";
+    auto check = [&](std::int64_t i, std::int64_t j) {
+      const std::uint64_t want = std::uint64_t(i > j ? i - j : j - i);
+      ASSERT_EQ(ulp_distance(v[std::size_t(i)], v[std::size_t(j)], f.fmt), want)
+          << ulp_format_name(f.fmt) << " " << v[std::size_t(i)] << " vs " << v[std::size_t(j)];
+    };
+    if (n <= 256) {
+      for (std::int64_t i = 0; i < n; ++i)
+        for (std::int64_t j = 0; j < n; ++j) check(i, j);
+    } else {
+      for (std::int64_t i = 0; i + 1 < n; ++i) check(i, i + 1);
+      for (int k = 0; k < (1 << 20); ++k)
+        check(std::int64_t(rng() % std::uint64_t(n)), std::int64_t(rng() % std::uint64_t(n)));
+    }
+    // Off-grid values round to the nearest encoding first (a quarter step above v[i]).
+    for (std::int64_t i = n / 2 + 1; i + 1 < n; i += (n > 256 ? 97 : 1)) {
+      const double x = v[std::size_t(i)] + (v[std::size_t(i + 1)] - v[std::size_t(i)]) / 4;
+      ASSERT_EQ(ulp_distance(x, v[std::size_t(i)], f.fmt), 0u) << x;
+      ASSERT_EQ(ulp_distance(x, v[std::size_t(n / 2)], f.fmt), std::uint64_t(i - n / 2)) << x;
+    }
+    if (!f.fn) {  // Inf is one position past the largest finite value
+      ASSERT_EQ(ulp_distance(INFINITY, v.back(), f.fmt), 1u);
+      ASSERT_EQ(ulp_distance(-INFINITY, v.back(), f.fmt), std::uint64_t(n));  // M+1 + M, n = 2M+1
+    }
+  }
+}
+
+TEST(Metrics, ResultsDoNotDependOnSummationChunking) {
+  // The metrics are defined by one sequential compensated pass; splitting the input into chunks
+  // summed separately (as a threaded caller might) must not be needed, and the values must be
+  // exactly those of a long-double re-summation rounded to double (within 1 ulp) for ill-
+  // conditioned data.
+  std::mt19937_64 rng(7);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::vector<double> r(100000), o(r.size());
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    r[i] = nd(rng) * std::ldexp(1.0, int(rng() % 40) - 20);
+    o[i] = r[i] * (1.0 + 1e-3 * nd(rng));
+  }
+  const ErrorMetrics m = error_metrics(o, r);
+  long double sd = 0, sr = 0;
+  for (std::size_t i = 0; i < r.size(); ++i) {
+    sd += std::fabs((long double)o[i] - (long double)r[i]);
+    sr += std::fabs((long double)r[i]);
+  }
+  EXPECT_NEAR(m.rel_l1, double(sd / sr), 4e-16 * m.rel_l1);
+  std::reverse(o.begin(), o.end());
+  std::reverse(r.begin(), r.end());
+  const ErrorMetrics b = error_metrics(o, r);
+  EXPECT_NEAR(b.rel_l1, m.rel_l1, 4e-16 * m.rel_l1);
+  EXPECT_NEAR(b.rel_fro, m.rel_fro, 4e-16 * m.rel_fro);
+  EXPECT_NEAR(b.cosine, m.cosine, 4e-16);
 }
 
 }  // namespace

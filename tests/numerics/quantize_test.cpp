@@ -106,7 +106,8 @@ TEST(Quantize, RandomTensorsAgainstIndependentFormulas) {
   for (auto& v : x) v = n(rng) * (1.0f + float(rng() % 100));
   const GroupMap map = sage_sm89_k_per_thread();
   for (const SymmetricQuantizer& qz :
-       {kSageCudaInt8, kSageTritonInt8, kSageTritonInt4, kTurboInt8Alg, kSymmetricInt8}) {
+       {kSageCudaInt8, kSageTritonInt8, kSageTritonInt4, kSageTritonPerBlockInt8, kTurboInt8Alg,
+        kTurboInt8Eq4, kTurboInt8AlgCeil, kSymmetricInt8, kSymmetricInt4}) {
     const QuantizedTensor q = quantize_symmetric(x.data(), T, C, map, qz);
     const float lim = float((1 << (qz.bits - 1)) - 1);
     for (int g = 0; g < map.count(T, C); ++g) {
@@ -130,6 +131,8 @@ TEST(Quantize, RandomTensorsAgainstIndependentFormulas) {
             want = std::nearbyint(double(v * (qz.qmax / a)));
           else if (triton)
             want = std::trunc(double(v / scale + (v / scale >= 0.0f ? 0.5f : -0.5f)));
+          else if (qz.rounding == QuantRounding::kCeil)
+            want = std::ceil(double(v / scale));
           else
             want = std::nearbyint(double(v / scale));
           want = std::min(std::max(want, double(-lim - 1)), double(lim));
@@ -156,7 +159,7 @@ TEST(Quantize, IntegerDivisionHelpersAgainstRationalOracle) {
 }
 
 constexpr ProgressiveQuantizer kAllBpq[] = {kBpqOffset, kBpqAlg1Appendix, kBpqAlg1MainText,
-                                            kBpqAlg1Ceil};
+                                            kBpqAlg1Ceil, kBpqEq3Ceil};
 
 // Oracle: the same formulas in FP64 with std::ceil / std::nearbyint (exact for these small
 // integers; nearbyint rounds ties to even in the default mode), not the integer helpers.
@@ -264,6 +267,76 @@ TEST(Quantize, ProgressiveHandCases) {
   const ProgressiveTensor k = quantize_progressive(one_group({7, 7}), all, 2, kBpqOffset);
   EXPECT_EQ(k.s_int[0], 1);
   EXPECT_EQ(k.dequantize_int8(), (std::vector<std::int32_t>{7, 7}));
+}
+
+TEST(Quantize, CudaReciprocalAndTritonDivisionDisagreeWhereTheModelsSaySo) {
+  // x * (127/amax) (CUDA, reciprocal rounded on its own) and x / (amax/127) (divide by the rounded
+  // scale) are different FP32 computations. Search random groups for elements where they round to
+  // different integers, and check each named quantizer follows its own formula there: a model
+  // that swapped the two would fail. Oracle: FP64 evaluation of the two FP32 expressions.
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  int differ = 0;
+  for (int trial = 0; trial < 20000 && differ < 50; ++trial) {
+    const float amax = std::ldexp(1.0f + std::fabs(u(rng)), int(rng() % 20) - 10);
+    const float scale = amax / 127.0f, inv = 127.0f / amax;
+    for (int k = 0; k < 64; ++k) {
+      const float x = amax * u(rng);
+      const double by_inv = std::nearbyint(double(x * inv)),
+                   by_div = std::nearbyint(double(x / scale));
+      if (by_inv == by_div) continue;
+      ++differ;
+      EXPECT_EQ(quantize_value(x, scale, inv, kSageCudaInt8), std::int32_t(by_inv));
+      EXPECT_EQ(quantize_value(x, scale, inv, kSymmetricInt8), std::int32_t(by_div));
+    }
+  }
+  EXPECT_GT(differ, 0) << "no disagreement found: the test would not notice a swapped model";
+}
+
+TEST(Quantize, TritonPerBlockAllZeroBlockDividesZeroByZero) {
+  // quant_per_block.py: scale = max|x| / 127. with no epsilon, so an all-zero block (e.g. the
+  // zero padding past L) stores scale 0 and computes x / scale = 0/0 = NaN; NaN + (-0.5) stays
+  // NaN (the where() picks -1 because NaN >= 0 is false) and the float->int conversion gives 0
+  // (PTX cvt: NaN -> 0). The neighbouring block is unaffected.
+  const float x[] = {0.0f, -0.0f, 0.0f, 0.0f, 3.0f, -1.5f, 0.0f, 0.75f};
+  const QuantizedTensor q =
+      quantize_symmetric(x, 8, 1, {Granularity::kPerBlock, 4}, kSageTritonPerBlockInt8);
+  EXPECT_EQ(q.scale[0], 0.0f);
+  EXPECT_TRUE(std::isnan(0.0f / q.scale[0]));
+  EXPECT_EQ(q.scale[1], 3.0f / 127.0f);
+  EXPECT_EQ(q.q, (std::vector<std::int32_t>{0, 0, 0, 0, 127, -64, 0, 32}));  // -63.5 -> -64 away
+  const std::vector<float> d = q.dequantize();
+  EXPECT_EQ(d[0], 0.0f);  // 0 * 0: dequantisation stays finite
+  // The Triton per_thread epsilon keeps the same block finite: scale 1e-7f, q = 0.
+  const QuantizedTensor t =
+      quantize_symmetric(x, 8, 1, {Granularity::kPerBlock, 4}, kSageTritonInt8);
+  EXPECT_EQ(t.scale[0], 1e-7f);
+}
+
+TEST(Quantize, ProgressiveEq3CeilNeverClampsAndBiasesUp) {
+  std::mt19937 rng(17);
+  for (int trial = 0; trial < 2000; ++trial) {
+    QuantizedTensor h;
+    h.tokens = 1 + int(rng() % 64);
+    h.channels = 1;
+    h.map = {Granularity::kPerTensor, 1};
+    const int lo = -127 + int(rng() % 200), span = int(rng() % (128 - std::max(lo, -127)));
+    for (int t = 0; t < h.tokens; ++t) h.q.push_back(lo + int(rng() % std::uint32_t(span + 1)));
+    h.scale = {1.0f};
+    for (int bits : {4, 2}) {
+      const ProgressiveTensor p = quantize_progressive(h, h.map, bits, kBpqEq3Ceil);
+      const std::vector<std::int32_t> back = p.dequantize_int8();
+      const int s = p.s_int[0];
+      for (std::size_t i = 0; i < h.q.size(); ++i) {
+        // unclamped value equals the stored one
+        const std::int64_t raw = div_ceil(h.q[i] - p.z_int[0], s);
+        ASSERT_EQ(p.q[i], raw);
+        ASSERT_LT(raw, std::int64_t{1} << bits);
+        ASSERT_GE(back[i] - h.q[i], 0);
+        ASSERT_LT(back[i] - h.q[i], s);
+      }
+    }
+  }
 }
 
 }  // namespace
