@@ -38,5 +38,7 @@ cuobjdump -sass "$work/special_probe" | grep -oE '\b(MUFU|FMUL|FFMA|FSETP|FCHK)[
 "$work/special_probe" "$work" | tee "$out/special_probe_log.txt"
 python3 -c "import numpy as np, h5py, sys; t=np.fromfile(sys.argv[1], dtype='<u4'); f=h5py.File(sys.argv[2]+'.tmp','w'); f.create_dataset('rcp_table', data=t, compression='gzip', compression_opts=9, shuffle=True); f.attrs['instruction']='rcp.approx.ftz.f32'; f.attrs['inputs']='x = 1.m for m in 0..2^23-1 (bits 0x3F800000 | m)'; f.close()" "$work/rcp_table.bin" "$out/rcp_table_h100.h5"
 mv "$out/rcp_table_h100.h5.tmp" "$out/rcp_table_h100.h5"
+python3 -c "import numpy as np, h5py, sys; f=h5py.File(sys.argv[3]+'.tmp','w'); [f.create_dataset(n, data=np.fromfile(p, dtype='<u4'), compression='gzip', compression_opts=9, shuffle=True) for n, p in (('ex2_table', sys.argv[1]), ('lg2_table', sys.argv[2]))]; f.attrs['ex2_table']='ex2.approx.ftz.f32(+f * 2^-23) then ex2.approx.ftz.f32(-f * 2^-23), f in 0..2^23-1'; f.attrs['lg2_table']='lg2.approx.ftz.f32(1.m), bits 0x3F800000 | m'; f.close()" "$work/ex2_table.bin" "$work/lg2_table.bin" "$out/ex2_lg2_tables_h100.h5"
+mv "$out/ex2_lg2_tables_h100.h5.tmp" "$out/ex2_lg2_tables_h100.h5"
 fi
 ls -l "$out"

@@ -28,6 +28,16 @@ __device__ __forceinline__ float rcp_hw(float x) {
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
   return r;
 }
+__device__ __forceinline__ float ex2_hw(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ float lg2_hw(float x) {
+  float r;
+  asm("lg2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
 __device__ __forceinline__ float div_hw(float a, float b) {
   float r;
   asm("div.approx.ftz.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
@@ -37,6 +47,39 @@ __device__ __forceinline__ float div_hw(float a, float b) {
 __global__ void table_kernel(std::uint32_t* t) {
   const std::uint32_t m = blockIdx.x * blockDim.x + threadIdx.x;
   if (m < (1u << 23)) t[m] = __float_as_uint(rcp_hw(__uint_as_float(0x3F800000u | m)));
+}
+
+// ex2 table: T[f] = ex2.approx.ftz(f * 2^-23) for f in [0, 2^23); lg2 table: L[m] = lg2(1.m).
+// t[f] = ex2(+f * 2^-23), t[2^23 + f] = ex2(-f * 2^-23).
+__global__ void ex2_table_kernel(std::uint32_t* t) {
+  const std::uint32_t f = blockIdx.x * blockDim.x + threadIdx.x;
+  if (f < (1u << 23)) {
+    t[f] = __float_as_uint(ex2_hw(float(f) * 0x1p-23f));
+    t[(1u << 23) + f] = __float_as_uint(ex2_hw(-float(f) * 0x1p-23f));
+  }
+}
+__global__ void lg2_table_kernel(std::uint32_t* t) {
+  const std::uint32_t m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m < (1u << 23)) t[m] = __float_as_uint(lg2_hw(__uint_as_float(0x3F800000u | m)));
+}
+
+// ex2 hypothesis (sign-magnitude fixed point): K = trunc(|x| * 2^23), a = K >> 23,
+// f = K mod 2^23; result = 2^a * T+[f] for x >= 0 and 2^-a * T-[f] for x < 0, flushed below
+// 2^-126, Inf above.
+__device__ __forceinline__ std::uint32_t ex2_model(const std::uint32_t* t, std::uint32_t xb) {
+  const float x = __uint_as_float(xb);
+  if (x != x) return 0x7FFFFFFFu;
+  if (x >= 128.0f) return 0x7F800000u;
+  if (x <= -128.0f) return 0u;
+  const bool neg = x < 0.0f;
+  const long long K = (long long)trunc(fabs(double(x)) * 8388608.0);
+  const long long a = K >> 23;
+  const std::uint32_t f = std::uint32_t(K & 0x7FFFFF);
+  const std::uint32_t tf = t[(neg ? (1u << 23) : 0u) + f];
+  const long long e = (long long)((tf >> 23) & 0xFF) - 127 + (neg ? -a : a);
+  if (e < -126) return 0u;
+  if (e > 127) return 0x7F800000u;
+  return (std::uint32_t(e + 127) << 23) | (tf & 0x7FFFFF);
 }
 
 // The candidate model, computed from the table.
@@ -50,6 +93,39 @@ __device__ __forceinline__ std::uint32_t rcp_model(const std::uint32_t* t, std::
   if (re < -126) return sign;                              // subnormal result flushed to zero
   if (re > 127) return sign | 0x7F800000u;
   return sign | (std::uint32_t(re + 127) << 23) | (tm & 0x7FFFFF);
+}
+
+struct Counters2 {
+  unsigned long long ex2_mismatches, ex2_recorded, lg2_rn_mismatches, lg2_rz_mismatches, lg2_recorded;
+  std::uint32_t ex2_in[16], ex2_hw_r[16], ex2_model_r[16], lg2_in[16], lg2_hw_r[16], lg2_rn[16];
+};
+
+// lg2 hypotheses for normal x = 2^e * 1.m: fl(e + L[m]) with FP32 RN or RZ addition.
+__global__ void check2_kernel(const std::uint32_t* te, const std::uint32_t* tl, std::uint32_t chunk, Counters2* c) {
+  const std::uint32_t base = chunk << 24;
+  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < (1u << 24); k += gridDim.x * blockDim.x) {
+    const std::uint32_t x = base + k;
+    const std::uint32_t h = __float_as_uint(ex2_hw(__uint_as_float(x)));
+    const std::uint32_t m = ex2_model(te, x);
+    if (h != m) {
+      atomicAdd(&c->ex2_mismatches, 1ull);
+      const unsigned long long s = atomicAdd(&c->ex2_recorded, 1ull);
+      if (s < 16) { c->ex2_in[s] = x; c->ex2_hw_r[s] = h; c->ex2_model_r[s] = m; }
+    }
+    const std::uint32_t e = (x >> 23) & 0xFF;
+    if ((x >> 31) == 0 && e > 0 && e < 255) {
+      const float l = __uint_as_float(tl[x & 0x7FFFFF]);
+      const float ef = float(int(e) - 127);
+      const std::uint32_t rn = __float_as_uint(__fadd_rn(ef, l)), rz = __float_as_uint(__fadd_rz(ef, l));
+      const std::uint32_t hl = __float_as_uint(lg2_hw(__uint_as_float(x)));
+      if (hl != rn) {
+        atomicAdd(&c->lg2_rn_mismatches, 1ull);
+        const unsigned long long s = atomicAdd(&c->lg2_recorded, 1ull);
+        if (s < 16) { c->lg2_in[s] = x; c->lg2_hw_r[s] = hl; c->lg2_rn[s] = rn; }
+      }
+      if (hl != rz) atomicAdd(&c->lg2_rz_mismatches, 1ull);
+    }
+  }
 }
 
 struct Counters {
@@ -127,6 +203,34 @@ int main(int argc, char** argv) {
   for (std::uint32_t s = 0; s < 64; ++s) div_kernel<<<(1u << 22) / 256, 256>>>(s, d_c);
   CUDA_CHECK(cudaGetLastError());
   CUDA_CHECK(cudaDeviceSynchronize());
+  std::uint32_t *d_te = nullptr, *d_tl = nullptr;
+  Counters2* d_c2 = nullptr;
+  CUDA_CHECK(cudaMalloc(&d_te, sizeof(std::uint32_t) << 24));
+  CUDA_CHECK(cudaMalloc(&d_tl, sizeof(std::uint32_t) << 23));
+  CUDA_CHECK(cudaMalloc(&d_c2, sizeof(Counters2)));
+  CUDA_CHECK(cudaMemset(d_c2, 0, sizeof(Counters2)));
+  ex2_table_kernel<<<(1u << 23) / 256, 256>>>(d_te);
+  lg2_table_kernel<<<(1u << 23) / 256, 256>>>(d_tl);
+  for (std::uint32_t chunk = 0; chunk < 256; ++chunk) check2_kernel<<<1024, 256>>>(d_te, d_tl, chunk, d_c2);
+  CUDA_CHECK(cudaGetLastError());
+  CUDA_CHECK(cudaDeviceSynchronize());
+  Counters2 c2{};
+  CUDA_CHECK(cudaMemcpy(&c2, d_c2, sizeof(Counters2), cudaMemcpyDeviceToHost));
+  std::vector<std::uint32_t> te(1u << 24), tl(1u << 23);
+  CUDA_CHECK(cudaMemcpy(te.data(), d_te, sizeof(std::uint32_t) << 24, cudaMemcpyDeviceToHost));
+  CUDA_CHECK(cudaMemcpy(tl.data(), d_tl, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
+  for (const char* name : {"ex2_table.bin", "lg2_table.bin"}) {
+    FILE* g = std::fopen((dir + "/" + name).c_str(), "wb");
+    const auto& v = std::string(name) == "ex2_table.bin" ? te : tl;
+    if (!g || std::fwrite(v.data(), 4, v.size(), g) != v.size() || std::fclose(g) != 0) return 1;
+  }
+  std::printf("ex2.approx.ftz.f32 fixed-point table model over all 2^32 inputs: %llu mismatches\n", c2.ex2_mismatches);
+  for (unsigned k = 0; k < c2.ex2_recorded && k < 16; ++k)
+    std::printf("  input 0x%08x: hw 0x%08x model 0x%08x\n", c2.ex2_in[k], c2.ex2_hw_r[k], c2.ex2_model_r[k]);
+  std::printf("lg2.approx.ftz.f32 = e + L[m] over positive normals: %llu mismatches with FADD.RN, %llu with RZ\n",
+              c2.lg2_rn_mismatches, c2.lg2_rz_mismatches);
+  for (unsigned k = 0; k < c2.lg2_recorded && k < 16; ++k)
+    std::printf("  input 0x%08x: hw 0x%08x rn-model 0x%08x\n", c2.lg2_in[k], c2.lg2_hw_r[k], c2.lg2_rn[k]);
   std::vector<std::uint32_t> t(1u << 23);
   Counters c{};
   CUDA_CHECK(cudaMemcpy(t.data(), d_t, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));

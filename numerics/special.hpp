@@ -28,6 +28,27 @@ class RcpApproxFtz {
   std::vector<std::uint32_t> t_;
 };
 
+// ex2.approx.ftz.f32 (MUFU.EX2 on sm_90). Measured on the H100 over all 2^32 inputs
+// (cuda_check/special_probe.cu, data/hw/README.md): the input becomes a sign-magnitude fixed-point
+// number with 23 fraction bits, truncated toward zero: K = trunc(|x| · 2^23), a = K >> 23,
+// f = K mod 2^23; the result is 2^a · T+[f] for x >= 0 and 2^-a · T-[f] for x < 0, where
+// T±[f] = ex2.approx.ftz(±f · 2^-23) are two recorded tables of 2^23 values; results below 2^-126
+// flush to +0, x >= 128 gives +Inf, NaN gives 0x7FFFFFFF, subnormal inputs act as 0 (result 1).
+// The tables are stored as 2-bit steps between consecutive entries' bit patterns
+// (data/hw/h100/ex2_approx_ftz_{pos,neg}_steps.bin, entry 0 = 1.0f, entry f in bits 2·(f%4) of
+// byte f/4; T+ increases, T- decreases by the step).
+class Ex2ApproxFtz {
+ public:
+  Ex2ApproxFtz(const std::string& pos_steps_path, const std::string& neg_steps_path);
+  static const Ex2ApproxFtz& h100();
+  std::uint32_t bits(std::uint32_t x) const;
+  float operator()(float x) const;
+  std::uint32_t table(bool negative, std::uint32_t f) const { return (negative ? neg_ : pos_)[f]; }
+
+ private:
+  std::vector<std::uint32_t> pos_, neg_;
+};
+
 // FMUL.FTZ: IEEE binary32 product, round to nearest even, subnormal inputs and results flushed
 // to a zero of the right sign.
 float fmul_ftz(float a, float b);

@@ -40,6 +40,31 @@ TEST(RcpApproxFtzH100, MatchesTheCvtProbeSample) {
   EXPECT_EQ(bad, 0u) << in.size() << " recorded inputs";
 }
 
+TEST(Ex2ApproxFtzH100, StepTablesReproduceTheRecordedTables) {
+  H5Reader r(kDir + "ex2_lg2_tables_h100.h5");
+  const std::vector<std::int64_t> t = r.read_i64("ex2_table");
+  ASSERT_EQ(t.size(), std::size_t{1} << 24);
+  const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
+  for (std::uint32_t f = 0; f < (1u << 23); ++f) {
+    ASSERT_EQ(ex2.table(false, f), std::uint32_t(t[f])) << f;
+    ASSERT_EQ(ex2.table(true, f), std::uint32_t(t[(std::size_t{1} << 23) + f])) << f;
+  }
+}
+
+TEST(Ex2ApproxFtzH100, MatchesTheCvtProbeSample) {
+  H5Reader r(kDir + "cvt_sample.h5");
+  const std::vector<std::int64_t> in = r.read_i64("input"), out = r.read_i64("ex2_approx_ftz");
+  const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::uint32_t got = ex2.bits(std::uint32_t(in[i]));
+    if (got != std::uint32_t(out[i]) && ++bad <= 5) {
+      ADD_FAILURE() << "input 0x" << std::hex << in[i] << ": H100 0x" << out[i] << ", model 0x" << got;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << in.size() << " recorded inputs";
+}
+
 TEST(RcpApproxFtzH100, FastDivisionIsAMultiplyByTheReciprocal) {
   // div.approx.ftz(a, b) = FMUL.FTZ(a, rcp(b)), measured on the H100 (special_probe_log.txt);
   // here the composition's own invariants: exact for powers of two, within 2 ulp of a/b.
