@@ -11,6 +11,7 @@ void add_sweep_command(CLI::App& app);
 void add_synth_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_mma_command(CLI::App& app);
+void add_special_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_gate_command(CLI::App& app);

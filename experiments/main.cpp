@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   attnsim::add_sweep_command(app);
   attnsim::add_bench_command(app);
   attnsim::add_mma_command(app);
+  attnsim::add_special_command(app);
   attnsim::add_run_command(app);
   attnsim::add_compare_command(app);
   attnsim::add_gate_command(app);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -80,6 +81,49 @@ TEST(MmaCli, BadArgumentsGiveOneLine) {
   EXPECT_EQ(code(base + "--instr sm90.hmma.f16.f32 --m 16 --n 8 --k 24 --a x --b x --c x --out y"), 2);
   EXPECT_EQ(code(base + "--instr sm90.hmma.f16.f32 --m 16 --n 8 --k 16 --a /nonexistent --b x --c x --out y"), 2);
   EXPECT_EQ(code(base + "--list"), 0);
+}
+
+}  // namespace
+}  // namespace attnsim
+
+namespace attnsim {
+namespace {
+
+// `attnsim special` end to end on the cvt_probe's recorded sample (H100 outputs).
+TEST(SpecialCli, RawFilesReproduceTheH100) {
+  H5Reader r(std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/cvt_sample.h5");
+  const auto in = r.read_i64("input");
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("attnsim_special_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  {
+    std::ofstream f(dir / "x.f32", std::ios::binary);
+    for (auto v : in) {
+      const std::uint32_t b = std::uint32_t(v);
+      f.write(reinterpret_cast<const char*>(&b), 4);
+    }
+  }
+  for (const char* fn : {"ex2", "rcp"}) {
+    const auto want = r.read_i64(std::string(fn) + "_approx_ftz");
+    const std::string cmd = std::string(ATTNSIM_EXE) + " special --fn " + fn + " --in " + (dir / "x.f32").string() +
+                            " --out " + (dir / "y.f32").string();
+    ASSERT_EQ(std::system(cmd.c_str()), 0);
+    std::ifstream f(dir / "y.f32", std::ios::binary);
+    const std::vector<std::uint8_t> got{std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+    ASSERT_EQ(got.size(), in.size() * 4);
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      std::uint32_t b;
+      std::memcpy(&b, got.data() + 4 * i, 4);
+      bad += b != std::uint32_t(want[i]);
+    }
+    EXPECT_EQ(bad, 0u) << fn;
+  }
+  const std::string lg2 = std::string(ATTNSIM_EXE) + " special --fn lg2 --in " + (dir / "x.f32").string() +
+                          " --out " + (dir / "z.f32").string() + " 2>/dev/null";
+  const int s = std::system(lg2.c_str());
+  EXPECT_EQ(WIFEXITED(s) ? WEXITSTATUS(s) : -1, 2);
+  EXPECT_FALSE(std::filesystem::exists(dir / "z.f32"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
