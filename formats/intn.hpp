@@ -66,14 +66,18 @@ ATTNSIM_HD constexpr std::int32_t int_clamp_or_wrap(std::int64_t v, IntOverflow 
 template <class IntFmt>
 ATTNSIM_HD constexpr std::int32_t round_to_int(FloatParts x, Round r, IntOverflow o) {
   if (x.kind == FloatParts::kNaN || x.kind == FloatParts::kZero) return 0;
-  constexpr std::int64_t kHuge = std::int64_t{1} << 40;  // far outside every IntFmt
+  // Far outside every IntFmt, and a multiple of 2^8, so it wraps to 0 like every FP32/FP64
+  // integer in [2^62, 2^63) does. Anything below 2^62 is shifted exactly: FP64 integers in
+  // [2^52, 2^62) still have non-zero low bits that kWrap must keep (a 2^40 cut-off here made
+  // round_to_int<s8>(0x1p52 + 3, rne, kWrap) return 0 instead of 3).
+  constexpr std::int64_t kHuge = std::int64_t{1} << 62;
   if (x.kind == FloatParts::kInf) return int_clamp_or_wrap<IntFmt>(x.neg ? -kHuge : kHuge, o);
   std::uint64_t mag = 0;
   bool round_bit = false;
   bool sticky = false;
   const int msb = 63 - countl_zero64(x.sig);
   if (x.exp >= 0) {
-    mag = (x.exp + msb >= 40) ? std::uint64_t(kHuge) : (x.sig << x.exp);
+    mag = (x.exp + msb >= 62) ? std::uint64_t(kHuge) : (x.sig << x.exp);
   } else {
     const int shift = -x.exp;
     if (shift < 64) {

@@ -145,7 +145,9 @@ void check_decode_roundtrip(const oracle::Spec& spec) {
       const std::uint32_t back = encode<Fmt>(f, Policy{Round::kNearestEven, Overflow::kNaN, NanEncoding::kIeee});
       ASSERT_EQ(oracle::classify(spec, back), oracle::Class::kNaN) << std::hex << c;
       ASSERT_EQ((back >> (spec.bits() - 1)) & 1, std::uint32_t(neg)) << std::hex << c;
-      if (spec.ieee && ((c >> (spec.man_bits - 1)) & 1)) ASSERT_EQ(back, c) << std::hex << c;
+      if (spec.ieee && ((c >> (spec.man_bits - 1)) & 1)) {
+        ASSERT_EQ(back, c) << std::hex << c;
+      }
       continue;
     }
     if (cls == oracle::Class::kInf) {

@@ -69,16 +69,20 @@ struct Table {
   }
 };
 
-// The expected encoding of a finite non-NaN double x under policy p (NaN inputs and Inf inputs
-// are tested separately against hand tables).
-inline std::uint32_t expected(const Table& t, double x, Policy p) {
-  const bool neg = std::signbit(x);
+// The expected encoding of a finite non-zero magnitude `a` (double, or an exact
+// boost::multiprecision value for significands wider than a double) with sign `neg` under policy
+// p: a sorted search for the neighbours lo <= a < hi, then the rounding rule on a vs their
+// midpoint. NaN and Inf inputs have their own spec tables below.
+template <class T>
+std::uint32_t expected_abs(const Table& t, const T& a, bool neg, Policy p) {
   const std::uint32_t sign = neg ? t.sign_bit() : 0;
-  const double a = std::fabs(x);
-  // Value one step past max finite: where RNE/RNA/directed rounding away leads to overflow.
+  // The value one step past max finite, from the field formula applied to max_code + 1 (for an
+  // IEEE format that is the Inf code read as a finite number, 2^(emax+1); for an fn format the
+  // NaN code read as finite). Taking "max + (max - previous)" instead is wrong when max is the
+  // first value of its binade (fn formats with one mantissa bit), where the step doubles.
   const double max = t.values.back();
-  const double past = max + (max - t.values[t.values.size() - 2]);
-  const std::uint32_t past_code = t.max_code() + 1;  // parity decides RNE ties at the top
+  const std::uint32_t past_code = t.max_code() + 1;  // its parity decides RNE ties at the top
+  const double past = value(t.spec, past_code);
   auto overflow = [&]() -> std::uint32_t {
     const bool toward_zero = p.round == Round::kTowardZero || (p.round == Round::kDown && !neg) ||
                              (p.round == Round::kUp && neg);
@@ -118,6 +122,35 @@ inline std::uint32_t expected(const Table& t, double x, Policy p) {
   if (!up) return sign | lo_code;
   if (hi_is_overflow) return overflow();
   return sign | hi_code;
+}
+
+// The expected encoding of a finite non-NaN double x under policy p (zero included: the sign is
+// kept under every rounding mode, IEEE 754 6.3).
+inline std::uint32_t expected(const Table& t, double x, Policy p) {
+  const bool neg = std::signbit(x);
+  if (x == 0) return neg ? t.sign_bit() : 0;
+  return expected_abs(t, std::fabs(x), neg, p);
+}
+
+// +-Inf input, from the Overflow comments of formats/policy.hpp: kSaturate -> +-max; an IEEE
+// format keeps Inf under kSaturateFinite and kInf; otherwise NaN, sign kept, magnitude by the
+// NaN encoding (kCuda all-ones, else the quiet NaN). Inf is exact, so the rounding mode is moot.
+inline std::uint32_t expected_inf(const Table& t, bool neg, Policy p) {
+  const std::uint32_t sign = neg ? t.sign_bit() : 0;
+  if (p.overflow == Overflow::kSaturate) return sign | t.max_code();
+  if (t.spec.ieee && p.overflow != Overflow::kNaN) return sign | t.inf_code();
+  return sign | (p.nan == NanEncoding::kCuda ? t.nan_all_ones() : t.quiet_nan());
+}
+
+// NaN input with sign `neg` and source mantissa field `payload` of `src_man_bits` bits, from the
+// NanEncoding comments of formats/policy.hpp: kCuda drops the sign, all-ones magnitude;
+// kMlDtypes keeps the sign, quiet NaN; kIeee keeps the sign and the top payload bits and forces
+// the quiet bit (an fn format has a single NaN magnitude).
+inline std::uint32_t expected_nan(const Table& t, bool neg, std::uint64_t payload, int src_man_bits, NanEncoding e) {
+  const std::uint32_t sign = neg ? t.sign_bit() : 0;
+  if (e == NanEncoding::kCuda) return t.nan_all_ones();
+  if (e == NanEncoding::kMlDtypes || !t.spec.ieee) return sign | t.quiet_nan();
+  return sign | t.quiet_nan() | std::uint32_t(payload >> (src_man_bits - t.spec.man_bits));
 }
 
 }  // namespace attnsim::oracle
