@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "experiments/commands.hpp"
+#include "experiments/timing.hpp"
 #include "experiments/dump.hpp"
 #include "experiments/mpi_env.hpp"
 #include "experiments/sweep_engine.hpp"
@@ -25,20 +26,6 @@ namespace attnsim {
 
 namespace {
 
-// Seconds per call of f, repeated until at least `min_s` have passed (after one warm-up call).
-template <class F>
-double time_per_call(F&& f, double min_s) {
-  f();
-  int reps = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  double el = 0;
-  do {
-    f();
-    ++reps;
-    el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  } while (el < min_s);
-  return el / reps;
-}
 
 volatile std::uint64_t g_sink;
 

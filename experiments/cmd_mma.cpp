@@ -10,6 +10,7 @@
 #include "experiments/commands.hpp"
 #include "experiments/error.hpp"
 #include "experiments/file_io.hpp"
+#include "experiments/timing.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "numerics/mma.hpp"
@@ -67,18 +68,7 @@ void bench_models() {
     }
     volatile std::uint32_t sink = 0;
     volatile float fsink = 0;
-    auto time_it = [&](auto&& f) {
-      f();
-      int reps = 0;
-      const auto t0 = std::chrono::steady_clock::now();
-      double el = 0;
-      do {
-        f();
-        ++reps;
-        el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      } while (el < 0.2 || reps < reps_min);
-      return double(K) * reps / el;
-    };
+    auto time_it = [&](auto&& f) { return double(K) / time_per_call(f, 0.2, reps_min); };
     const double model = time_it([&] { sink = sink + mma_dot(info.instr, a.data(), b.data(), K, 0u); });
     const double native = time_it([&] {
       float acc = 0.0f;

@@ -121,6 +121,34 @@ ATTNSIM_HD constexpr std::uint64_t overflow_result(bool neg, Policy p) {
   return sign | nan_magnitude<Fmt>(p.nan);
 }
 
+// sig · 2^-shift rounded to an integer under r, for the value's sign `neg`: the guard (round bit)
+// and sticky logic shared by every float and integer conversion. shift <= 0 shifts left exactly.
+ATTNSIM_HD constexpr std::uint64_t shift_round(std::uint64_t sig, int shift, bool neg, Round r) {
+  if (shift <= 0) return sig << (-shift);
+  std::uint64_t kept = 0;
+  bool round_bit = false;
+  bool sticky = false;
+  if (shift < 64) {
+    kept = sig >> shift;
+    round_bit = ((sig >> (shift - 1)) & 1) != 0;
+    sticky = (sig & ((std::uint64_t{1} << (shift - 1)) - 1)) != 0;
+  } else if (shift == 64) {
+    round_bit = (sig >> 63) != 0;
+    sticky = (sig << 1) != 0;
+  } else {
+    sticky = sig != 0;  // far below half a unit
+  }
+  bool up = false;
+  switch (r) {
+    case Round::kNearestEven: up = round_bit && (sticky || (kept & 1)); break;
+    case Round::kNearestAway: up = round_bit; break;
+    case Round::kTowardZero: up = false; break;
+    case Round::kUp: up = !neg && (round_bit || sticky); break;
+    case Round::kDown: up = neg && (round_bit || sticky); break;
+  }
+  return kept + (up ? 1 : 0);
+}
+
 }  // namespace detail
 
 // Round a decoded value into Fmt under policy p. All integer arithmetic.
@@ -153,30 +181,7 @@ ATTNSIM_HD constexpr typename Fmt::Storage round_pack(FloatParts x, Policy p) {
   // the largest finite exponent by more than rounding can explain.
   if (e_lead > Fmt::kMaxExp + 1) return S(detail::overflow_result<Fmt>(x.neg, p));
   const int shift = q - x.exp;  // number of significand bits dropped
-  std::uint64_t kept = 0;
-  bool round_bit = false;
-  bool sticky = false;
-  if (shift <= 0) {
-    kept = x.sig << (-shift);
-  } else if (shift < 64) {
-    kept = x.sig >> shift;
-    round_bit = ((x.sig >> (shift - 1)) & 1) != 0;
-    sticky = (x.sig & ((std::uint64_t{1} << (shift - 1)) - 1)) != 0;
-  } else if (shift == 64) {
-    round_bit = (x.sig >> 63) != 0;
-    sticky = (x.sig << 1) != 0;
-  } else {
-    sticky = true;  // x.sig != 0, far below half an ulp
-  }
-  bool up = false;
-  switch (p.round) {
-    case Round::kNearestEven: up = round_bit && (sticky || (kept & 1)); break;
-    case Round::kNearestAway: up = round_bit; break;
-    case Round::kTowardZero: up = false; break;
-    case Round::kUp: up = !x.neg && (round_bit || sticky); break;
-    case Round::kDown: up = x.neg && (round_bit || sticky); break;
-  }
-  kept += up ? 1 : 0;
+  const std::uint64_t kept = detail::shift_round(x.sig, shift, x.neg, p.round);
   if (kept == 0) return S(sign);
   // Assemble: subnormal quantum -> biased exponent 0; a carry out of the significand moves into
   // the exponent field by itself (the classic "add the significand to the shifted exponent").

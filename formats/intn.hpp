@@ -72,34 +72,13 @@ ATTNSIM_HD constexpr std::int32_t round_to_int(FloatParts x, Round r, IntOverflo
   // round_to_int<s8>(0x1p52 + 3, rne, kWrap) return 0 instead of 3).
   constexpr std::int64_t kHuge = std::int64_t{1} << 62;
   if (x.kind == FloatParts::kInf) return int_clamp_or_wrap<IntFmt>(x.neg ? -kHuge : kHuge, o);
-  std::uint64_t mag = 0;
-  bool round_bit = false;
-  bool sticky = false;
   const int msb = 63 - countl_zero64(x.sig);
+  std::uint64_t mag = 0;
   if (x.exp >= 0) {
     mag = (x.exp + msb >= 62) ? std::uint64_t(kHuge) : (x.sig << x.exp);
   } else {
-    const int shift = -x.exp;
-    if (shift < 64) {
-      mag = x.sig >> shift;
-      round_bit = ((x.sig >> (shift - 1)) & 1) != 0;
-      sticky = (x.sig & ((std::uint64_t{1} << (shift - 1)) - 1)) != 0;
-    } else if (shift == 64) {
-      round_bit = (x.sig >> 63) != 0;
-      sticky = (x.sig << 1) != 0;
-    } else {
-      sticky = true;
-    }
+    mag = detail::shift_round(x.sig, -x.exp, x.neg, r);
   }
-  bool up = false;
-  switch (r) {
-    case Round::kNearestEven: up = round_bit && (sticky || (mag & 1)); break;
-    case Round::kNearestAway: up = round_bit; break;
-    case Round::kTowardZero: up = false; break;
-    case Round::kUp: up = !x.neg && (round_bit || sticky); break;
-    case Round::kDown: up = x.neg && (round_bit || sticky); break;
-  }
-  mag += up ? 1 : 0;
   const std::int64_t v = x.neg ? -std::int64_t(mag) : std::int64_t(mag);
   return int_clamp_or_wrap<IntFmt>(v, o);
 }

@@ -12,24 +12,12 @@
 
 #include "numerics/metrics.hpp"
 #include "sim/golden/golden.hpp"
+#include "tests/sim/random_input.hpp"
 
 namespace attnsim {
 namespace {
 
-AttentionInput random_input(AttentionShape s, bool causal, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  AttentionInput in;
-  in.shape = s;
-  in.causal = causal;
-  in.q.resize(s.q_size());
-  in.k.resize(s.k_size());
-  in.v.resize(s.v_size());
-  for (auto& x : in.q) x = n(rng);
-  for (auto& x : in.k) x = n(rng);
-  for (auto& x : in.v) x = n(rng);
-  return in;
-}
+using simtest::random_input;
 
 double rel_fro_vs_golden(const AttentionInput& in, const FlashConfig& c) {
   const std::vector<float> o = flash_attention_ref(in, c);

@@ -10,23 +10,14 @@
 #include <random>
 
 #include "sim/golden/golden_mp.hpp"
+#include "tests/sim/random_input.hpp"
 
 namespace attnsim {
 namespace {
 
+// (shape, causal, sigma, seed), in the order these tests were written with.
 AttentionInput random_input(AttentionShape s, bool causal, double sigma, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> n(0.0f, float(sigma));
-  AttentionInput in;
-  in.shape = s;
-  in.causal = causal;
-  in.q.resize(s.q_size());
-  in.k.resize(s.k_size());
-  in.v.resize(s.v_size());
-  for (auto& x : in.q) x = n(rng);
-  for (auto& x : in.k) x = n(rng);
-  for (auto& x : in.v) x = n(rng);
-  return in;
+  return simtest::random_input(s, causal, seed, sigma);
 }
 
 struct Case {

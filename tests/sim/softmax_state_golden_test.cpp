@@ -9,23 +9,14 @@
 #include "numerics/metrics.hpp"
 #include "numerics/softmax_state.hpp"
 #include "sim/golden/golden.hpp"
+#include "tests/sim/random_input.hpp"
 
 namespace attnsim {
 namespace {
 
 TEST(SoftmaxStateVsGolden, SplitKvMergeReproducesAttention) {
   AttentionShape s{1, 2, 1, 24, 100, 64, 32};
-  std::mt19937 rng(21);
-  std::normal_distribution<float> n(0.0f, 1.0f);
-  AttentionInput in;
-  in.shape = s;
-  in.causal = true;
-  in.q.resize(s.q_size());
-  in.k.resize(s.k_size());
-  in.v.resize(s.v_size());
-  for (auto& x : in.q) x = n(rng);
-  for (auto& x : in.k) x = n(rng);
-  for (auto& x : in.v) x = n(rng);
+  const AttentionInput in = simtest::random_input(s, true, 21);
   const GoldenResult g = golden_attention(in);
   const double scale = in.scale();
   // Scores in flashinfer's convention (pre-scaled by sm_scale·log2 e, base 2, ExpModel{} default).
