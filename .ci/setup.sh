@@ -20,7 +20,7 @@ fi
 
 # Python helpers (ml_dtypes cross-check, results loading) from PyPI, into the python3 on PATH.
 py_missing=()
-for m in numpy ml_dtypes h5py pandas; do
+for m in numpy ml_dtypes h5py pandas matplotlib; do
   python3 -c "import $m" >/dev/null 2>&1 || py_missing+=("$m")
 done
 if ((${#py_missing[@]})); then
