@@ -17,7 +17,7 @@ constexpr BlockFmaParams kHopperHmmaF32{16, 2, 23, false, -133, false};
 constexpr BlockFmaParams kHopperHmmaF16{16, 2, 10, true, -21, true};
 constexpr BlockFmaParams kHopperQgmmaF32{32, -10, 13, false, -133, false};
 
-FloatParts decode_in(MmaIn in, std::uint32_t bits) {
+FloatParts decode_bits(MmaIn in, std::uint32_t bits) {
   switch (in) {
     case MmaIn::kFp16: return decompose<fp16>(std::uint16_t(bits));
     case MmaIn::kBf16: return decompose<bf16>(std::uint16_t(bits));
@@ -25,7 +25,29 @@ FloatParts decode_in(MmaIn in, std::uint32_t bits) {
     case MmaIn::kE5m2: return decompose<e5m2>(std::uint8_t(bits));
     default: break;
   }
-  throw std::logic_error("decode_in: integer format");
+  throw std::logic_error("decode_bits: integer format");
+}
+
+// Every encoding of a <= 16-bit input format decoded once (the block FMA decodes each operand of
+// every product; a table lookup instead of the bit-level decode is what keeps the model fast).
+const std::vector<FloatParts>& decode_table(MmaIn in) {
+  auto build = [](MmaIn f, std::uint32_t n) {
+    std::vector<FloatParts> t(n);
+    for (std::uint32_t b = 0; b < n; ++b) t[b] = decode_bits(f, b);
+    return t;
+  };
+  static const std::vector<FloatParts> fp16_t = build(MmaIn::kFp16, 1u << 16);
+  static const std::vector<FloatParts> bf16_t = build(MmaIn::kBf16, 1u << 16);
+  static const std::vector<FloatParts> e4m3_t = build(MmaIn::kE4m3, 1u << 8);
+  static const std::vector<FloatParts> e5m2_t = build(MmaIn::kE5m2, 1u << 8);
+  switch (in) {
+    case MmaIn::kFp16: return fp16_t;
+    case MmaIn::kBf16: return bf16_t;
+    case MmaIn::kE4m3: return e4m3_t;
+    case MmaIn::kE5m2: return e5m2_t;
+    default: break;
+  }
+  throw std::logic_error("decode_table: integer format");
 }
 
 int man_bits(MmaIn in) {
@@ -55,8 +77,11 @@ std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b
   int nt = 0;
   bool pos_inf = false, neg_inf = false, nan = false;
   const int M = man_bits(in);
+  const std::vector<FloatParts>& dec = decode_table(in);
+  const std::uint32_t mask = std::uint32_t(dec.size() - 1);
   for (int i = 0; i < n; ++i) {
-    const FloatParts x = decode_in(in, a[i]), y = decode_in(in, b[i]);
+    const FloatParts& x = dec[a[i] & mask];
+    const FloatParts& y = dec[b[i] & mask];
     if (x.kind == FloatParts::kNaN || y.kind == FloatParts::kNaN) {
       nan = true;
       continue;
