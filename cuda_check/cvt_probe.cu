@@ -6,6 +6,7 @@
 // Writes OUTDIR/cvt_summary.json (per instruction: mismatches against the attnsim model, the first
 // mismatching inputs, 256 chunk digests) and OUTDIR/cvt_sample_<op>.bin (outputs on the
 // numerics/digest.hpp sample, little-endian, 4 bytes per input) and OUTDIR/cvt_sample_inputs.bin.
+#include "cuda_check/probe_util.cuh"
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -21,14 +22,6 @@
 
 namespace {
 
-#define CUDA_CHECK(call)                                                                    \
-  do {                                                                                      \
-    cudaError_t err_ = (call);                                                              \
-    if (err_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "cvt_probe: %s failed: %s\n", #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 // The instructions probed. Names are the PTX spelling; the order is the recording's order.
 enum Op : int {
@@ -150,13 +143,6 @@ __global__ void sample_outputs(int op, std::uint32_t* out) {
   if (i < attnsim::kSampleSize) out[i] = op_hw(op, attnsim::sample_input(i));
 }
 
-void write_bin(const std::string& path, const void* data, std::size_t bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f || std::fwrite(data, 1, bytes, f) != bytes || std::fclose(f) != 0) {
-    std::fprintf(stderr, "cvt_probe: cannot write %s\n", path.c_str());
-    std::exit(1);
-  }
-}
 
 }  // namespace
 
@@ -167,43 +153,43 @@ int main(int argc, char** argv) {
   }
   const std::string dir = argv[1];
   cudaDeviceProp prop{};
-  CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  ATTNSIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   int driver = 0, runtime = 0;
-  CUDA_CHECK(cudaDriverGetVersion(&driver));
-  CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+  ATTNSIM_CUDA_CHECK(cudaDriverGetVersion(&driver));
+  ATTNSIM_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
 
   OpResult* d_res = nullptr;
-  CUDA_CHECK(cudaMalloc(&d_res, sizeof(OpResult) * kOpCount));
-  CUDA_CHECK(cudaMemset(d_res, 0, sizeof(OpResult) * kOpCount));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_res, sizeof(OpResult) * kOpCount));
+  ATTNSIM_CUDA_CHECK(cudaMemset(d_res, 0, sizeof(OpResult) * kOpCount));
   cudaEvent_t t0, t1;
-  CUDA_CHECK(cudaEventCreate(&t0));
-  CUDA_CHECK(cudaEventCreate(&t1));
-  CUDA_CHECK(cudaEventRecord(t0));
+  ATTNSIM_CUDA_CHECK(cudaEventCreate(&t0));
+  ATTNSIM_CUDA_CHECK(cudaEventCreate(&t1));
+  ATTNSIM_CUDA_CHECK(cudaEventRecord(t0));
   for (int op = 0; op < kOpCount; ++op) {
     for (std::uint32_t c = 0; c < std::uint32_t(attnsim::kDigestChunks); ++c) {
       sweep_chunk<<<prop.multiProcessorCount * 8, 256>>>(op, c, d_res + op);
     }
-    CUDA_CHECK(cudaGetLastError());
+    ATTNSIM_CUDA_CHECK(cudaGetLastError());
   }
-  CUDA_CHECK(cudaEventRecord(t1));
-  CUDA_CHECK(cudaEventSynchronize(t1));
+  ATTNSIM_CUDA_CHECK(cudaEventRecord(t1));
+  ATTNSIM_CUDA_CHECK(cudaEventSynchronize(t1));
   float ms = 0.f;
-  CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
+  ATTNSIM_CUDA_CHECK(cudaEventElapsedTime(&ms, t0, t1));
   std::vector<OpResult> res(kOpCount);
-  CUDA_CHECK(cudaMemcpy(res.data(), d_res, sizeof(OpResult) * kOpCount, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(res.data(), d_res, sizeof(OpResult) * kOpCount, cudaMemcpyDeviceToHost));
 
   // Sample outputs, recorded in full.
   std::uint32_t* d_out = nullptr;
-  CUDA_CHECK(cudaMalloc(&d_out, sizeof(std::uint32_t) * attnsim::kSampleSize));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_out, sizeof(std::uint32_t) * attnsim::kSampleSize));
   std::vector<std::uint32_t> host(attnsim::kSampleSize);
   for (int op = 0; op < kOpCount; ++op) {
     sample_outputs<<<(attnsim::kSampleSize + 255) / 256, 256>>>(op, d_out);
-    CUDA_CHECK(cudaGetLastError());
-    CUDA_CHECK(cudaMemcpy(host.data(), d_out, sizeof(std::uint32_t) * host.size(), cudaMemcpyDeviceToHost));
-    write_bin(dir + "/cvt_sample_" + kOpFiles[op] + ".bin", host.data(), host.size() * 4);
+    ATTNSIM_CUDA_CHECK(cudaGetLastError());
+    ATTNSIM_CUDA_CHECK(cudaMemcpy(host.data(), d_out, sizeof(std::uint32_t) * host.size(), cudaMemcpyDeviceToHost));
+    attnsim::probe::write_bin(dir + "/cvt_sample_" + kOpFiles[op] + ".bin", host.data(), host.size() * 4);
   }
   for (std::uint32_t i = 0; i < attnsim::kSampleSize; ++i) host[i] = attnsim::sample_input(i);
-  write_bin(dir + "/cvt_sample_inputs.bin", host.data(), host.size() * 4);
+  attnsim::probe::write_bin(dir + "/cvt_sample_inputs.bin", host.data(), host.size() * 4);
 
   const std::string json_path = dir + "/cvt_summary.json";
   FILE* j = std::fopen(json_path.c_str(), "w");

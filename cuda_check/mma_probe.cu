@@ -7,6 +7,7 @@
 // back to back, A as M x K row-major encodings, Bt as N x K row-major encodings, C and D as M x N
 // row-major (f32 bits, f16 bits or s32). OUTDIR/mma_manifest.txt lists the files and shapes.
 // Inputs are generated here from fixed seeds; the recording, not the generator, is the reference.
+#include "cuda_check/probe_util.cuh"
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -23,14 +24,6 @@
 
 namespace {
 
-#define CUDA_CHECK(call)                                                                    \
-  do {                                                                                      \
-    cudaError_t err_ = (call);                                                              \
-    if (err_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "mma_probe: %s failed: %s\n", #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                         \
-    }                                                                                       \
-  } while (0)
 
 enum Kind : int {
   kHmmaF16F32,   // mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32
@@ -435,19 +428,12 @@ Problems make_problems(int kind, int K, int random_count, std::uint32_t seed) {
   return P;
 }
 
-void write_bin(const std::string& path, const void* data, std::size_t bytes) {
-  FILE* f = std::fopen(path.c_str(), "wb");
-  if (!f || (bytes && std::fwrite(data, 1, bytes, f) != bytes) || std::fclose(f) != 0) {
-    std::fprintf(stderr, "mma_probe: cannot write %s\n", path.c_str());
-    std::exit(1);
-  }
-}
 
 template <class T>
 T* to_device(const std::vector<T>& v) {
   T* p = nullptr;
-  CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size() * sizeof(T))));
-  if (!v.empty()) CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size() * sizeof(T))));
+  if (!v.empty()) ATTNSIM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return p;
 }
 
@@ -461,9 +447,9 @@ void run(Problems& P, int variant) {
   } else {
     mma_sync_kernel<<<P.count, 32>>>(P.kind, kKinds[P.kind], P.K, a, b, c, d);
   }
-  CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaDeviceSynchronize());
-  CUDA_CHECK(cudaMemcpy(P.d.data(), d, P.d.size() * 4, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(P.d.data(), d, P.d.size() * 4, cudaMemcpyDeviceToHost));
   cudaFree(a);
   cudaFree(b);
   cudaFree(c);
@@ -552,11 +538,11 @@ int main(int argc, char** argv) {
         if (P.tag[p] == 0 && !small_integers_exact(P, p)) ++bad;
       }
       const std::string prefix = std::string(info.name) + "_k" + std::to_string(K);
-      write_bin(dir + "/" + prefix + ".a.bin", P.a.data(), P.a.size());
-      write_bin(dir + "/" + prefix + ".b.bin", P.b.data(), P.b.size());
-      write_bin(dir + "/" + prefix + ".c.bin", P.c.data(), P.c.size() * 4);
-      write_bin(dir + "/" + prefix + ".d.bin", P.d.data(), P.d.size() * 4);
-      write_bin(dir + "/" + prefix + ".tag.bin", P.tag.data(), P.tag.size() * 4);
+      attnsim::probe::write_bin(dir + "/" + prefix + ".a.bin", P.a.data(), P.a.size());
+      attnsim::probe::write_bin(dir + "/" + prefix + ".b.bin", P.b.data(), P.b.size());
+      attnsim::probe::write_bin(dir + "/" + prefix + ".c.bin", P.c.data(), P.c.size() * 4);
+      attnsim::probe::write_bin(dir + "/" + prefix + ".d.bin", P.d.data(), P.d.size() * 4);
+      attnsim::probe::write_bin(dir + "/" + prefix + ".tag.bin", P.tag.data(), P.tag.size() * 4);
       std::fprintf(manifest, "%d %s %d %d %d %d %d %d %s\n", kind, info.name, info.m, info.n, K, P.count,
                    info.in_bits, info.acc, prefix.c_str());
       std::fflush(manifest);

@@ -6,6 +6,7 @@
 // ±Inf give ±0, results below 2^-126 flush to ±0, NaN gives a NaN.
 // Usage: special_probe OUTDIR. Writes OUTDIR/rcp_table.bin (2^23 uint32 results for x in [1, 2))
 // and OUTDIR/special_summary.txt.
+#include "cuda_check/probe_util.cuh"
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,14 +15,6 @@
 #include <string>
 #include <vector>
 
-#define CUDA_CHECK(call)                                                                        \
-  do {                                                                                          \
-    cudaError_t err_ = (call);                                                                  \
-    if (err_ != cudaSuccess) {                                                                  \
-      std::fprintf(stderr, "special_probe: %s failed: %s\n", #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
 
 __device__ __forceinline__ float rcp_hw(float x) {
   float r;
@@ -193,37 +186,34 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   std::uint32_t* d_t = nullptr;
   Counters* d_c = nullptr;
-  CUDA_CHECK(cudaMalloc(&d_t, sizeof(std::uint32_t) << 23));
-  CUDA_CHECK(cudaMalloc(&d_c, sizeof(Counters)));
-  CUDA_CHECK(cudaMemset(d_c, 0, sizeof(Counters)));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_t, sizeof(std::uint32_t) << 23));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_c, sizeof(Counters)));
+  ATTNSIM_CUDA_CHECK(cudaMemset(d_c, 0, sizeof(Counters)));
   table_kernel<<<(1u << 23) / 256, 256>>>(d_t);
-  CUDA_CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
   for (std::uint32_t chunk = 0; chunk < 256; ++chunk) check_kernel<<<1024, 256>>>(d_t, chunk, d_c);
-  CUDA_CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
   for (std::uint32_t s = 0; s < 64; ++s) div_kernel<<<(1u << 22) / 256, 256>>>(s, d_c);
-  CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaDeviceSynchronize());
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
   std::uint32_t *d_te = nullptr, *d_tl = nullptr;
   Counters2* d_c2 = nullptr;
-  CUDA_CHECK(cudaMalloc(&d_te, sizeof(std::uint32_t) << 24));
-  CUDA_CHECK(cudaMalloc(&d_tl, sizeof(std::uint32_t) << 23));
-  CUDA_CHECK(cudaMalloc(&d_c2, sizeof(Counters2)));
-  CUDA_CHECK(cudaMemset(d_c2, 0, sizeof(Counters2)));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_te, sizeof(std::uint32_t) << 24));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_tl, sizeof(std::uint32_t) << 23));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_c2, sizeof(Counters2)));
+  ATTNSIM_CUDA_CHECK(cudaMemset(d_c2, 0, sizeof(Counters2)));
   ex2_table_kernel<<<(1u << 23) / 256, 256>>>(d_te);
   lg2_table_kernel<<<(1u << 23) / 256, 256>>>(d_tl);
   for (std::uint32_t chunk = 0; chunk < 256; ++chunk) check2_kernel<<<1024, 256>>>(d_te, d_tl, chunk, d_c2);
-  CUDA_CHECK(cudaGetLastError());
-  CUDA_CHECK(cudaDeviceSynchronize());
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
   Counters2 c2{};
-  CUDA_CHECK(cudaMemcpy(&c2, d_c2, sizeof(Counters2), cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(&c2, d_c2, sizeof(Counters2), cudaMemcpyDeviceToHost));
   std::vector<std::uint32_t> te(1u << 24), tl(1u << 23);
-  CUDA_CHECK(cudaMemcpy(te.data(), d_te, sizeof(std::uint32_t) << 24, cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(tl.data(), d_tl, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
-  for (const char* name : {"ex2_table.bin", "lg2_table.bin"}) {
-    FILE* g = std::fopen((dir + "/" + name).c_str(), "wb");
-    const auto& v = std::string(name) == "ex2_table.bin" ? te : tl;
-    if (!g || std::fwrite(v.data(), 4, v.size(), g) != v.size() || std::fclose(g) != 0) return 1;
-  }
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(te.data(), d_te, sizeof(std::uint32_t) << 24, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(tl.data(), d_tl, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
+  attnsim::probe::write_bin(dir + "/ex2_table.bin", te.data(), te.size() * 4);
+  attnsim::probe::write_bin(dir + "/lg2_table.bin", tl.data(), tl.size() * 4);
   std::printf("ex2.approx.ftz.f32 fixed-point table model over all 2^32 inputs: %llu mismatches\n", c2.ex2_mismatches);
   for (unsigned k = 0; k < c2.ex2_recorded && k < 16; ++k)
     std::printf("  input 0x%08x: hw 0x%08x model 0x%08x\n", c2.ex2_in[k], c2.ex2_hw_r[k], c2.ex2_model_r[k]);
@@ -233,10 +223,9 @@ int main(int argc, char** argv) {
     std::printf("  input 0x%08x: hw 0x%08x rn-model 0x%08x\n", c2.lg2_in[k], c2.lg2_hw_r[k], c2.lg2_rn[k]);
   std::vector<std::uint32_t> t(1u << 23);
   Counters c{};
-  CUDA_CHECK(cudaMemcpy(t.data(), d_t, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
-  CUDA_CHECK(cudaMemcpy(&c, d_c, sizeof(Counters), cudaMemcpyDeviceToHost));
-  FILE* f = std::fopen((dir + "/rcp_table.bin").c_str(), "wb");
-  if (!f || std::fwrite(t.data(), 4, t.size(), f) != t.size() || std::fclose(f) != 0) return 1;
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(t.data(), d_t, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(&c, d_c, sizeof(Counters), cudaMemcpyDeviceToHost));
+  attnsim::probe::write_bin(dir + "/rcp_table.bin", t.data(), t.size() * 4);
   FILE* s = std::fopen((dir + "/special_summary.txt").c_str(), "w");
   if (!s) return 1;
   for (FILE* o : {stdout, s}) {

@@ -1,5 +1,6 @@
 // Registration of the golden and FlashAttention reference methods.
 #include <cmath>
+#include <stdexcept>
 
 #include "experiments/methods.hpp"
 #include "sim/flash/flash.hpp"
@@ -15,17 +16,21 @@ void register_golden_methods(std::vector<MethodSpec>& r) {
 }
 
 namespace {
+constexpr Storage kStorages[] = {Storage::kFp32, Storage::kBf16, Storage::kFp16, Storage::kE4m3fn, Storage::kE5m2};
+
+// The spelling of every storage format is numerics/rounding_storage.hpp's storage_name; values
+// reach here already checked against the registry's choices.
 Storage parse_storage(const std::string& s) {
-  if (s == "bf16") return Storage::kBf16;
-  if (s == "fp16") return Storage::kFp16;
-  if (s == "e4m3fn") return Storage::kE4m3fn;
-  if (s == "e5m2") return Storage::kE5m2;
-  return Storage::kFp32;
+  for (Storage k : kStorages) {
+    if (storage_name(k) == s) return k;
+  }
+  throw std::logic_error("parse_storage: unchecked value '" + s + "'");
 }
 }  // namespace
 
 void register_flash_methods(std::vector<MethodSpec>& r) {
-  const std::vector<std::string> storages{"fp32", "bf16", "fp16", "e4m3fn", "e5m2"};
+  std::vector<std::string> storages;
+  for (Storage k : kStorages) storages.push_back(storage_name(k));
   r.push_back(
       {"flash",
        "FlashAttention-2 forward reference (sim/flash): tiled online softmax in the CUDA kernel's order",

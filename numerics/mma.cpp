@@ -204,12 +204,7 @@ namespace {
 std::uint32_t fadd_rn(std::uint32_t x, std::uint32_t y) {
   // FADD on the CUDA cores: IEEE binary32 addition, round to nearest even, subnormals kept.
   // The host's FP32 addition is exactly that (no -ffast-math, SSE arithmetic, no FTZ/DAZ).
-  float fx, fy;
-  std::memcpy(&fx, &x, 4);
-  std::memcpy(&fy, &y, 4);
-  const float s = fx + fy;
-  std::uint32_t r;
-  std::memcpy(&r, &s, 4);
+  const std::uint32_t r = f32_bits(f32_from_bits(x) + f32_from_bits(y));
   if ((r & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFFFFFu;  // canonical NaN, as the GPU writes it
   return r;
 }

@@ -12,30 +12,15 @@ namespace attnsim {
 
 namespace {
 
-std::int32_t saturate(std::int64_t v, int bits) {
-  const std::int64_t lo = -(std::int64_t{1} << (bits - 1)),
-                     hi = (std::int64_t{1} << (bits - 1)) - 1;
-  return std::int32_t(v < lo ? lo : (v > hi ? hi : v));
-}
-
-// Float -> integer as cvt.{rni,rzi,rpi}.s32.f32: NaN gives 0, out-of-range saturates.
+// Float -> integer as PTX cvt.{rni,rzi,rpi}.s32.f32 then a saturating pack to `bits`: NaN gives
+// 0, out-of-range values saturate (formats/intn.hpp round_to_int; proven on the H100 for s8).
 std::int32_t to_int(float v, Round r, int bits) {
-  if (std::isnan(v)) return 0;
-  double d;
-  switch (r) {
-    case Round::kTowardZero:
-      d = std::trunc(double(v));
-      break;
-    case Round::kUp:
-      d = std::ceil(double(v));
-      break;
-    default:
-      d = std::nearbyint(double(v));
-      break;  // host default rounding: nearest even
+  switch (bits) {
+    case 8: return round_to_int<s8>(v, r, IntOverflow::kSaturate);
+    case 4: return round_to_int<s4>(v, r, IntOverflow::kSaturate);
+    case 2: return round_to_int<s2>(v, r, IntOverflow::kSaturate);
   }
-  if (d > 1e9) d = 1e9;
-  if (d < -1e9) d = -1e9;
-  return saturate(std::int64_t(d), bits);
+  throw std::invalid_argument("quantizers support 8, 4 and 2 bits");
 }
 
 }  // namespace
@@ -43,10 +28,8 @@ std::int32_t to_int(float v, Round r, int bits) {
 std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuantizer& qz) {
   const float v = qz.apply == ScaleApply::kDivide ? x / scale : x * inv;
   switch (qz.rounding) {
-    case QuantRounding::kRneSat: {
-      if (qz.bits == 8) return cvt_rni_sat_s8(v);
-      return saturate(round_to_int<s8>(v, Round::kNearestEven, IntOverflow::kSaturate), qz.bits);
-    }
+    case QuantRounding::kRneSat:  // cvt.rni.sat (cvt_rni_sat_s8 for 8 bits)
+      return to_int(v, Round::kNearestEven, qz.bits);
     case QuantRounding::kHalfAwayFp32: {
       // `x_int8 += 0.5 * tl.where(x_int8 >= 0, 1, -1)`: an FP32 addition, then truncation.
       const float w = v + (v >= 0.0f ? 0.5f : -0.5f);

@@ -2,9 +2,10 @@
 #include "numerics/special.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <stdexcept>
+
+#include "formats/float32.hpp"
 
 #ifndef ATTNSIM_DATA_DIR
 #error "ATTNSIM_DATA_DIR must name the repository's data/ folder"
@@ -13,28 +14,25 @@
 namespace attnsim {
 
 namespace {
-std::uint32_t fbits(float f) {
-  std::uint32_t b;
-  std::memcpy(&b, &f, 4);
-  return b;
-}
-float ffrom(std::uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
+// The 2^23 two-bit codes of a table file (entry i in bits 2·(i%4) of byte i/4).
+std::vector<unsigned char> read_2bit_codes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<unsigned char> packed(std::size_t{1} << 21);
+  if (!in || !in.read(reinterpret_cast<char*>(packed.data()), std::streamsize(packed.size()))) {
+    throw std::runtime_error("cannot read the special-function table '" + path + "'");
+  }
+  std::vector<unsigned char> codes(std::size_t{1} << 23);
+  for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = (packed[i / 4] >> (2 * (i % 4))) & 3u;
+  return codes;
 }
 }  // namespace
 
 RcpApproxFtz::RcpApproxFtz(const std::string& delta_path) : t_(std::size_t{1} << 23) {
-  std::ifstream in(delta_path, std::ios::binary);
-  std::vector<unsigned char> packed(std::size_t{1} << 21);
-  if (!in || !in.read(reinterpret_cast<char*>(packed.data()), std::streamsize(packed.size()))) {
-    throw std::runtime_error("cannot read the rcp.approx table '" + delta_path + "'");
-  }
+  const std::vector<unsigned char> codes = read_2bit_codes(delta_path);
   for (std::uint32_t m = 0; m < (1u << 23); ++m) {
     // The correctly rounded 1/1.m (IEEE division on the host), corrected by the recorded delta.
-    const std::uint32_t rn = fbits(1.0f / ffrom(0x3F800000u | m));
-    const unsigned code = (packed[m / 4] >> (2 * (m % 4))) & 3u;
+    const std::uint32_t rn = f32_bits(1.0f / f32_from_bits(0x3F800000u | m));
+    const unsigned code = codes[m];
     if (code == 3) throw std::runtime_error("corrupt rcp.approx table '" + delta_path + "'");
     t_[m] = code == 0 ? rn : (code == 1 ? rn + 1 : rn - 1);
   }
@@ -55,19 +53,15 @@ std::uint32_t RcpApproxFtz::bits(std::uint32_t x) const {
   return sign | (std::uint32_t(re + 127) << 23) | (tm & 0x7FFFFF);
 }
 
-float RcpApproxFtz::operator()(float x) const { return ffrom(bits(fbits(x))); }
+float RcpApproxFtz::operator()(float x) const { return f32_from_bits(bits(f32_bits(x))); }
 
 namespace {
 std::vector<std::uint32_t> load_steps(const std::string& path, int direction) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<unsigned char> packed(std::size_t{1} << 21);
-  if (!in || !in.read(reinterpret_cast<char*>(packed.data()), std::streamsize(packed.size()))) {
-    throw std::runtime_error("cannot read the ex2.approx table '" + path + "'");
-  }
+  const std::vector<unsigned char> steps = read_2bit_codes(path);
   std::vector<std::uint32_t> t(std::size_t{1} << 23);
   std::uint32_t v = 0x3F800000u;  // ex2(0) = 1
   for (std::uint32_t f = 0; f < (1u << 23); ++f) {
-    const std::uint32_t step = (packed[f / 4] >> (2 * (f % 4))) & 3u;
+    const std::uint32_t step = steps[f];
     v = direction > 0 ? v + step : v - step;
     t[f] = v;
   }
@@ -104,7 +98,7 @@ std::uint32_t Ex2ApproxFtz::bits(std::uint32_t x) const {
   return (std::uint32_t(re + 127) << 23) | (t & 0x7FFFFF);
 }
 
-float Ex2ApproxFtz::operator()(float x) const { return ffrom(bits(fbits(x))); }
+float Ex2ApproxFtz::operator()(float x) const { return f32_from_bits(bits(f32_bits(x))); }
 
 float fmul_ftz(float a, float b) {
   auto flush = [](float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; };

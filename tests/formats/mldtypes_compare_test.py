@@ -2,9 +2,8 @@
 
 Usage: mldtypes_compare_test.py EXE [--all]
 
-EXE is attnsim_convert_dump (tests/formats/tools/convert_dump.cpp: formats/ only, what CTest
-runs, so the check does not wait on experiments/ building) or the `attnsim` CLI; both take
-`convert --to FMT --round MODE --overflow POLICY --nan-encoding ENC --in F --out F` and `--decode`.
+EXE is the `attnsim` executable: `convert --to FMT --round MODE --overflow POLICY --nan-encoding
+ENC --in F --out F` and `--decode` (the raw-file contract of experiments/README.md).
 
 Exit 0 when attnsim's ml_dtypes-equivalent policies agree bit for bit on every input, 1 on any
 disagreement, 77 (CTest SKIP_RETURN_CODE) when numpy or ml_dtypes is not importable. Inputs: every
