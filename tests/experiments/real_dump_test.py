@@ -124,12 +124,23 @@ def main():
         # 4. bad input: one line, exit 2, nothing written
         bad = Path(td) / "bad.h5"
         for args in (["--model", "smollm2", "--layers", "30"], ["--model", "minilm", "--tokens", "2"],
-                     ["--model", "smollm2", "--tokens", "100000"], ["--model", "smollm2", "--text", "/nonexistent"]):
+                     ["--model", "smollm2", "--tokens", "100000"], ["--model", "smollm2", "--text", "/nonexistent"],
+                     ["--model", "minilm", "--no-rope"]):
             p = subprocess.run([sys.executable, str(REPO / "experiments/dump_real.py"), *args, "--out", str(bad)],
                                capture_output=True, text=True)
             check(p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and not bad.exists()
                   and not list(Path(td).glob("bad.h5*")),
                   f"dump_real.py {' '.join(args)}: exit {p.returncode}, '{p.stderr.strip()}'")
+
+        # --no-rope: Q/K before RoPE; rotating them as transformers does gives the dumped Q/K
+        nr = Path(td) / "norope.h5"
+        dump_real.dump_smollm2(nr, 64, [15], rope=False)
+        with h5py.File(nr) as f, h5py.File(dump_real.BUNDLED["smollm2"]["out"]) as old:
+            cos, sin = smollm2.rope_tables(64)
+            q = smollm2.apply_rope(f["layer_15/q"][0], cos, sin)
+            e = rel(q, old["layer_15/q"][0, :, :64])
+            check(int(f["layer_15"].attrs["rope_applied"]) == 0 and e <= tol,
+                  f"--no-rope dump rotated equals the shipped RoPE'd Q: rel {e:.2e}")
 
     # 3. attnsim reads them
     for name, b in dump_real.BUNDLED.items():
