@@ -1,11 +1,15 @@
 // Probe: records what the H100's matrix instructions compute (mma.sync HMMA/IMMA paths, the
-// emulated FP8 and INT4 mma.sync, and FP8 wgmma/QGMMA) on designed and random inputs, so that the
+// emulated FP8 and INT4 mma.sync, FP8 wgmma/QGMMA and f16/bf16 wgmma/HGMMA) on designed, random
+// and special-operand inputs (NaN payloads, Inf, overflow, signed zeros, subnormals), so that the
 // CPU models in numerics/mma.* can be checked bit for bit in CI.
 //
 // Usage: mma_probe OUTDIR
-// For every instruction kind and chain length, writes OUTDIR/<kind>_<K>.{a,b,c,d}.bin: P problems
+// For every instruction kind and chain length, writes OUTDIR/<prefix>.{a,b,c,d,tag}.bin: P problems
 // back to back, A as M x K row-major encodings, Bt as N x K row-major encodings, C and D as M x N
-// row-major (f32 bits, f16 bits or s32). OUTDIR/mma_manifest.txt lists the files and shapes.
+// row-major (f32 bits, f16 bits or s32). OUTDIR/mma_manifest.txt lists the files and shapes, and
+// which packed file each belongs to: `main` (the groups of data/hw/h100/mma_h100.h5, generated
+// exactly as when that file was recorded) or `special` (special operands and HGMMA,
+// data/hw/h100/mma_h100_special.h5).
 // Inputs are generated here from fixed seeds; the recording, not the generator, is the reference.
 #include "cuda_check/probe_util.cuh"
 #include <cuda_runtime.h>
@@ -36,6 +40,8 @@ enum Kind : int {
   kImmaS4,       // mma.sync.aligned.m16n8k64.row.col.s32.s4.s4.s32 (emulated on sm_90)
   kWgmmaE4m3,    // wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3
   kWgmmaE5m2,    // wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2
+  kWgmmaF16,     // wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 (HGMMA)
+  kWgmmaBf16,    // wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (HGMMA)
   kKindCount
 };
 
@@ -52,7 +58,12 @@ const KindInfo kKinds[kKindCount] = {
     {"sm90.mma_sync.e5m2.f32", 16, 8, 32, 8, 0}, {"sm90.imma.s8.s32", 16, 8, 32, 8, 2},
     {"sm90.imma.s8.s32.satfinite", 16, 8, 32, 8, 2}, {"sm90.imma.s4.s32", 16, 8, 64, 4, 2},
     {"sm90.wgmma.e4m3.f32", 64, 8, 32, 8, 0},  {"sm90.wgmma.e5m2.f32", 64, 8, 32, 8, 0},
+    {"sm90.wgmma.f16.f32", 64, 8, 16, 16, 0},  {"sm90.wgmma.bf16.f32", 64, 8, 16, 16, 0},
 };
+
+bool is_wgmma(int kind) { return kind == kWgmmaE4m3 || kind == kWgmmaE5m2 || kind == kWgmmaF16 || kind == kWgmmaBf16; }
+bool is_bf16(int kind) { return kind == kHmmaBf16F32 || kind == kWgmmaBf16; }
+bool is_e4m3(int kind) { return kind == kMmaE4m3F32 || kind == kWgmmaE4m3; }
 
 // ---- fragment layouts (PTX ISA, "Matrix Fragments for mma.m16n8k16/k32/k64") ----
 // g = lane / 4 (groupID), t = lane % 4 (threadID_in_group).
@@ -191,16 +202,19 @@ __device__ __forceinline__ std::uint64_t smem_desc(const void* p, std::uint32_t 
          (std::uint64_t((sbo >> 4) & 0x3FFF) << 32);
 }
 
-// One warpgroup (128 threads) runs one m64n8k32 FP8 problem chain. Operands are staged in shared
-// memory as 8x16-byte core matrices, K-major: core matrix (row block rb, k block kb) at byte
-// (rb * 2 + kb) * 128, rows of 16 K-bytes inside. `variant` swaps the two byte offsets, so that the
-// probe can confirm which reading of the descriptor fields is right (validation problems decide).
-__global__ void wgmma_kernel(int kind, int K, int variant, const std::uint8_t* A, const std::uint8_t* Bt,
+// One warpgroup (128 threads) runs one m64n8k32 FP8 or m64n8k16 f16/bf16 problem chain (32 bytes
+// of K per instruction either way). Operands are staged in shared memory as 8x16-byte core
+// matrices, K-major: core matrix (row block rb, k block kb) at byte (rb * 2 + kb) * 128, rows of 16
+// K-bytes inside. `variant` swaps the two byte offsets, so that the probe can confirm which
+// reading of the descriptor fields is right (validation problems decide). `row_bytes`: bytes of K
+// per row of A and Bt (K * bits / 8).
+__global__ void wgmma_kernel(int kind, int row_bytes, int variant, const std::uint8_t* A, const std::uint8_t* Bt,
                              const std::uint32_t* C, std::uint32_t* D) {
   __shared__ alignas(128) std::uint8_t sa[64 * 32];
   __shared__ alignas(128) std::uint8_t sb[8 * 32];
   const int p = blockIdx.x;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int K = row_bytes;  // byte-wise staging below
   const std::uint8_t* a = A + std::size_t(p) * 64 * K;
   const std::uint8_t* b = Bt + std::size_t(p) * 8 * K;
   const std::uint32_t* c = C + std::size_t(p) * 512;
@@ -229,6 +243,15 @@ __global__ void wgmma_kernel(int kind, int K, int variant, const std::uint8_t* A
       asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0,%1,%2,%3}, %4, %5, 1, 1, 1;"
                    : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
                    : "l"(da), "l"(db));
+    } else if (kind == kWgmmaF16) {
+      // scale-d 1 (accumulate), scale-a/b 1, trans-a/b 0: both operands K-major, as staged.
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%0,%1,%2,%3}, %4, %5, 1, 1, 1, 0, 0;"
+                   : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                   : "l"(da), "l"(db));
+    } else if (kind == kWgmmaBf16) {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, 1, 1, 1, 0, 0;"
+                   : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
+                   : "l"(da), "l"(db));
     } else {
       asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 {%0,%1,%2,%3}, %4, %5, 1, 1, 1;"
                    : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
@@ -255,14 +278,18 @@ struct Problems {
 };
 
 const char* const kTagNames[] = {"small_integers", "designed", "normal", "mixed_scales", "softmax_p",
-                                 "outliers", "cancellation", "extremes"};
+                                 "outliers", "cancellation", "extremes", "special_mix", "subnormal",
+                                 "signed_zero", "overflow", "inf_cancel", "nan_payload", "int_extremes",
+                                 "special_designed"};
 
 std::uint32_t enc_in(int kind, float x) {
   using namespace attnsim;
   constexpr Policy kRn{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
   switch (kind) {
     case kHmmaF16F32:
+    case kWgmmaF16:
     case kHmmaF16F16: return encode<fp16>(x, kRn);
+    case kWgmmaBf16:
     case kHmmaBf16F32: return encode<bf16>(x, kRn);
     case kMmaE4m3F32:
     case kWgmmaE4m3: return encode<e4m3fn>(x, kRn);
@@ -329,6 +356,33 @@ std::vector<Designed> designed_cases(int kind) {
     v.push_back({{}, -0.0f});                                                             // Z1
     v.push_back({{{0, {1, 1}}, {1, {1, -1}}}, -0.0f});                                    // Z1b
     v.push_back({{{0, {1, 1}}, {1, {1, 1}}, {2, {1, 1}}, {3, {1, 1}}}, 1.0f + std::ldexp(1.0f, -22) + std::ldexp(1.0f, -23)});  // F12
+    if (is_wgmma(kind)) {
+      // HGMMA only (the HMMA groups must stay as recorded): which k positions share a block. A +1
+      // and a -1 product at (j1, j2) cancel; a 2^-30 product at k survives only outside their
+      // block (inside, the 25-bit window aligned at 2^0 truncates it).
+      const float e15 = std::ldexp(1.0f, -15);
+      const int pairs[][2] = {{0, 1}, {8, 9}, {0, 15}, {0, 8}, {4, 12}};
+      for (const auto& pr : pairs) {
+        for (int k = 0; k < 16; ++k) {
+          if (k == pr[0] || k == pr[1]) continue;
+          v.push_back({{{pr[0], {1, 1}}, {pr[1], {1, -1}}, {k, {e15, e15}}}, 0.0f});
+        }
+      }
+      // Window next to C (F2-like): C = +-1 and two products 2^-sh, sh = 23..27: with neab 2 the
+      // 2^-25 terms survive (C = -1 gives -(1 - 2^-24)), 2^-26 ones do not.
+      for (int sh = 23; sh <= 27; ++sh) {
+        v.push_back({{{0, {0.5f, std::ldexp(1.0f, -sh + 1)}}, {5, {0.5f, std::ldexp(1.0f, -sh + 1)}}}, 1.0f});
+        v.push_back({{{0, {0.5f, std::ldexp(1.0f, -sh + 1)}}, {5, {0.5f, std::ldexp(1.0f, -sh + 1)}}}, -1.0f});
+      }
+      if (is_bf16(kind)) {
+        v.push_back({{{0, {std::ldexp(1.0f, -76), std::ldexp(1.0f, -77)}}, {1, {std::ldexp(1.0f, -76), std::ldexp(1.0f, -77)}},
+                      {2, {std::ldexp(1.0f, -76), std::ldexp(1.0f, -77)}}, {3, {std::ldexp(1.0f, -76), std::ldexp(1.0f, -77)}}},
+                     0.0f});                                                              // F9 (4 terms)
+        v.push_back({{{0, {std::ldexp(1.0f, 100), std::ldexp(1.0f, 100)}}, {1, {std::ldexp(1.0f, 100), -std::ldexp(1.0f, 100)}},
+                      {2, {1, 1}}}, 0.0f});                                               // F10
+        v.push_back({{{0, {std::ldexp(1.0f, 127), 1.5f}}, {1, {std::ldexp(1.0f, 127), 1.5f}}}, 0.0f});  // F11
+      }
+    }
   } else {
     const float e8 = std::ldexp(1.0f, -8), e7 = std::ldexp(1.0f, -7);
     v.push_back({{}, 1.0f + std::ldexp(1.0f, -23)});                                      // Q1
@@ -429,6 +483,324 @@ Problems make_problems(int kind, int K, int random_count, std::uint32_t seed) {
 }
 
 
+// ---------------- host: special operands ----------------
+// Problems built from raw encodings (NaN payloads cannot travel through float): NaN of several
+// payloads and both signs, +-Inf, products and sums that overflow, Inf - Inf within a block, across
+// blocks and across the k-steps of a chain, signed zeros, subnormal operands and subnormal C.
+
+// Bit layout of an input format: exponent and fraction bits.
+struct InFmt {
+  int ebits, mbits;
+  bool has_inf;  // e4m3fn has no Inf; its only NaN is S.1111.111
+};
+
+InFmt in_fmt(int kind) {
+  if (kKinds[kind].in_bits == 16) return is_bf16(kind) ? InFmt{8, 7, true} : InFmt{5, 10, true};
+  return is_e4m3(kind) ? InFmt{4, 3, false} : InFmt{5, 2, true};
+}
+
+struct SpecialGen {
+  InFmt f;
+  std::mt19937& rng;
+  std::uint32_t u(std::uint32_t n) { return std::uint32_t(rng() % n); }
+  double uni() { return double(rng()) / 4294967296.0; }
+  std::uint32_t bits(std::uint32_t sign, std::uint32_t e, std::uint32_t m) const {
+    return (sign << (f.ebits + f.mbits)) | (e << f.mbits) | m;
+  }
+  std::uint32_t emax_field() const { return f.has_inf ? (1u << f.ebits) - 2 : (1u << f.ebits) - 1; }
+  std::uint32_t mmask() const { return (1u << f.mbits) - 1; }
+  std::uint32_t bias() const { return (1u << (f.ebits - 1)) - 1; }
+  std::uint32_t mant() { return u(1u << f.mbits); }
+  std::uint32_t nan() {
+    if (f.ebits == 4) return u(2) ? 0xFFu : 0x7Fu;
+    const std::uint32_t e = (1u << f.ebits) - 1;
+    const std::uint32_t quiet = 1u << (f.mbits - 1);
+    const std::uint32_t payloads[] = {quiet, 1u, mmask(), quiet | 1u, quiet | (mmask() >> 2), 2u};
+    return bits(u(4) == 0, e, payloads[u(6)]);  // mostly positive, some negative
+  }
+  std::uint32_t inf() {
+    if (!f.has_inf) return bits(u(2), emax_field(), 6);  // e4m3: 448 instead
+    return bits(u(2), (1u << f.ebits) - 1, 0);
+  }
+  std::uint32_t zero() { return bits(u(2), 0, 0); }
+  std::uint32_t subnormal() { return bits(u(2), 0, 1 + u(mmask())); }
+  std::uint32_t tiny() { return bits(u(2), u(3), mant()); }  // subnormal or smallest binades
+  std::uint32_t maxf() { return bits(u(2), emax_field(), f.has_inf ? mmask() : 6); }  // e4m3fn: 448
+  std::uint32_t big() {
+    const std::uint32_t e = emax_field() - u(3);
+    std::uint32_t m = mant();
+    if (!f.has_inf && e == emax_field() && m == mmask()) m = 6;
+    return bits(u(2), e, m);
+  }
+  std::uint32_t normal() { return bits(u(2), bias() - 4 + u(8), mant()); }  // 2^-4 .. 2^4
+  std::uint32_t unit() {
+    const std::uint32_t r = u(6);
+    return bits(r & 1, bias() + (r >> 1) % 2, 0);  // +-1, +-2
+  }
+  std::uint32_t any_special() {
+    switch (u(7)) {
+      case 0: return nan();
+      case 1: return inf();
+      case 2: return zero();
+      case 3: return subnormal();
+      case 4: return maxf();
+      case 5: return tiny();
+      default: return big();
+    }
+  }
+};
+
+// Accumulator (C) values: fp32 bits, or fp16 bits for the f16-accumulating instruction.
+struct AccGen {
+  bool f16;
+  std::mt19937& rng;
+  std::uint32_t u(std::uint32_t n) { return std::uint32_t(rng() % n); }
+  std::uint32_t sign() { return u(2) ? (f16 ? 0x8000u : 0x80000000u) : 0u; }
+  std::uint32_t nan() {
+    static const std::uint32_t n32[] = {0x7FC00000u, 0x7FC00001u, 0xFFC00000u, 0x7F800001u, 0xFFFFFFFFu, 0x7FBFFFFFu, 0x7FFFFFFFu, 0x7FD5A5A5u};
+    static const std::uint32_t n16[] = {0x7E00u, 0x7C01u, 0xFE00u, 0x7FFFu, 0xFDFFu, 0x7E55u, 0x7D00u, 0xFFFFu};
+    return f16 ? n16[u(8)] : n32[u(8)];
+  }
+  std::uint32_t inf() { return sign() | (f16 ? 0x7C00u : 0x7F800000u); }
+  std::uint32_t zero() { return sign(); }
+  std::uint32_t subnormal() { return sign() | (f16 ? 1 + u(0x3FF) : 1 + u(0x7FFFFF)); }
+  std::uint32_t tiny() { return sign() | (f16 ? ((1 + u(3)) << 10) | u(1024) : ((1 + u(3)) << 23) | u(1u << 23)); }
+  std::uint32_t maxf() { return sign() | (f16 ? 0x7BFFu : 0x7F7FFFFFu); }
+  std::uint32_t big() { return sign() | (f16 ? ((28 + u(3)) << 10) | u(1024) : ((251 + u(4)) << 23) | u(1u << 23)); }
+  std::uint32_t normal() { return sign() | (f16 ? ((11 + u(9)) << 10) | u(1024) : ((123 + u(9)) << 23) | u(1u << 23)); }
+  std::uint32_t unit() { return sign() | (f16 ? 0x3C00u : 0x3F800000u); }
+  std::uint32_t any_special() {
+    switch (u(6)) {
+      case 0: return nan();
+      case 1: return inf();
+      case 2: return zero();
+      case 3: return subnormal();
+      case 4: return maxf();
+      default: return big();
+    }
+  }
+};
+
+// Appends one problem given as encodings (A: M x K, Bt: N x K) and accumulator bits (M x N).
+void add_raw(Problems& P, int tag, const std::vector<std::uint32_t>& a, const std::vector<std::uint32_t>& b,
+             const std::vector<std::uint32_t>& c) {
+  const KindInfo& info = kKinds[P.kind];
+  const std::size_t a0 = P.a.size(), b0 = P.b.size();
+  P.a.resize(a0 + std::size_t(info.m) * P.K * info.in_bits / 8, 0);
+  P.b.resize(b0 + std::size_t(info.n) * P.K * info.in_bits / 8, 0);
+  std::vector<std::uint8_t> as(P.a.size() - a0, 0), bs(P.b.size() - b0, 0);
+  for (std::size_t i = 0; i < a.size(); ++i) put(P, as, i, a[i]);
+  for (std::size_t i = 0; i < b.size(); ++i) put(P, bs, i, b[i]);
+  std::memcpy(P.a.data() + a0, as.data(), as.size());
+  std::memcpy(P.b.data() + b0, bs.data(), bs.size());
+  P.c.insert(P.c.end(), c.begin(), c.end());
+  P.tag.push_back(tag);
+  P.count++;
+}
+
+// Designed special cases (tag 15), one per problem in row 0 of A and Bt and C[0][0], the rest zero:
+// the sign of zero results (C = -0 with -0 products, exact cancellation, results that underflow
+// to zero), overflow of finite operands, Inf - Inf inside a block and across the two halves of
+// the emulated FP8 mma.sync, Inf * 0, NaN operands and C, subnormal operands and C.
+struct RawCase {
+  std::vector<std::pair<int, std::pair<std::uint32_t, std::uint32_t>>> terms;  // k, (a bits, b bits)
+  std::uint32_t c;
+  bool all_k;  // repeat the term of k = 0 at every k
+};
+
+std::vector<RawCase> special_designed(int kind) {
+  using attnsim::Overflow;
+  const KindInfo& info = kKinds[kind];
+  const InFmt f = in_fmt(kind);
+  auto e = [&](double x) -> std::uint32_t {  // exact finite values only
+    if (x == 0) return std::signbit(x) ? (1u << (f.ebits + f.mbits)) : 0u;
+    return enc_in(kind, float(x));
+  };
+  const bool f16acc = info.acc == 1;
+  auto cf = [&](double x) -> std::uint32_t {
+    if (f16acc) {
+      return attnsim::encode<attnsim::fp16>(float(x), {attnsim::Round::kNearestEven, Overflow::kInf, attnsim::NanEncoding::kCuda});
+    }
+    float v = float(x);
+    std::uint32_t u;
+    std::memcpy(&u, &v, 4);
+    return u;
+  };
+  const std::uint32_t sgn = 1u << (f.ebits + f.mbits);
+  const std::uint32_t c_neg0 = f16acc ? 0x8000u : 0x80000000u, c_pinf = f16acc ? 0x7C00u : 0x7F800000u;
+  const std::uint32_t c_ninf = f16acc ? 0xFC00u : 0xFF800000u, c_snan = f16acc ? 0x7C01u : 0x7F800001u;
+  const std::uint32_t c_nnan = f16acc ? 0xFE00u : 0xFFC00000u, c_max = f16acc ? 0x7BFFu : 0x7F7FFFFFu;
+  const std::uint32_t one = e(1), m1 = e(-1), z = 0, nz = sgn;
+  const std::uint32_t nan_a = f.ebits == 4 ? 0x7Fu : ((((1u << f.ebits) - 1) << f.mbits) | 1u);  // signalling payload
+  const std::uint32_t nan_b = f.ebits == 4 ? 0xFFu : (sgn | (((1u << f.ebits) - 1) << f.mbits) | (1u << (f.mbits - 1)));
+  const std::uint32_t pinf = (((1u << f.ebits) - 1) << f.mbits), ninf = sgn | pinf;
+  const std::uint32_t sub_min = 1u, nsub_min = sgn | 1u, sub_max = (1u << f.mbits) - 1;
+  std::vector<RawCase> v;
+  // Signed zeros.
+  v.push_back({{{0, {nz, one}}}, c_neg0, true});      // every product -0, C = -0 (IEEE: -0)
+  v.push_back({{{0, {nz, one}}}, 0u, true});          // every product -0, C = +0
+  v.push_back({{{0, {one, nz}}}, c_neg0, false});     // one product -0, C = -0
+  v.push_back({{{0, {nz, nz}}}, c_neg0, true});       // every product +0 (from -0 * -0), C = -0
+  v.push_back({{{0, {one, one}}, {1, {one, m1}}}, c_neg0, false});  // exact cancellation, C = -0
+  v.push_back({{{0, {m1, one}}, {1, {one, one}}}, 0u, false});      // exact cancellation, C = +0
+  v.push_back({{}, c_neg0, false});                                 // nothing, C = -0
+  v.push_back({{{0, {one, one}}}, f16acc ? cf(-1.0) : cf(-1.0), false});  // 1 + (-1): exact zero via C
+  v.push_back({{{0, {m1, one}}}, cf(1.0), false});                  // -1 + 1
+  // Inf and NaN.
+  if (f.has_inf) {
+    v.push_back({{{0, {pinf, one}}, {1, {ninf, one}}}, 0u, false});   // Inf - Inf in one block
+    v.push_back({{{0, {pinf, one}}, {2, {ninf, one}}}, 0u, false});   // FP8 mma.sync: across the two HMMAs
+    v.push_back({{{0, {pinf, z}}}, 0u, false});                       // Inf * 0
+    v.push_back({{{0, {pinf, nz}}}, 0u, false});                      // Inf * -0
+    v.push_back({{{0, {ninf, sub_min}}}, 0u, false});                 // -Inf * subnormal
+    v.push_back({{{0, {pinf, one}}}, c_ninf, false});                 // +Inf product, C = -Inf
+    v.push_back({{{0, {pinf, m1}}}, c_ninf, false});                  // -Inf product, C = -Inf
+    v.push_back({{{0, {pinf, one}}, {1, {pinf, m1}}, {2, {nan_a, z}}}, 0u, false});
+    v.push_back({{{0, {pinf, pinf}}}, c_nnan, false});
+  }
+  v.push_back({{}, c_pinf, false});
+  v.push_back({{}, c_ninf, false});
+  v.push_back({{}, c_snan, false});
+  v.push_back({{}, c_nnan, false});
+  v.push_back({{{0, {nan_a, one}}}, 0u, false});
+  v.push_back({{{0, {nan_b, z}}}, c_ninf, false});
+  v.push_back({{{0, {one, nan_b}}}, c_snan, false});
+  v.push_back({{{5, {nan_a, nan_b}}}, cf(2.0), false});
+  // Subnormal operands and C; results at the bottom of the range.
+  v.push_back({{{0, {sub_min, sub_min}}}, 0u, false});
+  v.push_back({{{0, {sub_max, nsub_min}}}, 0u, false});
+  v.push_back({{{0, {sub_min, one}}, {1, {nsub_min, one}}}, c_neg0, false});
+  v.push_back({{{0, {sub_max, sub_max}}}, f16acc ? 0x8001u : 0x80000001u, false});
+  v.push_back({{{0, {sub_min, one}}}, f16acc ? 0x0001u : 0x00000001u, false});
+  v.push_back({{{0, {nsub_min, one}}}, f16acc ? 0x03FFu : 0x007FFFFFu, false});
+  v.push_back({{}, f16acc ? 0x8001u : 0x80000001u, false});
+  v.push_back({{}, f16acc ? 0x83FFu : 0x807FFFFFu, false});
+  if (is_bf16(kind)) {
+    // bf16 products below the FP32 subnormal grid: does a negative one truncate to -0?
+    const double t75 = std::ldexp(1.0, -75);
+    v.push_back({{{0, {nsub_min, e(std::ldexp(1.0, -20))}}}, 0u, false});  // -2^-153
+    v.push_back({{{0, {sub_min, e(std::ldexp(1.0, -20))}}}, 0u, false});   // +2^-153
+    v.push_back({{{0, {e(-t75), e(t75)}}}, 0u, false});                    // -2^-150
+    v.push_back({{{0, {e(t75), e(t75)}}}, 0u, false});                     // +2^-150
+    v.push_back({{{0, {e(-t75), e(t75)}}}, c_neg0, false});
+    v.push_back({{{0, {e(-t75), e(t75)}}}, 0x00000001u, false});           // 2^-149 - 2^-150
+    v.push_back({{{0, {e(t75), e(t75)}}}, 0x80000001u, false});            // -2^-149 + 2^-150
+    v.push_back({{{0, {e(-t75), e(t75)}}, {1, {e(-t75), e(t75)}}, {2, {e(-t75), e(t75)}}}, 0u, false});  // -3 * 2^-150
+    // Overflow of finite operands.
+    const double p127 = std::ldexp(1.0, 127);
+    v.push_back({{{0, {e(p127), e(1.5)}}, {1, {e(p127), e(1.5)}}}, 0u, false});   // F11: 3 * 2^127
+    v.push_back({{{0, {e(p127), e(2)}}}, 0u, false});                             // one product 2^128
+    v.push_back({{{0, {e(-p127), e(2)}}}, 0u, false});
+    v.push_back({{{0, {e(p127), e(2)}}, {1, {e(p127), e(-2)}}, {2, {one, one}}}, 0u, false});  // F10-like
+    v.push_back({{{0, {e(std::ldexp(1.0, 104)), one}}}, c_max, false});          // FLT_MAX + ulp
+    v.push_back({{{0, {e(std::ldexp(1.0, 103)), one}}}, c_max, false});          // FLT_MAX + ulp/2
+    v.push_back({{{0, {e(-std::ldexp(1.0, 104)), one}}}, c_max | 0x80000000u, false});
+    v.push_back({{{0, {e(std::ldexp(1.0, 100)), e(std::ldexp(1.0, 100))}}}, c_ninf, false});
+  }
+  if (f16acc) {
+    v.push_back({{{0, {e(256), e(256)}}}, 0u, false});                   // 65536 -> Inf
+    v.push_back({{{0, {e(-256), e(256)}}}, 0u, false});
+    v.push_back({{{0, {e(16), one}}}, c_max, false});                    // 65520: the RNE tie to Inf
+    v.push_back({{{0, {e(15), one}}}, c_max, false});                    // 65519
+    v.push_back({{{0, {e(256), e(256)}}, {1, {e(256), e(-256)}}, {2, {one, one}}}, 0u, false});
+    v.push_back({{{0, {e(-std::ldexp(1.0, -24)), e(0.25)}}}, 0u, false});  // -2^-26 -> -0 or +0
+    v.push_back({{{0, {e(-std::ldexp(1.0, -24)), e(0.5)}}}, 0u, false});   // -2^-25: tie
+    v.push_back({{{0, {e(-std::ldexp(1.0, -24)), e(0.75)}}}, 0u, false});  // -0.75 * 2^-24
+    v.push_back({{{0, {e(std::ldexp(1.0, -24)), e(0.25)}}}, 0u, false});
+    v.push_back({{{0, {e(-std::ldexp(1.0, -24)), e(0.25)}}}, c_neg0, false});
+    v.push_back({{{0, {e(-std::ldexp(1.0, -24)), e(1.25)}}}, 0x0001u, false});  // -0.25 * 2^-24
+    v.push_back({{{0, {e(std::ldexp(1.0, -24)), e(1.25)}}}, 0x8001u, false});
+  }
+  return v;
+}
+
+// `per_scenario` problems of each special scenario (tags 8-13), or integer extremes (tag 14).
+Problems make_special_problems(int kind, int K, int per_scenario, std::uint32_t seed) {
+  Problems P{kind, K, 0, {}, {}, {}, {}, {}};
+  const KindInfo& info = kKinds[kind];
+  const int M = info.m, N = info.n;
+  std::mt19937 rng(seed);
+  std::vector<std::uint32_t> a(std::size_t(M) * K), b(std::size_t(N) * K), c(std::size_t(M) * N);
+  if (info.acc == 2) {
+    const std::uint32_t mask = (1u << info.in_bits) - 1;
+    const int qmax = info.in_bits == 4 ? 7 : 127, qmin = -qmax - 1;
+    const int vals[] = {qmin, qmax, 0, -1, 1, qmin, qmax};
+    const std::uint32_t cs[] = {0x80000000u, 0x7FFFFFFFu, 0x80000001u, 0x7FFFFFFEu, 0u, 0xFFFFFFFFu};
+    for (int r = 0; r < 6 * per_scenario; ++r) {
+      for (auto& x : a) x = std::uint32_t(vals[rng() % 7]) & mask;
+      for (auto& x : b) x = std::uint32_t(vals[rng() % 7]) & mask;
+      for (auto& x : c) x = rng() % 3 ? cs[rng() % 6] : std::uint32_t(rng());
+      add_raw(P, 14, a, b, c);
+    }
+    P.d.assign(std::size_t(P.count) * M * N, 0xFFFFFFFFu);
+    return P;
+  }
+  SpecialGen g{in_fmt(kind), rng};
+  AccGen cg{info.acc == 1, rng};
+  for (int r = 0; r < 6 * per_scenario; ++r) {
+    const int tag = 8 + r % 6;
+    const double dens[] = {0.03, 0.1, 0.3};
+    const double d = dens[(r / 6) % 3];
+    for (int m = 0; m < M; ++m) {
+      for (int k = 0; k < K; ++k) {
+        std::uint32_t& x = a[std::size_t(m) * K + k];
+        switch (tag) {
+          case 8: x = g.uni() < d ? g.any_special() : g.normal(); break;
+          case 9: { const double v = g.uni(); x = v < 0.5 ? g.tiny() : v < 0.65 ? g.zero() : g.normal(); break; }
+          case 10: x = (m % 4 == 0 || g.uni() < 0.4) ? g.zero() : g.unit(); break;
+          case 11: { const double v = g.uni(); x = v < 0.6 ? g.big() : v < 0.8 ? g.normal() : g.unit(); break; }
+          case 12: { const double v = g.uni(); x = v < 2.0 / K ? g.inf() : v < 2.0 / K + 0.02 ? g.zero() : g.normal(); break; }
+          default: x = g.uni() < 0.5 / K ? g.nan() : g.normal(); break;
+        }
+        if (tag == 9 && m % 5 == 0) x = g.zero();  // rows of zeros: D is C through the block
+      }
+    }
+    for (int n = 0; n < N; ++n) {
+      for (int k = 0; k < K; ++k) {
+        std::uint32_t& x = b[std::size_t(n) * K + k];
+        switch (tag) {
+          case 8: x = g.uni() < d ? g.any_special() : g.normal(); break;
+          case 9: x = g.uni() < 0.5 ? g.tiny() : g.normal(); break;
+          case 10: x = (n % 4 == 1 || g.uni() < 0.4) ? g.zero() : g.unit(); break;
+          case 11: { const double v = g.uni(); x = v < 0.6 ? g.big() : v < 0.8 ? g.normal() : g.unit(); break; }
+          case 12: { const double v = g.uni(); x = v < 2.0 / K ? g.inf() : v < 2.0 / K + 0.02 ? g.zero() : g.normal(); break; }
+          default: x = g.uni() < 0.5 / K ? g.nan() : g.normal(); break;
+        }
+      }
+    }
+    for (auto& x : c) {
+      const double v = g.uni();
+      switch (tag) {
+        case 8: x = v < 0.4 ? cg.any_special() : cg.normal(); break;
+        case 9: x = v < 0.4 ? cg.subnormal() : v < 0.6 ? cg.zero() : v < 0.8 ? cg.tiny() : cg.normal(); break;
+        case 10: x = v < 0.8 ? cg.zero() : cg.unit(); break;
+        case 11: x = v < 0.3 ? cg.maxf() : v < 0.6 ? cg.big() : v < 0.8 ? cg.zero() : cg.normal(); break;
+        case 12: x = v < 0.3 ? cg.inf() : cg.normal(); break;
+        default: x = v < 0.3 ? cg.nan() : v < 0.4 ? cg.inf() : cg.normal(); break;
+      }
+    }
+    add_raw(P, tag, a, b, c);
+  }
+  if (K == info.k) {
+    for (const RawCase& rc : special_designed(kind)) {
+      std::fill(a.begin(), a.end(), 0u);
+      std::fill(b.begin(), b.end(), 0u);
+      std::fill(c.begin(), c.end(), 0u);
+      for (const auto& t : rc.terms) {
+        for (int k = rc.all_k ? 0 : t.first; k < (rc.all_k ? K : t.first + 1); ++k) {
+          a[k] = t.second.first;
+          b[k] = t.second.second;
+        }
+      }
+      c[0] = rc.c;
+      add_raw(P, 15, a, b, c);
+    }
+  }
+  P.d.assign(std::size_t(P.count) * M * N, 0xFFFFFFFFu);  // poisoned
+  return P;
+}
+
+
 template <class T>
 T* to_device(const std::vector<T>& v) {
   T* p = nullptr;
@@ -442,8 +814,8 @@ void run(Problems& P, int variant) {
   std::uint8_t* b = to_device(P.b);
   std::uint32_t* c = to_device(P.c);
   std::uint32_t* d = to_device(P.d);
-  if (P.kind == kWgmmaE4m3 || P.kind == kWgmmaE5m2) {
-    wgmma_kernel<<<P.count, 128>>>(P.kind, P.K, variant, a, b, c, d);
+  if (is_wgmma(P.kind)) {
+    wgmma_kernel<<<P.count, 128>>>(P.kind, P.K * kKinds[P.kind].in_bits / 8, variant, a, b, c, d);
   } else {
     mma_sync_kernel<<<P.count, 32>>>(P.kind, kKinds[P.kind], P.K, a, b, c, d);
   }
@@ -464,11 +836,11 @@ bool small_integers_exact(const Problems& P, int p) {
     const std::size_t e = base_elems + std::size_t(idx);
     if (info.in_bits == 16) {
       const std::uint16_t bits = std::uint16_t(buf[2 * e] | (buf[2 * e + 1] << 8));
-      return P.kind == kHmmaBf16F32 ? attnsim::decode_f64<attnsim::bf16>(bits) : attnsim::decode_f64<attnsim::fp16>(bits);
+      return is_bf16(P.kind) ? attnsim::decode_f64<attnsim::bf16>(bits) : attnsim::decode_f64<attnsim::fp16>(bits);
     }
     if (info.in_bits == 8) {
       if (info.acc == 2) return double(std::int8_t(buf[e]));
-      return (P.kind == kMmaE4m3F32 || P.kind == kWgmmaE4m3) ? attnsim::decode_f64<attnsim::e4m3fn>(buf[e])
+      return is_e4m3(P.kind) ? attnsim::decode_f64<attnsim::e4m3fn>(buf[e])
                                                            : attnsim::decode_f64<attnsim::e5m2>(buf[e]);
     }
     const int v = (buf[e / 2] >> (4 * (e & 1))) & 0xF;
@@ -503,16 +875,46 @@ int main(int argc, char** argv) {
   const std::string dir = argv[1];
   FILE* manifest = std::fopen((dir + "/mma_manifest.txt").c_str(), "w");
   if (!manifest) return 1;
-  std::fprintf(manifest, "# kind instr M N K problems in_bits acc(0=f32,1=f16,2=s32) file_prefix\n# tags:");
+  std::fprintf(manifest, "# kind instr M N K problems in_bits acc(0=f32,1=f16,2=s32) file_prefix file\n# tags:");
   for (const char* t : kTagNames) std::fprintf(manifest, " %s", t);
   std::fprintf(manifest, "\n");
   // The mma.sync kinds first: a fault in the wgmma kernel (a sticky CUDA error) must not cost
   // their recordings. `mma_probe OUTDIR wgmma` runs only the wgmma part (for compute-sanitizer).
   const bool wgmma_only = argc > 2 && std::string(argv[2]) == "wgmma";
   int wgmma_variant = -1;
+  auto record = [&](Problems& P, const std::string& prefix, const char* file) {
+    const KindInfo& info = kKinds[P.kind];
+    run(P, wgmma_variant);
+    int bad = 0, nan = 0, inf = 0, negzero = 0;
+    for (int p = 0; p < P.count; ++p) {
+      if (P.tag[p] == 0 && !small_integers_exact(P, p)) ++bad;
+    }
+    for (const std::uint32_t dv : P.d) {
+      if (info.acc == 0) {
+        nan += (dv & 0x7FFFFFFFu) > 0x7F800000u;
+        inf += (dv & 0x7FFFFFFFu) == 0x7F800000u;
+        negzero += dv == 0x80000000u;
+      } else if (info.acc == 1) {
+        nan += (dv & 0x7FFFu) > 0x7C00u;
+        inf += (dv & 0x7FFFu) == 0x7C00u;
+        negzero += dv == 0x8000u;
+      }
+    }
+    attnsim::probe::write_bin(dir + "/" + prefix + ".a.bin", P.a.data(), P.a.size());
+    attnsim::probe::write_bin(dir + "/" + prefix + ".b.bin", P.b.data(), P.b.size());
+    attnsim::probe::write_bin(dir + "/" + prefix + ".c.bin", P.c.data(), P.c.size() * 4);
+    attnsim::probe::write_bin(dir + "/" + prefix + ".d.bin", P.d.data(), P.d.size() * 4);
+    attnsim::probe::write_bin(dir + "/" + prefix + ".tag.bin", P.tag.data(), P.tag.size() * 4);
+    std::fprintf(manifest, "%d %s %d %d %d %d %d %d %s %s\n", P.kind, info.name, info.m, info.n, P.K, P.count,
+                 info.in_bits, info.acc, prefix.c_str(), file);
+    std::fflush(manifest);
+    std::printf("%-40s K=%-4d %5d problems, small-integer layout check: %s; D: %d NaN, %d Inf, %d -0\n", prefix.c_str(),
+                P.K, P.count, bad ? "FAILED" : "ok", nan, inf, negzero);
+    std::fflush(stdout);
+  };
   for (int kind = 0; kind < kKindCount; ++kind) {
     const KindInfo& info = kKinds[kind];
-    const bool wg = kind == kWgmmaE4m3 || kind == kWgmmaE5m2;
+    const bool wg = is_wgmma(kind);
     if (wgmma_only && !wg) continue;
     if (wg && wgmma_variant < 0) {
       for (int variant = 0; variant < 2 && wgmma_variant < 0; ++variant) {
@@ -529,26 +931,20 @@ int main(int argc, char** argv) {
         continue;
       }
     }
+    // HGMMA (new in this recording) goes to the second file with the special operands.
+    const char* file = (kind == kWgmmaF16 || kind == kWgmmaBf16) ? "special" : "main";
     for (int steps : {1, 8}) {
       const int K = info.k * steps;
-      Problems P = make_problems(kind, K, steps == 1 ? (wg ? 150 : 600) : (wg ? 24 : 96), 1000u + 17u * kind + steps);
-      run(P, wgmma_variant);
-      int bad = 0;
-      for (int p = 0; p < P.count; ++p) {
-        if (P.tag[p] == 0 && !small_integers_exact(P, p)) ++bad;
-      }
-      const std::string prefix = std::string(info.name) + "_k" + std::to_string(K);
-      attnsim::probe::write_bin(dir + "/" + prefix + ".a.bin", P.a.data(), P.a.size());
-      attnsim::probe::write_bin(dir + "/" + prefix + ".b.bin", P.b.data(), P.b.size());
-      attnsim::probe::write_bin(dir + "/" + prefix + ".c.bin", P.c.data(), P.c.size() * 4);
-      attnsim::probe::write_bin(dir + "/" + prefix + ".d.bin", P.d.data(), P.d.size() * 4);
-      attnsim::probe::write_bin(dir + "/" + prefix + ".tag.bin", P.tag.data(), P.tag.size() * 4);
-      std::fprintf(manifest, "%d %s %d %d %d %d %d %d %s\n", kind, info.name, info.m, info.n, K, P.count,
-                   info.in_bits, info.acc, prefix.c_str());
-      std::fflush(manifest);
-      std::printf("%-28s K=%-4d %5d problems, small-integer layout check: %s\n", info.name, K, P.count,
-                  bad ? "FAILED" : "ok");
-      std::fflush(stdout);
+      const bool hgmma = kind == kWgmmaF16 || kind == kWgmmaBf16;  // fewer random sets: size of data/hw
+      const int random_count = steps == 1 ? (hgmma ? 60 : wg ? 150 : 600) : (hgmma ? 8 : wg ? 24 : 96);
+      Problems P = make_problems(kind, K, random_count, 1000u + 17u * kind + steps);
+      record(P, std::string(info.name) + "_k" + std::to_string(K), file);
+    }
+    for (int steps : {1, 8}) {
+      const int K = info.k * steps;
+      const int per = info.acc == 2 ? (steps == 1 ? 6 : 2) : wg ? (steps == 1 ? 6 : 2) : (steps == 1 ? 16 : 3);
+      Problems P = make_special_problems(kind, K, per, 5000u + 17u * kind + steps);
+      record(P, std::string(info.name) + "_k" + std::to_string(K) + "_special", "special");
     }
   }
   std::fclose(manifest);

@@ -1,11 +1,14 @@
-"""Packs mma_probe's raw recordings into one compressed HDF5 file for data/hw/.
+"""Packs mma_probe's raw recordings into compressed HDF5 files for data/hw/.
 
-Usage: python3 cuda_check/pack_mma.py WORKDIR OUT.h5
-One group per recording, named like the probe's file prefix (e.g. `sm90.hmma.f16.f32_k16`), with
-datasets a (uint8: M x K encodings per problem, row-major; 16-bit encodings little-endian, 4-bit
-packed two per byte, element 0 low), b (likewise for Bt, N x K), c and d (uint32: M x N per
-problem; f32 bits, f16 bits or s32), tag (int32 generator id, names in the file attribute
-`tags`), and attributes instr, M, N, K, problems, in_bits, acc.
+Usage: python3 cuda_check/pack_mma.py WORKDIR OUT.h5 [OUT_SPECIAL.h5] [--compare REF.h5]
+One group per recording, named like the probe's file prefix (e.g. `sm90.hmma.f16.f32_k16`,
+`sm90.hmma.f16.f32_k16_special`), with datasets a (uint8: M x K encodings per problem, row-major;
+16-bit encodings little-endian, 4-bit packed two per byte, element 0 low), b (likewise for Bt,
+N x K), c and d (uint32: M x N per problem; f32 bits, f16 bits or s32), tag (int32 generator id,
+names in the file attribute `tags`), and attributes instr, M, N, K, problems, in_bits, acc.
+Groups the manifest marks `special` (special operands, HGMMA) go to OUT_SPECIAL.h5 when given.
+--compare REF.h5: for every group of OUT.h5 that REF.h5 also has, report whether a, b, c, d and tag
+are identical (a re-recording of data/hw/h100/mma_h100.h5 must reproduce it bit for bit).
 """
 import os
 import sys
@@ -13,21 +16,53 @@ import sys
 import h5py
 import numpy as np
 
-work, out = sys.argv[1], sys.argv[2]
+args = sys.argv[1:]
+ref = None
+if "--compare" in args:
+    i = args.index("--compare")
+    ref = args[i + 1]
+    del args[i : i + 2]
+work, out = args[0], args[1]
+out_special = args[2] if len(args) > 2 else None
 lines = open(os.path.join(work, "mma_manifest.txt")).read().splitlines()
 tags = [l for l in lines if l.startswith("# tags:")][0].split(":", 1)[1].split()
-tmp = out + ".tmp"
-with h5py.File(tmp, "w") as f:
-    f.attrs["tags"] = ",".join(tags)
-    for line in lines:
-        if line.startswith("#"):
-            continue
-        kind, instr, M, N, K, P, in_bits, acc, prefix = line.split()
-        g = f.create_group(prefix)
-        for name, dt in (("a", np.uint8), ("b", np.uint8), ("c", np.uint32), ("d", np.uint32), ("tag", np.int32)):
-            data = np.fromfile(os.path.join(work, prefix + "." + name + ".bin"), dtype=dt)
-            g.create_dataset(name, data=data, compression="gzip", compression_opts=6, shuffle=True)
-        for key, val in (("instr", instr), ("M", int(M)), ("N", int(N)), ("K", int(K)), ("problems", int(P)),
-                         ("in_bits", int(in_bits)), ("acc", int(acc))):
-            g.attrs[key] = val
-os.replace(tmp, out)
+files = {}
+
+
+def target(which):
+    path = out_special if (which == "special" and out_special) else out
+    if path not in files:
+        f = h5py.File(path + ".tmp", "w")
+        f.attrs["tags"] = ",".join(tags)
+        files[path] = f
+    return files[path]
+
+
+for line in lines:
+    if line.startswith("#"):
+        continue
+    fields = line.split()
+    kind, instr, M, N, K, P, in_bits, acc, prefix = fields[:9]
+    which = fields[9] if len(fields) > 9 else "main"
+    g = target(which).create_group(prefix)
+    for name, dt in (("a", np.uint8), ("b", np.uint8), ("c", np.uint32), ("d", np.uint32), ("tag", np.int32)):
+        data = np.fromfile(os.path.join(work, prefix + "." + name + ".bin"), dtype=dt)
+        g.create_dataset(name, data=data, compression="gzip", compression_opts=9, shuffle=True)
+    for key, val in (("instr", instr), ("M", int(M)), ("N", int(N)), ("K", int(K)), ("problems", int(P)),
+                     ("in_bits", int(in_bits)), ("acc", int(acc))):
+        g.attrs[key] = val
+for path, f in files.items():
+    f.close()
+    os.replace(path + ".tmp", path)
+    print(f"{path}: {os.path.getsize(path)} bytes")
+
+if ref and os.path.exists(out):
+    with h5py.File(out) as new, h5py.File(ref) as old:
+        same = 0
+        for name in new:
+            if name not in old:
+                continue
+            eq = all(np.array_equal(new[name][k][()], old[name][k][()]) for k in ("a", "b", "c", "d", "tag"))
+            same += eq
+            print(f"compare {name}: {'identical' if eq else 'DIFFERENT'} to {ref}")
+        print(f"compare: {same} of {sum(1 for n in new if n in old)} shared groups identical")

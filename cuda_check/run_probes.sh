@@ -29,8 +29,13 @@ nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/mma_pro
 # F2FP conversions, the INT4 helper routine).
 cuobjdump -sass "$work/mma_probe" > "$work/mma_probe.sass"
 gzip -9 -c "$work/mma_probe.sass" > "$out/mma_probe_sass.txt.gz"
-"$work/mma_probe" "$work" | tee "$out/mma_probe_log.txt" || true
-python3 cuda_check/pack_mma.py "$work" "$out/mma_h100.h5"
+grep -oE '\b(HGMMA|QGMMA|HMMA|IMMA)[A-Z0-9._x]*' "$work/mma_probe.sass" | sort | uniq -c > "$out/mma_probe_log.txt"
+"$work/mma_probe" "$work" | tee -a "$out/mma_probe_log.txt" || true
+# The groups of data/hw/h100/mma_h100.h5 are re-recorded in the same run and compared with it
+# (they come back only if they differ); special operands and HGMMA go to mma_h100_special.h5.
+python3 cuda_check/pack_mma.py "$work" "$work/mma_h100.h5" "$out/mma_h100_special.h5" \
+  --compare data/hw/h100/mma_h100.h5 | tee -a "$out/mma_probe_log.txt"
+if grep -q DIFFERENT "$out/mma_probe_log.txt"; then cp "$work/mma_h100.h5" "$out/"; fi
 fi
 if [[ "${PROBES:-cvt mma}" == *special* ]]; then
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/special_probe.cu -o "$work/special_probe"
@@ -40,5 +45,8 @@ python3 -c "import numpy as np, h5py, sys; t=np.fromfile(sys.argv[1], dtype='<u4
 mv "$out/rcp_table_h100.h5.tmp" "$out/rcp_table_h100.h5"
 python3 -c "import numpy as np, h5py, sys; f=h5py.File(sys.argv[3]+'.tmp','w'); [f.create_dataset(n, data=np.fromfile(p, dtype='<u4'), compression='gzip', compression_opts=9, shuffle=True) for n, p in (('ex2_table', sys.argv[1]), ('lg2_table', sys.argv[2]))]; f.attrs['ex2_table']='ex2.approx.ftz.f32(+f * 2^-23) then ex2.approx.ftz.f32(-f * 2^-23), f in 0..2^23-1'; f.attrs['lg2_table']='lg2.approx.ftz.f32(1.m), bits 0x3F800000 | m'; f.close()" "$work/ex2_table.bin" "$work/lg2_table.bin" "$out/ex2_lg2_tables_h100.h5"
 mv "$out/ex2_lg2_tables_h100.h5.tmp" "$out/ex2_lg2_tables_h100.h5"
+python3 -c "import numpy as np, h5py, sys; f=h5py.File(sys.argv[2]+'.tmp','w'); f.create_dataset('lg2_half_table', data=np.fromfile(sys.argv[1], dtype='<u4'), compression='gzip', compression_opts=9, shuffle=True); f.attrs['lg2_half_table']='lg2.approx.ftz.f32(0.5 * 1.m), bits 0x3F000000 | m'; f.close()" "$work/lg2_half_table.bin" "$out/lg2_half_table_h100.h5"
+mv "$out/lg2_half_table_h100.h5.tmp" "$out/lg2_half_table_h100.h5"
+cp "$work/lg2_mismatches.bin" "$out/"
 fi
 ls -l "$out"

@@ -1,11 +1,20 @@
-// Probe: derives a table model of rcp.approx.ftz.f32 (MUFU.RCP) from the H100 and checks it over
-// all 2^32 inputs; checks div.approx.ftz.f32 = a * rcp.approx.ftz(b) on random pairs.
+// Probe: derives table models of rcp.approx.ftz.f32, ex2.approx.ftz.f32 and lg2.approx.ftz.f32
+// (MUFU.RCP/EX2/LG2) from the H100 and checks each over all 2^32 inputs; checks
+// div.approx.ftz.f32 = a * rcp.approx.ftz(b) on random pairs.
 //
 // Hypothesis under test: rcp.approx.ftz(s * 2^e * 1.m) = s * 2^-e * T[m] for normal inputs, with
 // T[m] = rcp.approx.ftz(1.m) for the 2^23 mantissas m; ±0 and subnormals (flushed) give ±Inf,
 // ±Inf give ±0, results below 2^-126 flush to ±0, NaN gives a NaN.
-// Usage: special_probe OUTDIR. Writes OUTDIR/rcp_table.bin (2^23 uint32 results for x in [1, 2))
-// and OUTDIR/special_summary.txt.
+//
+// lg2.approx.ftz.f32 (MUFU.LG2), hypothesis under test: for a positive normal x = 2^e * 1.m the
+// unit forms the fixed-point sum e + L(m), L(m) with 36 fraction bits, and converts it to FP32 by
+// truncating the magnitude; a negative sum is negated by bitwise complement (ones' complement, so
+// its magnitude is |e| - L(m) - 2^-36 before truncation). T0[m] = lg2(1.m) is then L(m) truncated
+// to FP32 (x = 1 exactly gives 0), and T1[m] = lg2(0.5 * 1.m) is recorded as the second table
+// because e = -1 is the only exponent whose result keeps bits of L(m) below T0's last bit.
+//
+// Usage: special_probe OUTDIR. Writes OUTDIR/rcp_table.bin (2^23 uint32 results for x in [1, 2)),
+// OUTDIR/{ex2,lg2,lg2_half}_table.bin, OUTDIR/lg2_mismatches.bin and OUTDIR/special_summary.txt.
 #include "cuda_check/probe_util.cuh"
 #include <cuda_runtime.h>
 
@@ -121,6 +130,67 @@ __global__ void check2_kernel(const std::uint32_t* te, const std::uint32_t* tl, 
   }
 }
 
+// The second lg2 table, e = -1: T1[m] = lg2(0.5 * 1.m) (T0 is lg2_table_kernel's).
+__global__ void lg2_half_table_kernel(std::uint32_t* t) {
+  const std::uint32_t m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m < (1u << 23)) t[m] = __float_as_uint(lg2_hw(__uint_as_float(0x3F000000u | m)));
+}
+
+// The lg2 hypothesis (see the top of the file), from the two recorded tables.
+__device__ __forceinline__ std::uint32_t lg2_model(const std::uint32_t* t0, const std::uint32_t* t1,
+                                                   std::uint32_t x) {
+  const std::uint32_t e = (x >> 23) & 0xFF, m = x & 0x7FFFFF;
+  if (e == 0) return 0xFF800000u;                       // ±0 and flushed subnormals -> -Inf
+  if (x >> 31) return 0x7FFFFFFFu;                      // negative (and -Inf, negative NaN) -> NaN
+  if (e == 0xFF) return m ? 0x7FFFFFFFu : 0x7F800000u;  // NaN -> canonical NaN; +Inf -> +Inf
+  if (e == 127) return t0[m];
+  if (e == 126) return t1[m];
+  // L(m) in units of 2^-36 from T0 (every entry is a multiple of 2^-36).
+  const std::uint32_t lb = t0[m];
+  const int le = int((lb >> 23) & 0xFF);
+  const unsigned long long lsig = lb ? ((lb & 0x7FFFFFull) | 0x800000ull) : 0ull;
+  const unsigned long long li = le >= 114 ? (lsig << (le - 114)) : (lsig >> (114 - le));
+  const int ue = int(e) - 127;
+  const bool neg = ue < 0;
+  const unsigned long long mag =
+      neg ? ((unsigned long long)(-ue) << 36) - li - 1ull : ((unsigned long long)ue << 36) + li;
+  const int nb = 64 - __clzll((long long)mag);  // mag >= 1 here
+  const unsigned long long sig = nb > 24 ? (mag >> (nb - 24)) : (mag << (24 - nb));
+  const std::uint32_t be = std::uint32_t(nb - 1 - 36 + 127);
+  return (neg ? 0x80000000u : 0u) | (be << 23) | std::uint32_t(sig & 0x7FFFFFull);
+}
+
+struct Counters3 {
+  unsigned long long mismatches, recorded, by_class[5];
+  std::uint32_t in[4096], hw[4096], model[4096];
+};
+
+// Mismatch class: 0 e >= 1, 1 e = 0, 2 e = -1, 3 e <= -2, 4 zero/subnormal/negative/Inf/NaN.
+__global__ void check3_kernel(const std::uint32_t* t0, const std::uint32_t* t1, std::uint32_t chunk,
+                              Counters3* c) {
+  const std::uint32_t base = chunk << 24;
+  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < (1u << 24);
+       k += gridDim.x * blockDim.x) {
+    const std::uint32_t x = base + k;
+    const std::uint32_t h = __float_as_uint(lg2_hw(__uint_as_float(x)));
+    const std::uint32_t md = lg2_model(t0, t1, x);
+    if (h != md) {
+      atomicAdd(&c->mismatches, 1ull);
+      const std::uint32_t e = (x >> 23) & 0xFF;
+      const int cls = ((x >> 31) || e == 0 || e == 255)
+                          ? 4
+                          : (e > 127 ? 0 : (e == 127 ? 1 : (e == 126 ? 2 : 3)));
+      atomicAdd(&c->by_class[cls], 1ull);
+      const unsigned long long s = atomicAdd(&c->recorded, 1ull);
+      if (s < 4096) {
+        c->in[s] = x;
+        c->hw[s] = h;
+        c->model[s] = md;
+      }
+    }
+  }
+}
+
 struct Counters {
   unsigned long long mismatches, nan_results, recorded;
   std::uint32_t first_in[32], first_hw[32], first_model[32];
@@ -221,6 +291,43 @@ int main(int argc, char** argv) {
               c2.lg2_rn_mismatches, c2.lg2_rz_mismatches);
   for (unsigned k = 0; k < c2.lg2_recorded && k < 16; ++k)
     std::printf("  input 0x%08x: hw 0x%08x rn-model 0x%08x\n", c2.lg2_in[k], c2.lg2_hw_r[k], c2.lg2_rn[k]);
+
+  // lg2.approx.ftz: record T1 (T0 is recorded above), check the fixed-point model over all 2^32
+  // inputs, keep the first 4096 mismatches (input, hw, model) in lg2_mismatches.bin.
+  std::uint32_t* d_t1 = nullptr;
+  Counters3* d_c3 = nullptr;
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_t1, sizeof(std::uint32_t) << 23));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&d_c3, sizeof(Counters3)));
+  ATTNSIM_CUDA_CHECK(cudaMemset(d_c3, 0, sizeof(Counters3)));
+  lg2_half_table_kernel<<<(1u << 23) / 256, 256>>>(d_t1);
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
+  for (std::uint32_t chunk = 0; chunk < 256; ++chunk)
+    check3_kernel<<<1024, 256>>>(d_tl, d_t1, chunk, d_c3);
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
+  Counters3 c3{};
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(&c3, d_c3, sizeof(Counters3), cudaMemcpyDeviceToHost));
+  std::vector<std::uint32_t> t1(1u << 23);
+  ATTNSIM_CUDA_CHECK(
+      cudaMemcpy(t1.data(), d_t1, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
+  attnsim::probe::write_bin(dir + "/lg2_half_table.bin", t1.data(), t1.size() * 4);
+  const unsigned long long nrec = c3.recorded < 4096 ? c3.recorded : 4096;
+  std::vector<std::uint32_t> mm(3 * nrec);
+  for (unsigned long long k = 0; k < nrec; ++k) {
+    mm[3 * k] = c3.in[k];
+    mm[3 * k + 1] = c3.hw[k];
+    mm[3 * k + 2] = c3.model[k];
+  }
+  attnsim::probe::write_bin(dir + "/lg2_mismatches.bin", mm.data(), mm.size() * 4);
+  std::printf(
+      "lg2.approx.ftz.f32 fixed-point model (e + L, 36 fraction bits, ones' complement for e < 0, "
+      "magnitude truncated; "
+      "tables T0 = lg2(1.m), T1 = lg2(0.5*1.m)) over all 2^32 inputs: %llu mismatches "
+      "(e>=1: %llu, e=0: %llu, e=-1: %llu, e<=-2: %llu, special: %llu)\n",
+      c3.mismatches, c3.by_class[0], c3.by_class[1], c3.by_class[2], c3.by_class[3],
+      c3.by_class[4]);
+  for (unsigned k = 0; k < nrec && k < 16; ++k)
+    std::printf("  input 0x%08x: hw 0x%08x model 0x%08x\n", c3.in[k], c3.hw[k], c3.model[k]);
   std::vector<std::uint32_t> t(1u << 23);
   Counters c{};
   ATTNSIM_CUDA_CHECK(cudaMemcpy(t.data(), d_t, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));

@@ -20,7 +20,7 @@ namespace attnsim {
 namespace {
 struct MmaOptions {
   std::string instr, a, b, c, out;
-  int m = 0, n = 0, k = 0, batch = 1;
+  int m = 0, n = 0, k = 0, batch = 1, promote = 0;
   bool list = false, bench = false;
 };
 
@@ -100,12 +100,18 @@ void add_mma_command(CLI::App& app) {
   cmd->add_option("--c", o->c, "C file");
   cmd->add_option("--out", o->out, "D file (written atomically)");
   cmd->add_option("--batch", o->batch, "independent problems stored back to back")->capture_default_str();
+  cmd->add_option("--promote", o->promote,
+                  "two-level accumulation (DeepSeek-V3, SageAttention2++): chain the instruction over N "
+                  "elements from zero, add each chunk to an FP32 register (FADD.RN); C and D are then float32 "
+                  "(0: off)")
+      ->capture_default_str();
   cmd->add_flag("--list", o->list, "list the instruction models with their parameters and evidence");
   cmd->add_flag("--bench", o->bench, "products/s of each model vs a native FP32 dot product (one core)");
   cmd->callback([o]() {
     if (o->list) {
       for (const auto& i : mma_instructions()) {
-        std::printf("%-28s m%dn%dk%d  %s\n  %-26s evidence: %s\n", i.name, i.m, i.n, i.k, i.model, "", i.evidence);
+        std::printf("%-28s m%dn%dk%d%s  %s\n  %-26s evidence: %s\n", i.name, i.m, i.n, i.k,
+                    i.unverified ? "  [UNVERIFIED: not checked against any recording]" : "", i.model, "", i.evidence);
       }
       return;
     }
@@ -131,8 +137,20 @@ void add_mma_command(CLI::App& app) {
     if (o->a.empty() || o->b.empty() || o->c.empty() || o->out.empty()) {
       throw UsageError("mma needs --a, --b, --c and --out");
     }
+    if (o->promote < 0) throw UsageError("--promote must be 0 (off) or a positive number of elements");
+    if (o->promote > 0) {
+      if (info.acc == 2) {
+        throw UsageError("--promote applies to floating-point accumulators; " + std::string(info.name) +
+                         " accumulates exactly in int32");
+      }
+      if (o->promote % info.k != 0 || o->k % o->promote != 0) {
+        throw UsageError("--promote " + std::to_string(o->promote) + " must be a multiple of " + info.name +
+                         "'s k = " + std::to_string(info.k) + " and divide --k " + std::to_string(o->k));
+      }
+    }
+    const std::size_t cw = o->promote > 0 ? 4 : acc_bytes(info);  // promoted: FP32 C and D
     const std::size_t M = std::size_t(o->m), N = std::size_t(o->n), K = std::size_t(o->k), P = std::size_t(o->batch);
-    const std::size_t a_bytes = M * K * info.in_bits / 8, b_bytes = N * K * info.in_bits / 8, c_bytes = M * N * acc_bytes(info);
+    const std::size_t a_bytes = M * K * info.in_bits / 8, b_bytes = N * K * info.in_bits / 8, c_bytes = M * N * cw;
     auto read_exact = [](const std::string& path, std::size_t want, const char* what) {
       std::vector<std::uint8_t> v = read_file_bytes(path);
       if (v.size() != want) {
@@ -146,7 +164,7 @@ void add_mma_command(CLI::App& app) {
     const auto Cb = read_exact(o->c, c_bytes * P, "C");
     std::vector<std::uint32_t> C(M * N * P), D(M * N * P);
     for (std::size_t i = 0; i < C.size(); ++i) {
-      if (acc_bytes(info) == 2) {
+      if (cw == 2) {
         C[i] = std::uint32_t(Cb[2 * i]) | (std::uint32_t(Cb[2 * i + 1]) << 8);
       } else {
         std::memcpy(&C[i], Cb.data() + 4 * i, 4);
@@ -154,11 +172,11 @@ void add_mma_command(CLI::App& app) {
     }
     for (std::size_t p = 0; p < P; ++p) {
       mma_gemm(*instr, o->m, o->n, o->k, A.data() + p * a_bytes, B.data() + p * b_bytes, C.data() + p * M * N,
-               D.data() + p * M * N);
+               D.data() + p * M * N, o->promote);
     }
     std::vector<std::uint8_t> out(c_bytes * P);
     for (std::size_t i = 0; i < D.size(); ++i) {
-      if (acc_bytes(info) == 2) {
+      if (cw == 2) {
         out[2 * i] = std::uint8_t(D[i]);
         out[2 * i + 1] = std::uint8_t(D[i] >> 8);
       } else {

@@ -17,23 +17,24 @@ void add_special_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "special",
       "Evaluate the H100's approximate special functions bit-exactly on raw little-endian float32: "
-      "ex2 = ex2.approx.ftz.f32, rcp = rcp.approx.ftz.f32 (models proven over all 2^32 inputs)");
-  cmd->add_option("--fn", *fn, "ex2, rcp (lg2: recorded, not yet modelled)")->required();
+      "ex2 = ex2.approx.ftz.f32, rcp = rcp.approx.ftz.f32, lg2 = lg2.approx.ftz.f32 (models proven "
+      "over all 2^32 inputs)");
+  cmd->add_option("--fn", *fn, "ex2, rcp or lg2")->required();
   cmd->add_option("--in", *in, "input float32 file")->required();
   cmd->add_option("--out", *out, "output float32 file (written atomically)")->required();
   cmd->callback([fn, in, out]() {
-    if (*fn == "lg2") {
-      throw UsageError("no bit-exact model of lg2.approx.ftz.f32 yet (its H100 recordings are in data/hw/h100; "
-                       "see numerics/README.md)");
-    }
-    if (*fn != "ex2" && *fn != "rcp") throw UsageError("unknown --fn '" + *fn + "' (expected ex2, rcp or lg2)");
+    if (*fn != "ex2" && *fn != "rcp" && *fn != "lg2")
+      throw UsageError("unknown --fn '" + *fn + "' (expected ex2, rcp or lg2)");
     std::vector<float> x = read_f32_file(*in);
     try {
       if (*fn == "ex2") {
         const Ex2ApproxFtz& f = Ex2ApproxFtz::h100();
         for (float& v : x) v = f(v);
-      } else {
+      } else if (*fn == "rcp") {
         const RcpApproxFtz& f = RcpApproxFtz::h100();
+        for (float& v : x) v = f(v);
+      } else {
+        const Lg2ApproxFtz& f = Lg2ApproxFtz::h100();
         for (float& v : x) v = f(v);
       }
     } catch (const std::runtime_error& e) {

@@ -1,8 +1,10 @@
 // Bit-exact models of tensor-core matrix instructions (see mma.hpp and numerics/README.md).
 #include "numerics/mma.hpp"
 
+#include <array>
 #include <cstring>
 #include <stdexcept>
+#include <type_traits>
 
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
@@ -16,6 +18,15 @@ namespace {
 constexpr BlockFmaParams kHopperHmmaF32{16, 2, 23, false, -133, false};
 constexpr BlockFmaParams kHopperHmmaF16{16, 2, 10, true, -21, true};
 constexpr BlockFmaParams kHopperQgmmaF32{32, -10, 13, false, -133, false};
+// UNVERIFIED sm_89 (Ada) QMMA m16n8k32, from public information only (tensor-core-numerics.md):
+// FP32 output: two chained 16-product blocks in natural k order (k 0-15 with C, then k 16-31),
+// 13-bit window, RZ to 13 bits (FP22), floor as Ada HMMA (-132): Khattak & Mikaitis' AdaTC/L40STC
+// parameters, which the note re-checked against their published Ada/L40S FP8 outputs (C = 0).
+// FP16 output: the note's own fit to those authors' Ada fp8->f16 files (5,000/5,000): the same
+// blocks and window, each block RNE to fp16 (the D of block 1 the fp16 C of block 2); the floor is
+// an assumption (-20, as Ada's fp16->f16 HMMA; it only matters when every term is below 2^-20).
+constexpr BlockFmaParams kAdaQmmaF32{16, -10, 13, false, -132, false};
+constexpr BlockFmaParams kAdaQmmaF16{16, -10, 10, true, -20, true};
 
 FloatParts decode_bits(MmaIn in, std::uint32_t bits) {
   switch (in) {
@@ -68,10 +79,328 @@ struct Term {
 
 constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
 
+// The same decode as decode_table, packed for the finite fast path of block_fma: significand
+// (integer, implicit bit included), exponent of its unit bit (exp + mantissa bits, the term
+// exponent the general path uses), sign, and whether the encoding is Inf/NaN. Zeros get
+// significand 0 and an exponent far below any floor, so they neither vote for the alignment
+// exponent nor add anything: exactly the general path's "zero products take no part".
+struct Packed {
+  std::uint32_t sig;
+  std::int16_t e;
+  std::uint8_t neg;
+  std::uint8_t special;
+};
+constexpr int kZeroExp = -20000;
+
+const Packed* packed_table(MmaIn in) {
+  auto build = [](MmaIn f) {
+    const std::vector<FloatParts>& d = decode_table(f);
+    const int M = man_bits(f);
+    std::vector<Packed> t(d.size());
+    for (std::size_t i = 0; i < d.size(); ++i) {
+      const FloatParts& x = d[i];
+      if (x.kind == FloatParts::kFinite) {
+        t[i] = {std::uint32_t(x.sig), std::int16_t(x.exp + M), std::uint8_t(x.neg), 0};
+      } else if (x.kind == FloatParts::kZero) {
+        t[i] = {0, std::int16_t(kZeroExp), std::uint8_t(x.neg), 0};
+      } else {
+        t[i] = {0, std::int16_t(kZeroExp), std::uint8_t(x.neg), 1};
+      }
+    }
+    return t;
+  };
+  static const std::vector<Packed> fp16_t = build(MmaIn::kFp16), bf16_t = build(MmaIn::kBf16),
+                                   e4m3_t = build(MmaIn::kE4m3), e5m2_t = build(MmaIn::kE5m2);
+  switch (in) {
+    case MmaIn::kFp16: return fp16_t.data();
+    case MmaIn::kBf16: return bf16_t.data();
+    case MmaIn::kE4m3: return e4m3_t.data();
+    case MmaIn::kE5m2: return e5m2_t.data();
+    default: break;
+  }
+  throw std::logic_error("packed_table: integer format");
+}
+
+// The accumulator bits of ±q · 2^(e − out_man), where q has at most out_man + 2 bits (a rounding
+// carry) and e >= the format's emin; q < 2^out_man only at e = emin (a subnormal result).
+std::uint32_t pack_block_result(bool neg, int e, std::uint64_t q, const BlockFmaParams& p) {
+  const int fbits = p.acc_fp16 ? 10 : 23, bias = p.acc_fp16 ? 15 : 127;
+  const std::uint32_t sign = neg ? (p.acc_fp16 ? 0x8000u : 0x80000000u) : 0u;
+  if (q >> (p.out_man + 1)) {  // RNE carried into a new bit: exact halving
+    q >>= 1;
+    ++e;
+  }
+  if (e > bias) return sign | (p.acc_fp16 ? 0x7C00u : 0x7F800000u);
+  const std::uint64_t unit = std::uint64_t{1} << p.out_man;
+  if (q < unit) return sign | std::uint32_t(q << (fbits - p.out_man));  // subnormal
+  return sign | (std::uint32_t(e + bias) << fbits) | std::uint32_t((q - unit) << (fbits - p.out_man));
+}
+
+// Normalises and rounds an exact block sum acc · 2^lsb into the accumulator format (shared by the
+// general and the fast path).
+std::uint32_t round_block(std::int64_t acc, int lsb, const BlockFmaParams& p) {
+  if (acc == 0) return 0;
+  const bool neg = acc < 0;
+  std::uint64_t mag = neg ? std::uint64_t(-acc) : std::uint64_t(acc);
+  const int emin = p.acc_fp16 ? -14 : -126;
+  const int bitlen = 64 - countl_zero64(mag);
+  int e = lsb + bitlen - 1;
+  if (e < emin) e = emin;
+  const int drop = (e - p.out_man) - lsb;
+  std::uint64_t q;
+  if (drop > 0) {
+    q = drop >= 64 ? 0 : (mag >> drop);
+    const std::uint64_t r = drop >= 64 ? mag : (mag & ((std::uint64_t{1} << drop) - 1));
+    const std::uint64_t half = drop - 1 >= 64 ? 0 : (std::uint64_t{1} << (drop - 1));
+    if (p.out_rne && drop <= 64 && (r > half || (r == half && (q & 1)))) ++q;
+  } else {
+    q = mag << (-drop);
+  }
+  // A non-zero sum that rounds to zero (below the FP32 subnormal grid, or below half the fp16
+  // one) is +0 whatever its sign: the H100 never writes -0 (data/hw/h100/mma_h100_special.h5,
+  // designed cases -2^-150, -2^-153, -2^-26 and the like: model 0x80000000 / 0x8000 missed 13).
+  if (q == 0) return 0;
+  // q * 2^(e - out_man) is exactly representable in the accumulator format, or overflows to Inf
+  // (the model's overflow rule; IEEE RZ would give max finite). Packed directly (this runs once per
+  // block; the recordings cover normal, subnormal, carry and overflow results of every format).
+  return pack_block_result(neg, e, q, p);
+}
+
+// C as a block term: significand with 23 fraction bits (fp16 C: shifted up by 13), the exponent
+// of its unit bit (kZeroExp for a zero), its sign. False for Inf/NaN.
+inline __attribute__((always_inline)) bool c_term(std::uint32_t c, bool acc_fp16, std::uint64_t* sig, int* e,
+                                                  bool* neg) {
+  if (acc_fp16) {
+    const std::uint32_t ef = (c >> 10) & 0x1F, m = c & 0x3FF;
+    if (ef == 0x1F) return false;
+    *neg = (c & 0x8000u) != 0;
+    *sig = std::uint64_t(ef ? (m | 0x400u) : m) << 13;
+    *e = ef ? int(ef) - 15 : -14;
+  } else {
+    const std::uint32_t ef = (c >> 23) & 0xFF, m = c & 0x7FFFFF;
+    if (ef == 0xFF) return false;
+    *neg = (c & 0x80000000u) != 0;
+    *sig = ef ? (m | 0x800000u) : m;
+    *e = ef ? int(ef) - 127 : -126;
+  }
+  if (*sig == 0) *e = kZeroExp;
+  return true;
+}
+
+// Decodes an operand into the Packed form. fp16/bf16 arithmetically (their 2^16-entry tables are
+// 512 KB, and random lookups into them are cache misses); fp8 from its 256-entry table.
+template <MmaIn kIn>
+inline __attribute__((always_inline)) Packed unpack(const Packed* tab, std::uint32_t bits) {
+  if constexpr (kIn == MmaIn::kFp16 || kIn == MmaIn::kBf16) {
+    constexpr int kMan = kIn == MmaIn::kFp16 ? 10 : 7, kBias = kIn == MmaIn::kFp16 ? 15 : 127;
+    constexpr std::uint32_t kEmax = kIn == MmaIn::kFp16 ? 0x1F : 0xFF;
+    const std::uint32_t ef = (bits >> kMan) & kEmax, m = bits & ((1u << kMan) - 1);
+    const std::uint32_t sig = ef ? (m | (1u << kMan)) : m;
+    const int e = sig == 0 ? kZeroExp : (ef ? int(ef) - kBias : 1 - kBias);
+    return {sig, std::int16_t(e), std::uint8_t((bits >> 15) & 1u), std::uint8_t(ef == kEmax)};
+  } else {
+    return tab[bits & 0xFFu];
+  }
+}
+
+// block_fma when no operand and no C is Inf or NaN (nearly always): the same arithmetic in two
+// branch-free passes over the products (alignment exponent, then truncated aligned sum). Returns
+// false, computing nothing, when a special value is present; block_fma then takes the general
+// path. Tested against every H100 recording (tests/hw/mma_h100_test.cpp) and against the general
+// path (block_fma_reference) on random and adversarial blocks (tests/numerics/mma_test.cpp).
+// kN > 0: the block size as a compile-time constant, so the loops unroll; kN = 0: n at run time.
+// tab: packed_table(kIn); lp: the left shift that gives a product 23 + neab fraction bits
+// (23 - 2·mantissa bits + neab >= 0).
+template <int kN, MmaIn kIn>
+inline __attribute__((always_inline)) bool block_fma_finite(
+    const Packed* tab, int lp, const std::uint32_t* a, const std::uint32_t* b,
+    int n_rt, std::uint32_t c, const BlockFmaParams& p, std::uint32_t* out) {
+  const int n = kN > 0 ? kN : n_rt;
+  std::uint64_t csig;
+  int ce;
+  bool cneg;
+  if (!c_term(c, p.acc_fp16, &csig, &ce, &cneg)) return false;
+  // Products as 32-bit magnitudes with 23 + neab fraction bits (below 2^28 for every input
+  // format: an fp16 significand product is < 2^22, shifted by 23 - 20 + 2), their sign as a
+  // 0 / -1 mask, and their exponent; 32-bit lanes let the shift-and-sum pass vectorise 8 wide.
+  std::int32_t pe[64];
+  std::uint32_t pm[64];
+  std::int32_t sg[64];
+  unsigned special = 0;
+  int max_e = p.min_exp > ce ? p.min_exp : ce;
+  for (int i = 0; i < n; ++i) {
+    const Packed x = unpack<kIn>(tab, a[i]), y = unpack<kIn>(tab, b[i]);
+    special |= x.special | y.special;
+    const int e = x.e + y.e;
+    pe[i] = e;
+    pm[i] = (x.sig * y.sig) << lp;
+    sg[i] = -std::int32_t(x.neg ^ y.neg);
+    max_e = e > max_e ? e : max_e;
+  }
+  if (special) return false;
+  std::int64_t acc = 0;
+  for (int i = 0; i < n; ++i) {
+    int sh = max_e - pe[i];
+    sh = sh > 31 ? 31 : sh;  // shifts >= 28 leave 0; 31 keeps the shift defined
+    const std::int32_t v = std::int32_t(pm[i] >> sh);  // magnitude truncation, no sticky bit
+    acc += (v ^ sg[i]) - sg[i];
+  }
+  {
+    // C: the general path shifts by neab first (truncating for neab < 0), then by the alignment;
+    // two floors of a magnitude by powers of two are one floor by their product.
+    const int sh = max_e - ce - p.neab;
+    std::uint64_t v;
+    if (sh <= 0) {
+      v = csig << -sh;
+    } else {
+      v = sh >= 63 ? 0 : (csig >> sh);
+    }
+    acc += cneg ? -std::int64_t(v) : std::int64_t(v);
+  }
+  *out = round_block(acc, max_e - 23 - p.neab, p);
+  return true;
+}
+
+std::uint32_t block_fma_general(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
+                                std::uint32_t c, const BlockFmaParams& p);
+
+// One k-step chain of single-block instructions (HMMA, HGMMA, QGMMA: one block of kN products per
+// instruction, D of one the C of the next). The chain is serial through C, so the work that does
+// not depend on C is done first for a batch of blocks: decode, products, the largest product
+// exponent pmax, and each product's magnitude aligned to pmax (truncated). Then per block, in
+// order: the alignment exponent max_e = max(floor, C's exponent, pmax), one uniform shift of the
+// pre-aligned magnitudes by max_e − pmax (two truncating shifts of a magnitude equal one), C, and
+// the rounding. The same arithmetic as block_fma_general (tests/numerics/mma_test.cpp compares
+// them; tests/hw/mma_h100_test.cpp compares with the H100). A block with an Inf or NaN operand
+// goes through block_fma_general. Two code paths chosen at load time (GCC function
+// multi-versioning): with AVX2 the compiler vectorises the product and shift passes; both are the
+// same integer arithmetic, so results are identical.
+template <int kN, MmaIn kIn>
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx2", "default")))
+#endif
+std::uint32_t chain_blocks(const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c,
+                           const BlockFmaParams& p) {
+  const Packed* tab = packed_table(kIn);
+  const int lp = 23 - 2 * man_bits(kIn) + p.neab;
+  if (lp < 0) {  // no configuration has this; kept for completeness
+    for (int k0 = 0; k0 < K; k0 += kN) c = block_fma_general(kIn, a + k0, b + k0, kN, c, p);
+    return c;
+  }
+  constexpr int kBatch = 8;
+  std::uint32_t w[kBatch][kN];   // product magnitudes aligned to their block's pmax
+  std::int32_t sg[kBatch][kN];   // 0 or -1
+  int pmax[kBatch];
+  bool special[kBatch];
+  for (int k0 = 0; k0 < K; k0 += kBatch * kN) {
+    const int nb = (K - k0) / kN < kBatch ? (K - k0) / kN : kBatch;
+    for (int j = 0; j < nb; ++j) {
+      const std::uint32_t* aj = a + k0 + j * kN;
+      const std::uint32_t* bj = b + k0 + j * kN;
+      int pe[kN];
+      std::uint32_t pm[kN];
+      unsigned sp = 0;
+      int mx = kZeroExp;
+      for (int i = 0; i < kN; ++i) {
+        const Packed x = unpack<kIn>(tab, aj[i]), y = unpack<kIn>(tab, bj[i]);
+        sp |= x.special | y.special;
+        const int e = x.e + y.e;
+        pe[i] = e;
+        pm[i] = (x.sig * y.sig) << lp;  // < 2^28
+        sg[j][i] = -std::int32_t(x.neg ^ y.neg);
+        mx = e > mx ? e : mx;
+      }
+      for (int i = 0; i < kN; ++i) {
+        int sh = mx - pe[i];
+        sh = sh > 31 ? 31 : sh;  // shifts >= 28 leave 0; 31 keeps the shift defined
+        w[j][i] = pm[i] >> sh;
+      }
+      pmax[j] = mx;
+      special[j] = sp != 0;
+    }
+    for (int j = 0; j < nb; ++j) {
+      std::uint64_t csig;
+      int ce;
+      bool cneg;
+      if (special[j] || !c_term(c, p.acc_fp16, &csig, &ce, &cneg)) {
+        c = block_fma_general(kIn, a + k0 + j * kN, b + k0 + j * kN, kN, c, p);
+        continue;
+      }
+      int max_e = p.min_exp > ce ? p.min_exp : ce;
+      max_e = pmax[j] > max_e ? pmax[j] : max_e;
+      int d = max_e - pmax[j];  // >= 0; a block of zero products has pmax = kZeroExp: d huge
+      d = d > 31 ? 31 : d;
+      // Each aligned product magnitude is below 2^27 (fp16/bf16: 22/16-bit significand products
+      // shifted left by 5/11) or 2^15 (fp8), so a block's sum fits in 32 bits when kN · bound
+      // < 2^31 (every configuration here): 32-bit lanes vectorise twice as wide.
+      constexpr bool kNarrow = (kIn == MmaIn::kE4m3 || kIn == MmaIn::kE5m2) ? kN <= 65536 : kN <= 16;
+      using Sum = std::conditional_t<kNarrow, std::int32_t, std::int64_t>;
+      Sum part = 0;
+      for (int i = 0; i < kN; ++i) {
+        const std::int32_t v = std::int32_t(w[j][i] >> d);  // magnitude truncation, no sticky bit
+        part += Sum((v ^ sg[j][i]) - sg[j][i]);
+      }
+      std::int64_t acc = part;
+      // C: the general path shifts by neab first (truncating for neab < 0), then by the alignment;
+      // two floors of a magnitude by powers of two are one floor by their product.
+      const int sh = max_e - ce - p.neab;
+      const std::uint64_t v = sh <= 0 ? (csig << -sh) : (sh >= 63 ? 0 : (csig >> sh));
+      acc += cneg ? -std::int64_t(v) : std::int64_t(v);
+      c = round_block(acc, max_e - 23 - p.neab, p);
+    }
+  }
+  return c;
+}
+
+// chain_blocks with the input format chosen at run time.
+template <int kN>
+std::uint32_t chain_blocks_rt(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c,
+                              const BlockFmaParams& p) {
+  switch (in) {
+    case MmaIn::kFp16: return chain_blocks<kN, MmaIn::kFp16>(a, b, K, c, p);
+    case MmaIn::kBf16: return chain_blocks<kN, MmaIn::kBf16>(a, b, K, c, p);
+    case MmaIn::kE4m3: return chain_blocks<kN, MmaIn::kE4m3>(a, b, K, c, p);
+    case MmaIn::kE5m2: return chain_blocks<kN, MmaIn::kE5m2>(a, b, K, c, p);
+    default: break;
+  }
+  throw std::logic_error("block_fma: integer format");
+}
+
+template <MmaIn kIn>
+bool block_fma_finite_rt(const std::uint32_t* a, const std::uint32_t* b, int n, std::uint32_t c,
+                         const BlockFmaParams& p, std::uint32_t* out) {
+  const int lp = 23 - 2 * man_bits(kIn) + p.neab;
+  return lp >= 0 && n <= 64 && block_fma_finite<0, kIn>(packed_table(kIn), lp, a, b, n, c, p, out);
+}
+
 }  // namespace
 
 std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n, std::uint32_t c,
                         const BlockFmaParams& p) {
+  if (n == 16 || n == 32) return n == 16 ? chain_blocks_rt<16>(in, a, b, 16, c, p) : chain_blocks_rt<32>(in, a, b, 32, c, p);
+  std::uint32_t r;
+  bool done = false;
+  switch (in) {
+    case MmaIn::kFp16: done = block_fma_finite_rt<MmaIn::kFp16>(a, b, n, c, p, &r); break;
+    case MmaIn::kBf16: done = block_fma_finite_rt<MmaIn::kBf16>(a, b, n, c, p, &r); break;
+    case MmaIn::kE4m3: done = block_fma_finite_rt<MmaIn::kE4m3>(a, b, n, c, p, &r); break;
+    case MmaIn::kE5m2: done = block_fma_finite_rt<MmaIn::kE5m2>(a, b, n, c, p, &r); break;
+    default: break;
+  }
+  return done ? r : block_fma_general(in, a, b, n, c, p);
+}
+
+std::uint32_t block_fma_reference(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
+                                  std::uint32_t c, const BlockFmaParams& p) {
+  return block_fma_general(in, a, b, n, c, p);
+}
+
+namespace {
+
+// The block FMA for any operands (specials included): the reference formulation the fast path
+// reproduces.
+std::uint32_t block_fma_general(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
+                                std::uint32_t c, const BlockFmaParams& p) {
   const std::uint32_t nan_bits = p.acc_fp16 ? 0x7FFFu : 0x7FFFFFFFu;
   Term terms[65];
   int nt = 0;
@@ -116,7 +445,9 @@ std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b
     if (p.acc_fp16) return neg_inf ? 0xFC00u : 0x7C00u;
     return neg_inf ? 0xFF800000u : 0x7F800000u;
   }
-  if (nt == 0) return 0;  // +0 (the sign of an exact zero sum is +0; see numerics/README.md)
+  // Every zero result is +0: no products and C = -0, all products -0 with C = -0, exact
+  // cancellation (recorded: tags signed_zero and special_designed of mma_h100_special.h5).
+  if (nt == 0) return 0;
   int max_e = p.min_exp;
   for (int i = 0; i < nt; ++i) max_e = terms[i].e > max_e ? terms[i].e : max_e;
   std::int64_t acc = 0;
@@ -126,36 +457,17 @@ std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b
     v = sh >= 63 ? 0 : (v >> sh);  // magnitude truncation, no sticky bit
     acc += terms[i].neg ? -std::int64_t(v) : std::int64_t(v);
   }
-  if (acc == 0) return 0;
-  const bool neg = acc < 0;
-  std::uint64_t mag = neg ? std::uint64_t(-acc) : std::uint64_t(acc);
-  const int lsb = max_e - 23 - p.neab;  // block value = mag * 2^lsb
-  const int emin = p.acc_fp16 ? -14 : -126;
-  const int bitlen = 64 - countl_zero64(mag);
-  int e = lsb + bitlen - 1;
-  if (e < emin) e = emin;
-  const int drop = (e - p.out_man) - lsb;
-  std::uint64_t q;
-  if (drop > 0) {
-    q = drop >= 64 ? 0 : (mag >> drop);
-    const std::uint64_t r = drop >= 64 ? mag : (mag & ((std::uint64_t{1} << drop) - 1));
-    const std::uint64_t half = drop - 1 >= 64 ? 0 : (std::uint64_t{1} << (drop - 1));
-    if (p.out_rne && drop <= 64 && (r > half || (r == half && (q & 1)))) ++q;
-  } else {
-    q = mag << (-drop);
-  }
-  if (q == 0) return neg && !p.acc_fp16 ? 0x80000000u : (neg ? 0x8000u : 0u);
-  // q * 2^(e - out_man) is exactly representable in the accumulator format, or overflows to Inf
-  // (the model's overflow rule; IEEE RZ would give max finite).
-  const FloatParts result{FloatParts::kFinite, neg, e - p.out_man, q, 0};
-  return p.acc_fp16 ? std::uint32_t(round_pack<fp16>(result, kExact)) : round_pack<fp32>(result, kExact);
+  return round_block(acc, max_e - 23 - p.neab, p);  // block value = acc * 2^(max_e - 23 - neab)
 }
+
+}  // namespace
 
 const std::vector<MmaInstrInfo>& mma_instructions() {
   static const std::vector<MmaInstrInfo> k{
       {MmaInstr::kHmmaF16F32, "sm90.hmma.f16.f32", 16, 8, 16, MmaIn::kFp16, 16, 0,
        "block FMA: 16 products + C per k16, window 23+2 bits, truncated terms, FP32 RZ",
-       "H100 recordings data/hw/h100/mma_h100.h5 (designed + random, K=16 and chained K=128)"},
+       "H100 recordings data/hw/h100/mma_h100.h5 (designed + random, K=16 and chained K=128) and "
+       "mma_h100_special.h5 (NaN/Inf/overflow/signed-zero/subnormal operands)"},
       {MmaInstr::kHmmaBf16F32, "sm90.hmma.bf16.f32", 16, 8, 16, MmaIn::kBf16, 16, 0,
        "as sm90.hmma.f16.f32 with bf16 inputs", "H100 recordings (K=16, K=128)"},
       {MmaInstr::kHmmaF16F16, "sm90.hmma.f16.f16", 16, 8, 16, MmaIn::kFp16, 16, 1,
@@ -173,6 +485,12 @@ const std::vector<MmaInstrInfo>& mma_instructions() {
        "SASS QGMMA.64x8x32.F32.E4M3.E4M3; H100 recordings"},
       {MmaInstr::kWgmmaE5m2F32, "sm90.wgmma.e5m2.f32", 64, 8, 32, MmaIn::kE5m2, 8, 0,
        "as sm90.wgmma.e4m3.f32 with e5m2 inputs", "SASS QGMMA.64x8x32.F32.E5M2.E5M2; H100 recordings"},
+      {MmaInstr::kWgmmaF16F32, "sm90.wgmma.f16.f32", 64, 8, 16, MmaIn::kFp16, 16, 0,
+       "block FMA: 16 products + C per k16, window 23+2 bits, truncated terms, FP32 RZ (as HMMA)",
+       "SASS HGMMA.64x8x16.F32; H100 recordings data/hw/h100/mma_h100_special.h5 (small-integer layout "
+       "check, designed F1-F12, block-membership and window probes, random K=16/128, special operands)"},
+      {MmaInstr::kWgmmaBf16F32, "sm90.wgmma.bf16.f32", 64, 8, 16, MmaIn::kBf16, 16, 0,
+       "as sm90.wgmma.f16.f32 with bf16 inputs", "SASS HGMMA.64x8x16.F32.BF16; H100 recordings"},
       {MmaInstr::kImmaS8, "sm90.imma.s8.s32", 16, 8, 32, MmaIn::kS8, 8, 2,
        "exact integer dot product plus C, wrapping modulo 2^32", "SASS IMMA.16832.S8.S8; H100 recordings"},
       {MmaInstr::kImmaS8Sat, "sm90.imma.s8.s32.satfinite", 16, 8, 32, MmaIn::kS8, 8, 2,
@@ -181,6 +499,24 @@ const std::vector<MmaInstrInfo>& mma_instructions() {
       {MmaInstr::kImmaS4, "sm90.imma.s4.s32", 16, 8, 64, MmaIn::kS4, 4, 2,
        "ptxas emulation: s4 widened to s8, two IMMA.16832 from zero, integer adds: exact, wrapping",
        "SASS 2x IMMA.16832.S8.S8 ... RZ in the helper routine; H100 recordings"},
+      {MmaInstr::kSm89MmaSyncE4m3F16, "sm89.mma_sync.e4m3.f16", 16, 8, 32, MmaIn::kE4m3, 8, 1,
+       "UNVERIFIED: two 16-product blocks in natural k order (k0-15 + fp16 C, then k16-31), window 13 "
+       "bits, truncated terms, each block RNE to fp16, floor 2^-20 (assumed)",
+       "UNVERIFIED, public information only (no Ada GPU): fit of the research note (tensor-core-numerics.md "
+       "5.3) to Khattak & Mikaitis' published Ada fp8->f16 outputs; special operands assumed as on sm_90",
+       true},
+      {MmaInstr::kSm89MmaSyncE5m2F16, "sm89.mma_sync.e5m2.f16", 16, 8, 32, MmaIn::kE5m2, 8, 1,
+       "UNVERIFIED: as sm89.mma_sync.e4m3.f16 with e5m2 inputs",
+       "UNVERIFIED, public information only (as sm89.mma_sync.e4m3.f16)", true},
+      {MmaInstr::kSm89MmaSyncE4m3F32, "sm89.mma_sync.e4m3.f32", 16, 8, 32, MmaIn::kE4m3, 8, 0,
+       "UNVERIFIED: two 16-product blocks in natural k order (C in the first), window 13 bits, truncated "
+       "terms, RZ to 13 bits (FP22), floor 2^-132",
+       "UNVERIFIED, public information only (no Ada GPU): Khattak & Mikaitis AdaTC/L40STC parameters, "
+       "re-checked by the research note on their published Ada/L40S outputs (C = 0)",
+       true},
+      {MmaInstr::kSm89MmaSyncE5m2F32, "sm89.mma_sync.e5m2.f32", 16, 8, 32, MmaIn::kE5m2, 8, 0,
+       "UNVERIFIED: as sm89.mma_sync.e4m3.f32 with e5m2 inputs",
+       "UNVERIFIED, public information only (as sm89.mma_sync.e4m3.f32)", true},
   };
   return k;
 }
@@ -219,14 +555,26 @@ std::int64_t int_value(MmaIn in, std::uint32_t bits) {
 std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c) {
   const MmaInstrInfo& info = mma_info(instr);
   if (K % info.k != 0) throw std::invalid_argument("K is not a multiple of the instruction's k");
+  switch (instr) {  // one block per instruction: the whole chain in one call
+    case MmaInstr::kHmmaF16F32:
+    case MmaInstr::kWgmmaF16F32: return chain_blocks<16, MmaIn::kFp16>(a, b, K, c, kHopperHmmaF32);
+    case MmaInstr::kHmmaBf16F32:
+    case MmaInstr::kWgmmaBf16F32: return chain_blocks<16, MmaIn::kBf16>(a, b, K, c, kHopperHmmaF32);
+    case MmaInstr::kHmmaF16F16: return chain_blocks<16, MmaIn::kFp16>(a, b, K, c, kHopperHmmaF16);
+    case MmaInstr::kWgmmaE4m3F32: return chain_blocks<32, MmaIn::kE4m3>(a, b, K, c, kHopperQgmmaF32);
+    case MmaInstr::kWgmmaE5m2F32: return chain_blocks<32, MmaIn::kE5m2>(a, b, K, c, kHopperQgmmaF32);
+    default: break;
+  }
   for (int k0 = 0; k0 < K; k0 += info.k) {
     const std::uint32_t* ak = a + k0;
     const std::uint32_t* bk = b + k0;
     switch (instr) {
       case MmaInstr::kHmmaF16F32:
+      case MmaInstr::kWgmmaF16F32:
         c = block_fma(MmaIn::kFp16, ak, bk, 16, c, kHopperHmmaF32);
         break;
       case MmaInstr::kHmmaBf16F32:
+      case MmaInstr::kWgmmaBf16F32:
         c = block_fma(MmaIn::kBf16, ak, bk, 16, c, kHopperHmmaF32);
         break;
       case MmaInstr::kHmmaF16F16:
@@ -244,10 +592,18 @@ std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_
         int nl = 0, nh = 0;
         // Widen exactly to fp16 first: an e4m3 subnormal is an fp16 normal, and the block FMA
         // aligns on the (unnormalised) operand exponents, so the fp16 encoding is what counts.
-        auto widen = [in](std::uint32_t x) -> std::uint32_t {
-          return in == MmaIn::kE4m3 ? convert<fp16, e4m3fn>(std::uint8_t(x), kExact)
-                                    : convert<fp16, e5m2>(std::uint8_t(x), kExact);
+        static const auto widen_table = [](MmaIn f) {
+          std::array<std::uint16_t, 256> t{};
+          for (std::uint32_t x = 0; x < 256; ++x) {
+            t[x] = f == MmaIn::kE4m3 ? convert<fp16, e4m3fn>(std::uint8_t(x), kExact)
+                                     : convert<fp16, e5m2>(std::uint8_t(x), kExact);
+          }
+          return t;
         };
+        static const std::array<std::uint16_t, 256> w4 = widen_table(MmaIn::kE4m3),
+                                                    w5 = widen_table(MmaIn::kE5m2);
+        const std::array<std::uint16_t, 256>& wt = in == MmaIn::kE4m3 ? w4 : w5;
+        auto widen = [&wt](std::uint32_t x) -> std::uint32_t { return wt[x & 0xFFu]; };
         for (int k = 0; k < 32; ++k) {
           if ((k & 3) < 2) {
             al[nl] = widen(ak[k]);
@@ -268,6 +624,16 @@ std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_
       case MmaInstr::kWgmmaE5m2F32:
         c = block_fma(MmaIn::kE5m2, ak, bk, 32, c, kHopperQgmmaF32);
         break;
+      case MmaInstr::kSm89MmaSyncE4m3F16:
+      case MmaInstr::kSm89MmaSyncE5m2F16:
+      case MmaInstr::kSm89MmaSyncE4m3F32:
+      case MmaInstr::kSm89MmaSyncE5m2F32: {
+        // UNVERIFIED (see kAdaQmmaF32/F16): natural k halves, the first with the instruction's C.
+        const BlockFmaParams& prm = info.acc == 1 ? kAdaQmmaF16 : kAdaQmmaF32;
+        c = block_fma(info.in, ak, bk, 16, c, prm);
+        c = block_fma(info.in, ak + 16, bk + 16, 16, c, prm);
+        break;
+      }
       case MmaInstr::kImmaS8:
       case MmaInstr::kImmaS4:
       case MmaInstr::kImmaS8Sat: {
@@ -287,6 +653,23 @@ std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_
   return c;
 }
 
+std::uint32_t mma_dot_promoted(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K,
+                               std::uint32_t c_f32, int every) {
+  const MmaInstrInfo& info = mma_info(instr);
+  if (info.acc == 2) throw std::invalid_argument("promotion applies to floating-point accumulators only");
+  if (every <= 0 || every % info.k != 0) {
+    throw std::invalid_argument("the promotion interval is not a positive multiple of the instruction's k");
+  }
+  if (K % every != 0) throw std::invalid_argument("K is not a multiple of the promotion interval");
+  std::uint32_t acc = c_f32;
+  for (int k0 = 0; k0 < K; k0 += every) {
+    std::uint32_t part = mma_dot(instr, a + k0, b + k0, every, 0u);  // +0 in fp32 and in fp16
+    if (info.acc == 1) part = convert<fp32, fp16>(std::uint16_t(part), kExact);  // exact widening
+    acc = fadd_rn(acc, part);
+  }
+  return acc;
+}
+
 std::uint32_t mma_element(const std::uint8_t* row, int bits, int j) {
   if (bits == 16) return std::uint32_t(row[2 * j]) | (std::uint32_t(row[2 * j + 1]) << 8);
   if (bits == 8) return row[j];
@@ -294,7 +677,7 @@ std::uint32_t mma_element(const std::uint8_t* row, int bits, int j) {
 }
 
 void mma_gemm(MmaInstr instr, int M, int N, int K, const std::uint8_t* A, const std::uint8_t* Bt,
-              const std::uint32_t* C, std::uint32_t* D) {
+              const std::uint32_t* C, std::uint32_t* D, int promote_every) {
   const MmaInstrInfo& info = mma_info(instr);
   const std::size_t row_bytes = std::size_t(K) * info.in_bits / 8;
   std::vector<std::uint32_t> a(static_cast<std::size_t>(K), 0u), b(static_cast<std::size_t>(K), 0u);
@@ -302,7 +685,9 @@ void mma_gemm(MmaInstr instr, int M, int N, int K, const std::uint8_t* A, const 
     for (int j = 0; j < K; ++j) a[j] = mma_element(A + m * row_bytes, info.in_bits, j);
     for (int n = 0; n < N; ++n) {
       for (int j = 0; j < K; ++j) b[j] = mma_element(Bt + n * row_bytes, info.in_bits, j);
-      D[std::size_t(m) * N + n] = mma_dot(instr, a.data(), b.data(), K, C[std::size_t(m) * N + n]);
+      const std::uint32_t c = C[std::size_t(m) * N + n];
+      D[std::size_t(m) * N + n] = promote_every > 0 ? mma_dot_promoted(instr, a.data(), b.data(), K, c, promote_every)
+                                                    : mma_dot(instr, a.data(), b.data(), K, c);
     }
   }
 }

@@ -1,5 +1,7 @@
-// Bit-exact models of tensor-core matrix instructions (mma.sync HMMA/IMMA, FP8 wgmma QGMMA, the
-// compiler-emulated FP8 and INT4 mma.sync of sm_90), one parameterised block-FMA model underneath.
+// Bit-exact models of tensor-core matrix instructions (mma.sync HMMA/IMMA, FP8 wgmma QGMMA,
+// f16/bf16 wgmma HGMMA, the compiler-emulated FP8 and INT4 mma.sync of sm_90), one parameterised
+// block-FMA model underneath; plus UNVERIFIED sm_89 (Ada) FP8 mma.sync configurations from public
+// data only.
 #pragma once
 
 #include <cstdint>
@@ -35,9 +37,17 @@ enum class MmaInstr {
   kMmaSyncE5m2F32, // sm90.mma_sync.e5m2.f32
   kWgmmaE4m3F32,   // sm90.wgmma.e4m3.f32     wgmma m64nNk32 .f32.e4m3 -> QGMMA (FP22)
   kWgmmaE5m2F32,   // sm90.wgmma.e5m2.f32
+  kWgmmaF16F32,    // sm90.wgmma.f16.f32      wgmma m64nNk16 .f32.f16.f16 -> HGMMA.64xNx16.F32
+  kWgmmaBf16F32,   // sm90.wgmma.bf16.f32     wgmma m64nNk16 .f32.bf16.bf16 -> HGMMA.64xNx16.F32.BF16
   kImmaS8,         // sm90.imma.s8.s32        mma.sync m16n8k32 .s32.s8.s8.s32 (wraps mod 2^32)
   kImmaS8Sat,      // sm90.imma.s8.s32.satfinite
   kImmaS4,         // sm90.imma.s4.s32        mma.sync m16n8k64 .s32.s4.s4.s32 (emulated by 2 IMMA.S8)
+  // UNVERIFIED (no Ada GPU here): sm_89 native FP8 mma.sync (QMMA.16832), parameters from public
+  // data only (shared/research/tensor-core-numerics.md sections 3, 5.3, 6.1).
+  kSm89MmaSyncE4m3F16,  // sm89.mma_sync.e4m3.f16  mma.sync m16n8k32 .f16.e4m3.e4m3.f16 (SageAttention2++ fp16 acc.)
+  kSm89MmaSyncE5m2F16,  // sm89.mma_sync.e5m2.f16
+  kSm89MmaSyncE4m3F32,  // sm89.mma_sync.e4m3.f32  mma.sync m16n8k32 .f32.e4m3.e4m3.f32 (FP22, 2 x 16 blocks)
+  kSm89MmaSyncE5m2F32,  // sm89.mma_sync.e5m2.f32
 };
 
 struct MmaInstrInfo {
@@ -49,6 +59,7 @@ struct MmaInstrInfo {
   int acc;           // 0: f32 bits, 1: f16 bits, 2: s32
   const char* model; // one line: parameters
   const char* evidence;
+  bool unverified = false;  // true: not checked against any recording of ours (public information only)
 };
 
 const std::vector<MmaInstrInfo>& mma_instructions();
@@ -57,21 +68,43 @@ const MmaInstrInfo& mma_info(MmaInstr instr);
 
 // One block: sum_i a[i]*b[i] + c, where a/b are encodings of `in` (n <= params.block, a missing
 // tail counts as zeros) and c, the result are accumulator bits (fp32, or fp16 in the low 16 bits).
-// Inf/NaN follow IEEE: any NaN, Inf*0 or Inf-Inf gives the canonical NaN 0x7FFFFFFF (0x7FFF).
+// Special operands (recorded on the H100, data/hw/h100/mma_h100_special.h5): any NaN operand or C
+// (whatever its payload or sign), Inf*0 or +Inf together with -Inf gives the canonical NaN
+// 0x7FFFFFFF (0x7FFF); otherwise an Inf operand or C gives that Inf; a finite sum beyond the format
+// overflows to Inf even though the rounding is RZ; a zero result is always +0 (never -0, also for
+// C = -0 and for negative sums that round to zero); subnormal operands and C take part exactly.
 std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n, std::uint32_t c,
                         const BlockFmaParams& p);
+
+// The same block FMA by its straightforward formulation (decode, collect terms, align, sum), with
+// no fast path: block_fma takes a branch-free path when no operand is Inf or NaN and must agree
+// with this on every input (tests/numerics/mma_test.cpp).
+std::uint32_t block_fma_reference(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
+                                  std::uint32_t c, const BlockFmaParams& p);
 
 // One output element of an instruction chain: K (a multiple of the instruction's k) elements of a
 // row of A and a row of Bt, as encodings (fp16/bf16 bits, fp8 bytes, s8 bytes, s4 nibbles),
 // instructions chained in natural k order with the D of one the C of the next.
 std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c);
 
+// The two-level accumulation of DeepSeek-V3 (§3.3.2, "promotion to CUDA cores" every N_C = 128
+// elements) and SageAttention2/2++ (§4.3 and the "fp32+fp16" / "fp22+fp32" variants): the
+// instruction chain runs over `every` elements (a multiple of the instruction's k) from a zero
+// accumulator, and each chunk's D is added to an FP32 register with FADD (IEEE binary32, round to
+// nearest even, the canonical NaN 0x7FFFFFFF as the GPU writes it); c_f32 and the result are FP32
+// bits whatever the instruction's own accumulator (fp16 chunk results are widened exactly). The
+// per-chunk dequantisation scales of those kernels multiply outside this model. Floating-point
+// instructions only (integer accumulation is exact). every = K is one chunk: fadd(c, chain(0)).
+std::uint32_t mma_dot_promoted(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K,
+                               std::uint32_t c_f32, int every);
+
 // D = A·B + C for one problem: A is M x K row-major encodings, Bt is N x K row-major, C and D
 // M x N row-major accumulator bits. Element encodings as in the raw files of `attnsim mma`:
 // u16 per 16-bit element, u8 per 8-bit element, 4-bit elements packed two per byte (element 0 in
 // the low nibble).
+// promote_every > 0: mma_dot_promoted per element (C and D are then FP32 bits).
 void mma_gemm(MmaInstr instr, int M, int N, int K, const std::uint8_t* A, const std::uint8_t* Bt,
-              const std::uint32_t* C, std::uint32_t* D);
+              const std::uint32_t* C, std::uint32_t* D, int promote_every = 0);
 
 // Element j of a row of raw encodings with `bits` bits per element.
 std::uint32_t mma_element(const std::uint8_t* row, int bits, int j);

@@ -1,8 +1,10 @@
 // Models of the GPU's approximate special functions (see special.hpp).
 #include "numerics/special.hpp"
 
+#include <bit>
 #include <cmath>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "formats/float32.hpp"
@@ -99,6 +101,80 @@ std::uint32_t Ex2ApproxFtz::bits(std::uint32_t x) const {
 }
 
 float Ex2ApproxFtz::operator()(float x) const { return f32_from_bits(bits(f32_bits(x))); }
+
+namespace {
+// Reads the Elias-gamma coded residuals of lg2_approx_ftz_l36.bin and rebuilds L(m) with the
+// packer's predictor (cuda_check/pack_lg2.py): P = L[m-s] + L[m-2s] - L[m-3s] with s
+// the lowest set bit of m when m >= 3s, else 2 L[m-1] - L[m-2] (m >= 2), L[0] (m = 1), 0 (m = 0).
+std::vector<std::uint64_t> load_l36(const std::string& path) {
+  const auto corrupt = [&path]() {
+    return std::runtime_error("cannot read the lg2.approx table '" + path + "'");
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw corrupt();
+  const std::vector<unsigned char> bytes((std::istreambuf_iterator<char>(in)),
+                                         std::istreambuf_iterator<char>());
+  const std::uint64_t nbits = std::uint64_t(bytes.size()) * 8;
+  std::uint64_t pos = 0;
+  auto bit = [&]() -> unsigned {
+    if (pos >= nbits) throw corrupt();
+    const unsigned b = (bytes[pos / 8] >> (pos % 8)) & 1u;
+    ++pos;
+    return b;
+  };
+  std::vector<std::uint64_t> l(std::size_t{1} << 23);
+  for (std::uint32_t m = 0; m < (1u << 23); ++m) {
+    int zeros = 0;
+    while (bit() == 0) {
+      if (++zeros > 40) throw corrupt();
+    }
+    std::uint64_t v = 1;
+    for (int k = 0; k < zeros; ++k) v = (v << 1) | bit();
+    const std::uint64_t z = v - 1;  // zigzag: 2r for r >= 0, -2r - 1 for r < 0
+    const std::int64_t r = (z & 1) ? -std::int64_t(z >> 1) - 1 : std::int64_t(z >> 1);
+    const std::uint32_t s = m & (0u - m);
+    std::int64_t p = 0;
+    if (m != 0 && m >= 3 * s) {
+      p = std::int64_t(l[m - s]) + std::int64_t(l[m - 2 * s]) - std::int64_t(l[m - 3 * s]);
+    } else if (m >= 2) {
+      p = 2 * std::int64_t(l[m - 1]) - std::int64_t(l[m - 2]);
+    } else if (m == 1) {
+      p = std::int64_t(l[0]);
+    }
+    const std::int64_t x = p + r;
+    if (x <= 0 || x >= (std::int64_t{1} << 36)) throw corrupt();
+    l[m] = std::uint64_t(x);
+  }
+  if (pos + 8 <= nbits) throw corrupt();  // trailing data: not the file this decoder expects
+  return l;
+}
+}  // namespace
+
+Lg2ApproxFtz::Lg2ApproxFtz(const std::string& l36_path) : l_(load_l36(l36_path)) {}
+
+const Lg2ApproxFtz& Lg2ApproxFtz::h100() {
+  static const Lg2ApproxFtz table(std::string(ATTNSIM_DATA_DIR) +
+                                  "/hw/h100/lg2_approx_ftz_l36.bin");
+  return table;
+}
+
+std::uint32_t Lg2ApproxFtz::bits(std::uint32_t x) const {
+  const std::uint32_t e = (x >> 23) & 0xFF, m = x & 0x7FFFFF;
+  if (e == 0) return 0xFF800000u;                       // ±0 and flushed subnormals -> -Inf
+  if (x >> 31) return 0x7FFFFFFFu;                      // negative, -Inf, negative NaN -> NaN
+  if (e == 0xFF) return m ? 0x7FFFFFFFu : 0x7F800000u;  // NaN -> canonical NaN; +Inf -> +Inf
+  if (x == 0x3F800000u) return 0u;                      // lg2(1) = +0, not L(0)
+  // Fixed point, 36 fraction bits: e + L(m), or its bitwise complement's magnitude for e < 0.
+  const int ue = int(e) - 127;
+  const std::uint64_t mag =
+      ue >= 0 ? (std::uint64_t(ue) << 36) + l_[m] : (std::uint64_t(-ue) << 36) - l_[m] - 1;
+  const int nb = std::bit_width(mag);  // mag >= 1: 0 < L(m) < 1 - 2^-36
+  const std::uint64_t sig = nb > 24 ? (mag >> (nb - 24)) : (mag << (24 - nb));  // truncated
+  const std::uint32_t be = std::uint32_t(nb - 1 - 36 + 127);
+  return (ue < 0 ? 0x80000000u : 0u) | (be << 23) | std::uint32_t(sig & 0x7FFFFFu);
+}
+
+float Lg2ApproxFtz::operator()(float x) const { return f32_from_bits(bits(f32_bits(x))); }
 
 float fmul_ftz(float a, float b) {
   auto flush = [](float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; };

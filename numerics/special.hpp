@@ -49,6 +49,31 @@ class Ex2ApproxFtz {
   std::vector<std::uint32_t> pos_, neg_;
 };
 
+// lg2.approx.ftz.f32 (MUFU.LG2 on sm_90). Measured on the H100 over all 2^32 inputs
+// (cuda_check/special_probe.cu, data/hw/README.md): for a positive normal x = 2^e · 1.m the unit
+// forms the fixed-point sum e + L(m), where L(m) ≈ log2(1.m) has 36 fraction bits, and converts it
+// to FP32 by truncating the magnitude; a negative sum (e < 0) is negated by bitwise complement, so
+// the result is -trunc(|e| - L(m) - 2^-36). x = 1 gives +0 (the sum would give L(0) > 2^-24),
+// ±0 and subnormals (flushed) give -Inf, negative x (and -Inf) give 0x7FFFFFFF, NaN gives
+// 0x7FFFFFFF, +Inf gives +Inf. L(m) is not stored by the hardware's rule but from the recordings
+// lg2(1.m) and lg2(0.5 · 1.m), which confine it to an interval that fixes every result
+// (data/hw/h100/lg2_approx_ftz_l36.bin, an Elias-gamma residual code described in
+// cuda_check/pack_lg2.py, which writes it).
+class Lg2ApproxFtz {
+ public:
+  // Decodes the L table; throws std::runtime_error with the path if it is missing or corrupt.
+  explicit Lg2ApproxFtz(const std::string& l36_path);
+  static const Lg2ApproxFtz& h100();
+  std::uint32_t bits(std::uint32_t x) const;
+  float operator()(float x) const;
+  // L(m) in units of 2^-36: one value of the interval the recordings allow (any value in it gives
+  // the same results at every exponent).
+  std::uint64_t fixed_log(std::uint32_t m) const { return l_[m]; }
+
+ private:
+  std::vector<std::uint64_t> l_;
+};
+
 // FMUL.FTZ: IEEE binary32 product, round to nearest even, subnormal inputs and results flushed
 // to a zero of the right sign.
 float fmul_ftz(float a, float b);

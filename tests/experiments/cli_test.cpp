@@ -101,8 +101,13 @@ TEST_F(Cli, BadInputGivesOneLineAndNoOutput) {
     };
     sub("MISSING", path("missing.f32"));
     sub("TRUNC", path("trunc.u16"));
-    sub(" X ", " " + path("x.f32") + " ");
-    sub(" O", " " + path("out.bin"));
+    // Built with append, not operator+ on a temporary: GCC 12's -Wrestrict misfires on the latter.
+    std::string x_arg(" ");
+    x_arg.append(path("x.f32")).append(" ");
+    std::string o_arg(" ");
+    o_arg.append(path("out.bin"));
+    sub(" X ", x_arg);
+    sub(" O", o_arg);
     const CliRun r = run(args);
     EXPECT_EQ(r.code, 2) << args;
     EXPECT_NE(r.err.find(c.needle), std::string::npos) << args << " -> " << r.err;
@@ -199,6 +204,41 @@ TEST_F(Cli, QuantizeWritesTableAndRejectsBadInput) {
   const CliRun missing = run("quantize --input " + path("none.h5") + " --output " + path("bad.h5"));
   EXPECT_EQ(missing.code, 2);
   EXPECT_FALSE(fs::exists(path("bad.h5")));
+}
+
+// `attnsim mma --promote`: the two-level accumulation through the raw-file contract (float32 C
+// and D), on the hand-derived case of tests/numerics/mma_test.cpp (1 + 128 products of 2^-15:
+// the FP22 chain keeps 1.0, promotion every 32 gives 1 + 2^-8), and its argument checks.
+TEST_F(Cli, MmaPromoteContract) {
+  {
+    std::ofstream(path("a.u8"), std::ios::binary) << std::string(128, char(0x08));
+    std::ofstream(path("b.u8"), std::ios::binary) << std::string(128, char(0x01));
+  }
+  write_floats("c.f32", {1.0f});
+  const std::string files = " --m 1 --n 1 --k 128 --a " + path("a.u8") + " --b " + path("b.u8") + " --c " +
+                            path("c.f32") + " --out " + path("d.f32");
+  ASSERT_EQ(run("mma --instr sm90.wgmma.e4m3.f32" + files).code, 0);
+  std::vector<std::uint8_t> d = read_bytes("d.f32");
+  float v = 0;
+  ASSERT_EQ(d.size(), 4u);
+  std::memcpy(&v, d.data(), 4);
+  EXPECT_EQ(v, 1.0f);
+  ASSERT_EQ(run("mma --instr sm90.wgmma.e4m3.f32 --promote 32" + files).code, 0);
+  d = read_bytes("d.f32");
+  std::memcpy(&v, d.data(), 4);
+  EXPECT_EQ(v, 1.0f + 0x1p-8f);
+  fs::remove(path("d.f32"));
+  for (const std::string& bad : {std::string("sm90.wgmma.e4m3.f32 --promote 48"),
+                                 std::string("sm90.wgmma.e4m3.f32 --promote -32"),
+                                 std::string("sm90.wgmma.e4m3.f32 --promote 256")}) {
+    const CliRun r = run("mma --instr " + bad + files);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(path("d.f32"))) << bad;
+  }
+  const CliRun integer = run("mma --instr sm90.imma.s8.s32 --promote 32" + files);
+  EXPECT_EQ(integer.code, 2);
+  EXPECT_NE(integer.err.find("floating-point accumulators"), std::string::npos) << integer.err;
 }
 
 TEST_F(Cli, InfoListsFormatsAndPolicies) {

@@ -102,6 +102,10 @@ TEST(CvtH100AllInputs, Ex2ApproxFtzModel) {
   const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
   check_all_inputs("ex2_approx_ftz", [&ex2](std::uint32_t b) { return ex2.bits(b); });
 }
+TEST(CvtH100AllInputs, Lg2ApproxFtzModel) {
+  const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100();
+  check_all_inputs("lg2_approx_ftz", [&lg2](std::uint32_t b) { return lg2.bits(b); });
+}
 TEST(CvtH100AllInputs, S8RniSat) {
   check_all_inputs("s8_rni_sat", [](std::uint32_t b) { return std::uint32_t(cvt_rni_sat_s8(f32_from_bits(b))) & 0xFFu; });
 }

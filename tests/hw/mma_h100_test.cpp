@@ -1,25 +1,38 @@
 // numerics/mma models against the H100's matrix instructions, recorded by cuda_check/mma_probe.cu
-// in data/hw/h100/mma_h100.h5: every recorded output must match bit for bit.
+// in data/hw/h100/mma_h100.h5 (designed and random operands) and mma_h100_special.h5 (NaN
+// payloads, Inf, overflow, Inf - Inf, signed zeros, subnormals; wgmma f16/bf16 = HGMMA): every
+// recorded output must match bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "experiments/hdf5_io.hpp"
+#include "formats/float16.hpp"
+#include "formats/float8.hpp"
 #include "numerics/mma.hpp"
 
 namespace attnsim {
 namespace {
 
 const std::string kFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100.h5";
+const std::string kSpecialFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100_special.h5";
+
+// Groups of the special file: mma_h100.h5's groups with suffix _special, and HGMMA.
+const std::string& file_of(const std::string& group) {
+  const bool special = group.find("_special") != std::string::npos || group.find("wgmma.f16") != std::string::npos ||
+                       group.find("wgmma.bf16") != std::string::npos;
+  return special ? kSpecialFile : kFile;
+}
 
 class MmaH100 : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(MmaH100, EveryRecordedOutputMatches) {
   const std::string group = GetParam();
-  H5Reader r(kFile);
+  H5Reader r(file_of(group));
   ASSERT_TRUE(r.exists(group + "/d")) << group;
   const std::string instr_name = r.attr_string(group, "instr");
   const auto instr = parse_mma_instr(instr_name);
@@ -35,18 +48,28 @@ TEST_P(MmaH100, EveryRecordedOutputMatches) {
   std::vector<std::uint8_t> a(a64.begin(), a64.end()), b(b64.begin(), b64.end());
   std::vector<std::uint32_t> c(c64.begin(), c64.end()), d(d64.size());
   std::size_t mismatches = 0;
+  std::map<std::int64_t, std::size_t> by_tag;
   for (int p = 0; p < P; ++p) {
     mma_gemm(*instr, M, N, K, a.data() + p * a_bytes, b.data() + p * b_bytes, c.data() + std::size_t(p) * M * N,
              d.data() + std::size_t(p) * M * N);
     for (int i = 0; i < M * N; ++i) {
       const std::size_t idx = std::size_t(p) * M * N + i;
-      if (d[idx] != std::uint32_t(d64[idx]) && ++mismatches <= 8) {
+      if (d[idx] == std::uint32_t(d64[idx])) continue;
+      ++by_tag[tag[p]];
+      if (++mismatches <= 8) {
         ADD_FAILURE() << group << " problem " << p << " (tag " << tag[p] << ") element " << i << ": H100 0x"
                       << std::hex << std::uint32_t(d64[idx]) << ", model 0x" << d[idx] << " (C 0x" << c[idx] << ")";
       }
     }
   }
+  for (const auto& [t, n] : by_tag) std::printf("%s tag %lld: %zu mismatches\n", group.c_str(), (long long)t, n);
   EXPECT_EQ(mismatches, 0u) << group << ": " << d64.size() << " recorded outputs";
+}
+
+std::string test_name(const ::testing::TestParamInfo<const char*>& info) {
+  std::string s = info.param;
+  for (auto& ch : s) ch = (ch == '.' ? '_' : ch);
+  return s;
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -58,11 +81,28 @@ INSTANTIATE_TEST_SUITE_P(
                       "sm90.imma.s8.s32.satfinite_k32", "sm90.imma.s8.s32.satfinite_k256", "sm90.imma.s4.s32_k64",
                       "sm90.imma.s4.s32_k512", "sm90.wgmma.e4m3.f32_k32", "sm90.wgmma.e4m3.f32_k256",
                       "sm90.wgmma.e5m2.f32_k32", "sm90.wgmma.e5m2.f32_k256"),
-    [](const auto& info) {
-      std::string s = info.param;
-      for (auto& ch : s) ch = (ch == '.' ? '_' : ch);
-      return s;
-    });
+    test_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    SpecialOperands, MmaH100,
+    ::testing::Values("sm90.hmma.f16.f32_k16_special", "sm90.hmma.f16.f32_k128_special",
+                      "sm90.hmma.bf16.f32_k16_special", "sm90.hmma.bf16.f32_k128_special",
+                      "sm90.hmma.f16.f16_k16_special", "sm90.hmma.f16.f16_k128_special",
+                      "sm90.mma_sync.e4m3.f32_k32_special", "sm90.mma_sync.e4m3.f32_k256_special",
+                      "sm90.mma_sync.e5m2.f32_k32_special", "sm90.mma_sync.e5m2.f32_k256_special",
+                      "sm90.imma.s8.s32_k32_special", "sm90.imma.s8.s32_k256_special",
+                      "sm90.imma.s8.s32.satfinite_k32_special", "sm90.imma.s8.s32.satfinite_k256_special",
+                      "sm90.imma.s4.s32_k64_special", "sm90.imma.s4.s32_k512_special",
+                      "sm90.wgmma.e4m3.f32_k32_special", "sm90.wgmma.e4m3.f32_k256_special",
+                      "sm90.wgmma.e5m2.f32_k32_special", "sm90.wgmma.e5m2.f32_k256_special",
+                      "sm90.wgmma.f16.f32_k16_special", "sm90.wgmma.f16.f32_k128_special",
+                      "sm90.wgmma.bf16.f32_k16_special", "sm90.wgmma.bf16.f32_k128_special"),
+    test_name);
+
+INSTANTIATE_TEST_SUITE_P(Hgmma, MmaH100,
+                         ::testing::Values("sm90.wgmma.f16.f32_k16", "sm90.wgmma.f16.f32_k128",
+                                           "sm90.wgmma.bf16.f32_k16", "sm90.wgmma.bf16.f32_k128"),
+                         test_name);
 
 }  // namespace
 }  // namespace attnsim
@@ -73,7 +113,7 @@ namespace {
 // Negative controls: plausible alternative models must disagree with the recordings, or the
 // recordings would not be evidence for the chosen one.
 std::size_t mismatches_of(const std::string& group, MmaIn in, const BlockFmaParams& prm, bool fp8_natural_halves) {
-  H5Reader r(kFile);
+  H5Reader r(file_of(group));
   const int M = int(r.attr_f64(group, "M")), N = int(r.attr_f64(group, "N")), K = int(r.attr_f64(group, "K"));
   const int P = int(r.attr_f64(group, "problems")), bits = int(r.attr_f64(group, "in_bits"));
   const auto a64 = r.read_i64(group + "/a"), b64 = r.read_i64(group + "/b"), c64 = r.read_i64(group + "/c"),
@@ -115,6 +155,145 @@ TEST(MmaH100Controls, AlternativeModelsDisagreeWithTheHardware) {
   EXPECT_GT(mismatches_of("sm90.wgmma.e4m3.f32_k32", MmaIn::kE4m3, {32, 2, 23, false, -133, false}, false), 100u);
   // QGMMA as two 16-product blocks.
   EXPECT_GT(mismatches_of("sm90.wgmma.e4m3.f32_k32", MmaIn::kE4m3, {16, -10, 13, false, -133, false}, false), 10u);
+  // HGMMA (wgmma f16/bf16): the HMMA parameters fit; Ampere's blocks of 8 with one extra bit, a
+  // 26-bit window, round-to-nearest, or an FP22-like window do not.
+  EXPECT_GT(mismatches_of("sm90.wgmma.f16.f32_k16", MmaIn::kFp16, {8, 1, 23, false, -132, false}, false), 100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.f16.f32_k16", MmaIn::kFp16, {16, 3, 23, false, -133, false}, false), 100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.bf16.f32_k16", MmaIn::kBf16, {16, 2, 23, true, -133, false}, false), 100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.bf16.f32_k16", MmaIn::kBf16, {16, -10, 13, false, -133, false}, false), 100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.f16.f32_k128", MmaIn::kFp16, {8, 1, 23, false, -132, false}, false), 100u);
+}
+
+// What the special-operand recordings show, read off the operands and the recorded D alone (no
+// model involved), per group: each count is an output on which a plausible IEEE-style rule would
+// differ from the hardware, so a model that follows that rule fails the recording.
+struct SpecialEvidence {
+  std::size_t nan_c_payload = 0;    // C is a NaN other than 0x7FFFFFFF (0x7FFF), D is exactly that
+  std::size_t nan_ab = 0;           // an A/B NaN operand, C not NaN: D canonical
+  std::size_t nan_noncanonical = 0; // any NaN D other than the canonical one (must stay 0)
+  std::size_t ieee_neg_zero = 0;    // C = -0 and every product -0 (IEEE: -0): D = +0
+  std::size_t neg_zero_d = 0;       // D = -0 anywhere (must stay 0)
+  std::size_t inf_cancel = 0;       // +Inf and -Inf among products and C, no NaN, no Inf*0: D NaN
+  std::size_t inf_cancel_steps = 0; // ... the two signs first met in different k-steps (C: step -1)
+  std::size_t inf_times_zero = 0;   // Inf * 0, no NaN operand: D NaN
+  std::size_t overflow = 0;         // every operand and C finite, D = +-Inf
+  std::size_t sub_operand = 0;      // a subnormal A/B operand in a non-zero product, D finite non-zero
+  std::size_t sub_c = 0;            // C subnormal
+  std::size_t sub_d = 0;            // D subnormal
+};
+
+FloatParts parts(MmaIn in, std::uint32_t bits) {
+  switch (in) {
+    case MmaIn::kFp16: return decompose<fp16>(std::uint16_t(bits));
+    case MmaIn::kBf16: return decompose<bf16>(std::uint16_t(bits));
+    case MmaIn::kE4m3: return decompose<e4m3fn>(std::uint8_t(bits));
+    default: return decompose<e5m2>(std::uint8_t(bits));
+  }
+}
+
+bool subnormal_bits(MmaIn in, std::uint32_t bits) {
+  const int eb = in == MmaIn::kFp16 || in == MmaIn::kE5m2 ? 5 : in == MmaIn::kBf16 ? 8 : 4;
+  const int mb = in == MmaIn::kFp16 ? 10 : in == MmaIn::kBf16 ? 7 : in == MmaIn::kE4m3 ? 3 : 2;
+  return ((bits >> mb) & ((1u << eb) - 1)) == 0 && (bits & ((1u << mb) - 1)) != 0;
+}
+
+SpecialEvidence special_evidence(const std::string& group) {
+  H5Reader r(kSpecialFile);
+  const MmaInstrInfo& info = mma_info(*parse_mma_instr(r.attr_string(group, "instr")));
+  const int M = int(r.attr_f64(group, "M")), N = int(r.attr_f64(group, "N")), K = int(r.attr_f64(group, "K"));
+  const int P = int(r.attr_f64(group, "problems")), bits = info.in_bits;
+  const auto a64 = r.read_i64(group + "/a"), b64 = r.read_i64(group + "/b"), c64 = r.read_i64(group + "/c"),
+             d64 = r.read_i64(group + "/d");
+  std::vector<std::uint8_t> a(a64.begin(), a64.end()), b(b64.begin(), b64.end());
+  const std::size_t ab = std::size_t(M) * K * bits / 8, bb = std::size_t(N) * K * bits / 8;
+  const bool f16 = info.acc == 1;
+  const std::uint32_t canon = f16 ? 0x7FFFu : 0x7FFFFFFFu, abs_mask = f16 ? 0x7FFFu : 0x7FFFFFFFu;
+  const std::uint32_t inf_bits = f16 ? 0x7C00u : 0x7F800000u, neg_zero = f16 ? 0x8000u : 0x80000000u;
+  const std::uint32_t exp_mask = f16 ? 0x7C00u : 0x7F800000u;
+  SpecialEvidence ev;
+  for (int p = 0; p < P; ++p) {
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) {
+        const std::size_t idx = (std::size_t(p) * M + m) * N + n;
+        const std::uint32_t c = std::uint32_t(c64[idx]), d = std::uint32_t(d64[idx]);
+        const bool c_nan = (c & abs_mask) > inf_bits, c_inf = (c & abs_mask) == inf_bits;
+        const bool d_nan = (d & abs_mask) > inf_bits, d_inf = (d & abs_mask) == inf_bits;
+        bool ab_nan = false, inf_zero = false, all_neg_zero = true, sub_used = false;
+        int first_pos = c_inf && !(c >> (f16 ? 15 : 31)) ? -1 : K, first_neg = c_inf && (c >> (f16 ? 15 : 31)) ? -1 : K;
+        for (int k = 0; k < K; ++k) {
+          const std::uint32_t x = mma_element(a.data() + p * ab + m * (ab / M), bits, k);
+          const std::uint32_t y = mma_element(b.data() + p * bb + n * (bb / N), bits, k);
+          const FloatParts px = parts(info.in, x), py = parts(info.in, y);
+          if (px.kind == FloatParts::kNaN || py.kind == FloatParts::kNaN) ab_nan = true;
+          const bool xi = px.kind == FloatParts::kInf, yi = py.kind == FloatParts::kInf;
+          const bool xz = px.kind == FloatParts::kZero, yz = py.kind == FloatParts::kZero;
+          if ((xi && yz) || (yi && xz)) inf_zero = true;
+          if ((xi || yi) && !xz && !yz) {
+            int& first = px.neg != py.neg ? first_neg : first_pos;
+            if (first == K) first = k;
+          }
+          if (!(xz || yz) || px.neg == py.neg) all_neg_zero = false;
+          if (!xz && !yz && (subnormal_bits(info.in, x) || subnormal_bits(info.in, y))) sub_used = true;
+        }
+        ev.nan_noncanonical += d_nan && d != canon;
+        ev.neg_zero_d += d == neg_zero;
+        if (c_nan && c != canon && d == canon) ++ev.nan_c_payload;
+        if (ab_nan && !c_nan && d == canon) ++ev.nan_ab;
+        if (c == neg_zero && all_neg_zero && d == 0) ++ev.ieee_neg_zero;
+        const bool any_nan = ab_nan || c_nan;
+        if (!any_nan && !inf_zero && first_pos < K && first_neg < K && d_nan) {
+          ++ev.inf_cancel;
+          const int step = info.k;
+          const int sp = first_pos < 0 ? -1 : first_pos / step, sn = first_neg < 0 ? -1 : first_neg / step;
+          if (sp != sn) ++ev.inf_cancel_steps;
+        }
+        if (!any_nan && inf_zero && d_nan) ++ev.inf_times_zero;
+        if (!any_nan && !c_inf && first_pos == K && first_neg == K && d_inf) ++ev.overflow;
+        if (sub_used && !d_nan && !d_inf && (d & abs_mask) != 0) ++ev.sub_operand;
+        ev.sub_c += (c & exp_mask) == 0 && (c & abs_mask) != 0;
+        ev.sub_d += (d & exp_mask) == 0 && (d & abs_mask) != 0;
+      }
+    }
+  }
+  std::printf("%-38s NaN: C payload %zu, A/B %zu, other %zu | -0: IEEE %zu, D %zu | Inf-Inf %zu (across steps %zu), "
+              "Inf*0 %zu, overflow %zu | subnormal: operand %zu, C %zu, D %zu\n",
+              group.c_str(), ev.nan_c_payload, ev.nan_ab, ev.nan_noncanonical, ev.ieee_neg_zero, ev.neg_zero_d,
+              ev.inf_cancel, ev.inf_cancel_steps, ev.inf_times_zero, ev.overflow, ev.sub_operand, ev.sub_c, ev.sub_d);
+  return ev;
+}
+
+TEST(MmaH100Special, RecordingsExerciseEverySpecialCase) {
+  for (const char* g : {"sm90.hmma.f16.f32", "sm90.hmma.bf16.f32", "sm90.hmma.f16.f16", "sm90.mma_sync.e4m3.f32",
+                        "sm90.mma_sync.e5m2.f32", "sm90.wgmma.e4m3.f32", "sm90.wgmma.e5m2.f32", "sm90.wgmma.f16.f32",
+                        "sm90.wgmma.bf16.f32"}) {
+    const MmaInstrInfo& info = mma_info(*parse_mma_instr(g));
+    const bool has_inf = info.in != MmaIn::kE4m3;
+    for (int steps : {1, 8}) {
+      const std::string group = std::string(g) + "_k" + std::to_string(info.k * steps) + "_special";
+      const SpecialEvidence ev = special_evidence(group);
+      // The hardware writes one NaN and never -0.
+      EXPECT_EQ(ev.nan_noncanonical, 0u) << group;
+      EXPECT_EQ(ev.neg_zero_d, 0u) << group;
+      // Payload-propagating NaN rules and IEEE's sign of zero would each fail these outputs.
+      EXPECT_GT(ev.nan_c_payload, 0u) << group;
+      EXPECT_GT(ev.nan_ab, 0u) << group;
+      if (steps == 1) {
+        EXPECT_GT(ev.ieee_neg_zero, 0u) << group;  // the designed cases (single instructions only)
+      }
+      EXPECT_GT(ev.sub_c, 0u) << group;
+      if (has_inf) {
+        EXPECT_GT(ev.inf_cancel, 0u) << group;
+        EXPECT_GT(ev.inf_times_zero, 0u) << group;
+        EXPECT_GT(ev.sub_operand, 0u) << group;
+        if (steps == 8) {
+          EXPECT_GT(ev.inf_cancel_steps, 0u) << group;
+        }
+      }
+      if (steps == 1 && (info.in == MmaIn::kBf16 || info.acc == 1)) {
+        EXPECT_GT(ev.overflow, 0u) << group;
+      }
+    }
+  }
 }
 
 }  // namespace
