@@ -7,7 +7,6 @@
 #include <string>
 #include <vector>
 
-#include "experiments/build_info.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/dump.hpp"
 #include "experiments/error.hpp"
@@ -134,10 +133,7 @@ void run_quantize(const QuantizeOptions& opt) {
   w.write_f64("cosine", n, c_cos.data());
   w.write_f64("sqnr_db", n, c_sqnr.data());
   w.attr_string("/", "tensor", opt.tensor);
-  w.attr_string("/", "attnsim_version", build::kVersion);
-  w.attr_string("/", "git_commit", build::kGitCommit);
-  w.attr_string("/", "command_line", command_line());
-  w.attr_string("/", "date", now_utc());
+  write_provenance(w);
   w.commit();
   if (!opt.quiet) std::printf("wrote %s (%zu rows)\n", opt.output.c_str(), c_fro.size());
 }

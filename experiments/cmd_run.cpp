@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "experiments/build_info.hpp"
 #include "experiments/commands.hpp"
 #include "experiments/dump.hpp"
 #include "experiments/error.hpp"
@@ -119,10 +118,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
   if (w) {
     table.write(*w, "metrics/");
     w->attr_string("/", "method", method.canonical());
-    w->attr_string("/", "attnsim_version", build::kVersion);
-    w->attr_string("/", "git_commit", build::kGitCommit);
-    w->attr_string("/", "command_line", command_line);
-    w->attr_string("/", "date", now_utc());
+    write_provenance(*w, command_line);
     w->commit();
     if (!opt.quiet) std::printf("wrote %s\n", opt.output.c_str());
   }

@@ -121,10 +121,7 @@ void run_sweep(const SweepOptions& opt) {
   if (!opt.output.empty()) {
     H5Writer writer(opt.output);
     res.table.write(writer);
-    writer.attr_string("/", "attnsim_version", build::kVersion);
-    writer.attr_string("/", "git_commit", build::kGitCommit);
-    writer.attr_string("/", "command_line", command_line_text);
-    writer.attr_string("/", "date", now_utc());
+    write_provenance(writer, command_line_text);
     writer.attr_i64("/", "seeds", opt.seeds);
     writer.attr_string("/", "config",
                        "methods = " + toml_list(opt.methods) + "\ninput = " + toml_list(opt.inputs) +
@@ -147,6 +144,13 @@ std::string now_utc() {
 }
 
 const std::string& command_line() { return command_line_text; }
+
+void write_provenance(H5Writer& w, const std::string& command) {
+  w.attr_string("/", "attnsim_version", build::kVersion);
+  w.attr_string("/", "git_commit", build::kGitCommit);
+  w.attr_string("/", "command_line", command);
+  w.attr_string("/", "date", now_utc());
+}
 
 void set_command_line(int argc, char** argv) {
   command_line_text.clear();

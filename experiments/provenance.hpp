@@ -10,4 +10,9 @@ const std::string& command_line();
 // "2025-01-31T12:00:00Z"
 std::string now_utc();
 
+class H5Writer;
+// The root attributes every attnsim output carries: attnsim_version, git_commit, command_line
+// (the given one, by default the process's) and date.
+void write_provenance(H5Writer& w, const std::string& command = command_line());
+
 }  // namespace attnsim

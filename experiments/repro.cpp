@@ -3,7 +3,6 @@
 
 #include <cinttypes>
 
-#include "experiments/build_info.hpp"
 #include "experiments/error.hpp"
 #include "experiments/file_io.hpp"
 #include "experiments/hdf5_io.hpp"
@@ -82,12 +81,16 @@ void ReproTable::write(const std::string& path, const std::string& repro_name,
                        const ReproOptions& opt) const {
   if (ends_with(path, ".csv")) {
     std::string text;
-    for (std::size_t i = 0; i < columns.size(); ++i)
-      text += (i ? "," : "") + csv_quote(columns[i].name);
+    for (std::size_t i = 0; i < columns.size(); ++i) {
+      if (i) text += ',';
+      text += csv_quote(columns[i].name);
+    }
     text += "\n";
     for (const auto& r : rows) {
-      for (std::size_t i = 0; i < r.size(); ++i)
-        text += (i ? "," : "") + csv_quote(cell_text(r[i], columns[i].type, true));
+      for (std::size_t i = 0; i < r.size(); ++i) {
+        if (i) text += ',';
+        text += csv_quote(cell_text(r[i], columns[i].type, true));
+      }
       text += "\n";
     }
     write_file_atomic(path, text.data(), text.size());
@@ -119,10 +122,7 @@ void ReproTable::write(const std::string& path, const std::string& repro_name,
   w.attr_string("/", "title", title);
   w.attr_i64("/", "quick", opt.quick ? 1 : 0);
   w.attr_i64("/", "samples", opt.samples);
-  w.attr_string("/", "attnsim_version", build::kVersion);
-  w.attr_string("/", "git_commit", build::kGitCommit);
-  w.attr_string("/", "command_line", command_line());
-  w.attr_string("/", "date", now_utc());
+  write_provenance(w);
   w.commit();
 }
 
