@@ -183,4 +183,34 @@ float fmul_ftz(float a, float b) {
 
 float div_approx_ftz(float a, float b, const RcpApproxFtz& rcp) { return fmul_ftz(a, rcp(b)); }
 
+namespace {
+
+// FMUL/FADD without .ftz on the host: IEEE binary32, round to nearest even, subnormals kept (SSE
+// arithmetic without FTZ/DAZ, no -ffast-math); NaN results canonical, as the GPU writes them.
+std::uint32_t canonical(float r) { return std::isnan(r) ? 0x7FFFFFFFu : f32_bits(r); }
+constexpr float kTwo24 = 16777216.0f;
+constexpr float kMinNormal = 0x1p-126f, kTwo126 = 0x1p126f;
+
+}  // namespace
+
+std::uint32_t ex2_approx_bits(std::uint32_t x, const Ex2ApproxFtz& ex2) {
+  const float xf = f32_from_bits(x);
+  if (!(xf < -126.0f)) return ex2.bits(x);  // NaN and x >= -126: the MUFU alone
+  const float r = ex2(xf * 0.5f);
+  return canonical(r * r);
+}
+
+std::uint32_t rcp_approx_bits(std::uint32_t x, const RcpApproxFtz& rcp) {
+  const float xf = f32_from_bits(x), a = std::fabs(xf);
+  if (a >= kTwo126) return canonical(rcp(xf * 0.25f) * 0.25f);
+  if (a < kMinNormal) return canonical(rcp(xf * kTwo24) * kTwo24);
+  return rcp.bits(x);
+}
+
+std::uint32_t lg2_approx_bits(std::uint32_t x, const Lg2ApproxFtz& lg2) {
+  const float xf = f32_from_bits(x);
+  if (std::fabs(xf) < kMinNormal) return canonical(lg2(xf * kTwo24) - 24.0f);
+  return lg2.bits(x);
+}
+
 }  // namespace attnsim

@@ -74,6 +74,21 @@ class Lg2ApproxFtz {
   std::vector<std::uint64_t> l_;
 };
 
+// The variants without .ftz (ex2.approx.f32, rcp.approx.f32, lg2.approx.f32: what exp2f, 1/x
+// and log2f compile to without -ftz=true / --use_fast_math). ptxas wraps the same MUFU in range
+// scaling with IEEE FMUL/FADD (round to nearest even, subnormals kept), which the recorded SASS
+// shows (FSETP + FMUL/FADD around MUFU); checked against the cvt_probe's recordings of the
+// H100 over all 2^32 inputs (digests) and its 655,360-input sample, 0 mismatches:
+//  * ex2: x < -126 (a subnormal result): r = ex2.ftz(x · 0.5), result r · r (not ex2.ftz(x + 24)
+//    · 2^-24, which misses 18 sample outputs by 1 ulp);
+//  * rcp: |x| >= 2^126 (a subnormal result): rcp.ftz(x · 0.25) · 0.25; |x| < 2^-126 (subnormal or
+//    zero input): rcp.ftz(x · 2^24) · 2^24 (Inf for the tiniest);
+//  * lg2: |x| < 2^-126: lg2.ftz(x · 2^24) − 24 (negative subnormals give the canonical NaN).
+// NaN results are the canonical 0x7FFFFFFF.
+std::uint32_t ex2_approx_bits(std::uint32_t x, const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+std::uint32_t rcp_approx_bits(std::uint32_t x, const RcpApproxFtz& rcp = RcpApproxFtz::h100());
+std::uint32_t lg2_approx_bits(std::uint32_t x, const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100());
+
 // FMUL.FTZ: IEEE binary32 product, round to nearest even, subnormal inputs and results flushed
 // to a zero of the right sign.
 float fmul_ftz(float a, float b);

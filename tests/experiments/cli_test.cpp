@@ -241,6 +241,34 @@ TEST_F(Cli, MmaPromoteContract) {
   EXPECT_NE(integer.err.find("floating-point accumulators"), std::string::npos) << integer.err;
 }
 
+// `attnsim special --no-ftz` on inputs whose H100 results (data/hw/h100/cvt_sample.h5) take the
+// scaled paths: subnormal results of ex2 and rcp, subnormal inputs of lg2.
+TEST_F(Cli, SpecialNoFtzReproducesRecordedOutputs) {
+  struct Case {
+    const char* fn;
+    std::uint32_t x, ftz, no_ftz;
+  };
+  for (const Case& c : {Case{"ex2", 0xc3090000u, 0x00000000u, 0x00001000u},
+                        Case{"rcp", 0x7f7fffffu, 0x00000000u, 0x00200000u},
+                        Case{"rcp", 0x00200001u, 0x7f800000u, 0x7f7ffff8u},
+                        Case{"lg2", 0x00000001u, 0xff800000u, 0xc3150000u},
+                        Case{"lg2", 0x802a8000u, 0xff800000u, 0x7fffffffu}}) {
+    float xf;
+    std::memcpy(&xf, &c.x, 4);
+    write_floats("x.f32", {xf});
+    for (bool no_ftz : {false, true}) {
+      const CliRun r = run(std::string("special --fn ") + c.fn + (no_ftz ? " --no-ftz" : "") + " --in " +
+                           path("x.f32") + " --out " + path("y.f32"));
+      ASSERT_EQ(r.code, 0) << r.err;
+      const std::vector<std::uint8_t> y = read_bytes("y.f32");
+      ASSERT_EQ(y.size(), 4u);
+      std::uint32_t got;
+      std::memcpy(&got, y.data(), 4);
+      EXPECT_EQ(got, no_ftz ? c.no_ftz : c.ftz) << c.fn << " 0x" << std::hex << c.x << (no_ftz ? " --no-ftz" : "");
+    }
+  }
+}
+
 TEST_F(Cli, InfoListsFormatsAndPolicies) {
   const CliRun r = run("info");
   ASSERT_EQ(r.code, 0);

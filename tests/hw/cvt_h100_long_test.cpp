@@ -106,6 +106,16 @@ TEST(CvtH100AllInputs, Lg2ApproxFtzModel) {
   const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100();
   check_all_inputs("lg2_approx_ftz", [&lg2](std::uint32_t b) { return lg2.bits(b); });
 }
+// The variants without .ftz: range scaling around the same MUFU (numerics/special.hpp).
+TEST(CvtH100AllInputs, Ex2ApproxModel) {
+  check_all_inputs("ex2_approx", [](std::uint32_t b) { return ex2_approx_bits(b); });
+}
+TEST(CvtH100AllInputs, RcpApproxModel) {
+  check_all_inputs("rcp_approx", [](std::uint32_t b) { return rcp_approx_bits(b); });
+}
+TEST(CvtH100AllInputs, Lg2ApproxModel) {
+  check_all_inputs("lg2_approx", [](std::uint32_t b) { return lg2_approx_bits(b); });
+}
 TEST(CvtH100AllInputs, S8RniSat) {
   check_all_inputs("s8_rni_sat", [](std::uint32_t b) { return std::uint32_t(cvt_rni_sat_s8(f32_from_bits(b))) & 0xFFu; });
 }

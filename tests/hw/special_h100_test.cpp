@@ -131,6 +131,44 @@ TEST(Lg2ApproxFtzH100, OneFp32AdditionOfTheTableDoesNotFit) {
   EXPECT_GT(misses, 1000u);
 }
 
+// ex2/rcp/lg2.approx.f32 without .ftz (range scaling + the same MUFU) against every recorded
+// sample output, and a control: the plausible alternative ex2.ftz(x + 24) · 2^-24 for subnormal
+// results disagrees with the H100 (by 1 ulp on 18 sample inputs).
+TEST(ApproxNoFtzH100, MatchesTheCvtProbeSample) {
+  H5Reader r(kDir + "cvt_sample.h5");
+  const std::vector<std::int64_t> in = r.read_i64("input");
+  struct Fn {
+    const char* name;
+    std::uint32_t (*model)(std::uint32_t);
+  };
+  const Fn fns[] = {{"ex2_approx", [](std::uint32_t x) { return ex2_approx_bits(x); }},
+                    {"rcp_approx", [](std::uint32_t x) { return rcp_approx_bits(x); }},
+                    {"lg2_approx", [](std::uint32_t x) { return lg2_approx_bits(x); }}};
+  for (const Fn& fn : fns) {
+    const std::vector<std::int64_t> out = r.read_i64(fn.name), ftz = r.read_i64(std::string(fn.name) + "_ftz");
+    std::size_t bad = 0, differs_from_ftz = 0;
+    for (std::size_t i = 0; i < in.size(); ++i) {
+      const std::uint32_t got = fn.model(std::uint32_t(in[i]));
+      differs_from_ftz += out[i] != ftz[i];
+      if (got != std::uint32_t(out[i]) && ++bad <= 5) {
+        ADD_FAILURE() << fn.name << " input 0x" << std::hex << in[i] << ": H100 0x" << out[i] << ", model 0x" << got;
+      }
+    }
+    EXPECT_EQ(bad, 0u) << fn.name;
+    EXPECT_GT(differs_from_ftz, 250u) << fn.name << ": the sample must exercise the scaled paths";
+  }
+  const std::vector<std::int64_t> out = r.read_i64("ex2_approx");
+  const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
+  std::size_t alt_bad = 0;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const float x = f32_from_bits(std::uint32_t(in[i]));
+    if (!(x < -126.0f)) continue;
+    const float alt = ex2(x + 24.0f) * 0x1p-24f;
+    alt_bad += f32_bits(alt) != std::uint32_t(out[i]);
+  }
+  EXPECT_GT(alt_bad, 0u);
+}
+
 TEST(RcpApproxFtzH100, FastDivisionIsAMultiplyByTheReciprocal) {
   // div.approx.ftz(a, b) = FMUL.FTZ(a, rcp(b)), measured on the H100 (special_probe_log.txt);
   // here the composition's own invariants: exact for powers of two, within 2 ulp of a/b.
