@@ -16,10 +16,17 @@ what that comparison recorded. Errors: one line on stderr, exit 2, no output fil
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
-import numpy as np
+# One BLAS thread, set before numpy loads: the dumps' bits then do not depend on the machine's
+# thread count (they can still differ in the last bits between BLAS builds and CPUs, which is why
+# tests/experiments/real_dump_test.py compares regenerated dumps with a 2e-5 tolerance).
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from realmodels import dumpfile, minilm, smollm2, sources  # noqa: E402
