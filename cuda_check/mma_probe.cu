@@ -1,15 +1,16 @@
 // Probe: records what the H100's matrix instructions compute (mma.sync HMMA/IMMA paths, the
-// emulated FP8 and INT4 mma.sync, FP8 wgmma/QGMMA and f16/bf16 wgmma/HGMMA) on designed, random
-// and special-operand inputs (NaN payloads, Inf, overflow, signed zeros, subnormals), so that the
-// CPU models in numerics/mma.* can be checked bit for bit in CI.
+// emulated FP8 and INT4 mma.sync, FP8 wgmma/QGMMA, f16/bf16 wgmma/HGMMA and INT8 wgmma/IGMMA) on
+// designed, random and special-operand inputs (NaN payloads, Inf, overflow, signed zeros,
+// subnormals, int32 limits), so that the CPU models in numerics/mma.* can be checked bit for bit
+// in CI.
 //
 // Usage: mma_probe OUTDIR
 // For every instruction kind and chain length, writes OUTDIR/<prefix>.{a,b,c,d,tag}.bin: P problems
 // back to back, A as M x K row-major encodings, Bt as N x K row-major encodings, C and D as M x N
 // row-major (f32 bits, f16 bits or s32). OUTDIR/mma_manifest.txt lists the files and shapes, and
 // which packed file each belongs to: `main` (the groups of data/hw/h100/mma_h100.h5, generated
-// exactly as when that file was recorded) or `special` (special operands and HGMMA,
-// data/hw/h100/mma_h100_special.h5).
+// exactly as when that file was recorded), `special` (special operands and HGMMA,
+// data/hw/h100/mma_h100_special.h5) or `igmma` (INT8 wgmma, data/hw/h100/mma_h100_igmma.h5).
 // Inputs are generated here from fixed seeds; the recording, not the generator, is the reference.
 #include "cuda_check/probe_util.cuh"
 #include <cuda_runtime.h>
@@ -42,6 +43,12 @@ enum Kind : int {
   kWgmmaE5m2,    // wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2
   kWgmmaF16,     // wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 (HGMMA)
   kWgmmaBf16,    // wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 (HGMMA)
+  // INT8 wgmma (IGMMA), appended so that the seeds of the kinds above stay as recorded.
+  kWgmmaS8,      // wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8
+  kWgmmaS8Sat,   // wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8.satfinite
+  kWgmmaU8,      // wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8
+  kWgmmaS8U8,    // wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.u8 (A signed, B unsigned)
+  kWgmmaU8S8,    // wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8
   kKindCount
 };
 
@@ -59,9 +66,18 @@ const KindInfo kKinds[kKindCount] = {
     {"sm90.imma.s8.s32.satfinite", 16, 8, 32, 8, 2}, {"sm90.imma.s4.s32", 16, 8, 64, 4, 2},
     {"sm90.wgmma.e4m3.f32", 64, 8, 32, 8, 0},  {"sm90.wgmma.e5m2.f32", 64, 8, 32, 8, 0},
     {"sm90.wgmma.f16.f32", 64, 8, 16, 16, 0},  {"sm90.wgmma.bf16.f32", 64, 8, 16, 16, 0},
+    {"sm90.wgmma.s8.s32", 64, 8, 32, 8, 2},    {"sm90.wgmma.s8.s32.satfinite", 64, 8, 32, 8, 2},
+    {"sm90.wgmma.u8.s32", 64, 8, 32, 8, 2},    {"sm90.wgmma.s8.u8.s32", 64, 8, 32, 8, 2},
+    {"sm90.wgmma.u8.s8.s32", 64, 8, 32, 8, 2},
 };
 
-bool is_wgmma(int kind) { return kind == kWgmmaE4m3 || kind == kWgmmaE5m2 || kind == kWgmmaF16 || kind == kWgmmaBf16; }
+__host__ __device__ constexpr bool is_igmma(int kind) { return kind >= kWgmmaS8 && kind <= kWgmmaU8S8; }
+bool is_wgmma(int kind) {
+  return kind == kWgmmaE4m3 || kind == kWgmmaE5m2 || kind == kWgmmaF16 || kind == kWgmmaBf16 || is_igmma(kind);
+}
+// Unsigned 8-bit operands (u8) of the INT8 wgmma kinds; every other integer operand is signed.
+bool a_unsigned(int kind) { return kind == kWgmmaU8 || kind == kWgmmaU8S8; }
+bool b_unsigned(int kind) { return kind == kWgmmaU8 || kind == kWgmmaS8U8; }
 bool is_bf16(int kind) { return kind == kHmmaBf16F32 || kind == kWgmmaBf16; }
 bool is_e4m3(int kind) { return kind == kMmaE4m3F32 || kind == kWgmmaE4m3; }
 
@@ -202,8 +218,9 @@ __device__ __forceinline__ std::uint64_t smem_desc(const void* p, std::uint32_t 
          (std::uint64_t((sbo >> 4) & 0x3FFF) << 32);
 }
 
-// One warpgroup (128 threads) runs one m64n8k32 FP8 or m64n8k16 f16/bf16 problem chain (32 bytes
-// of K per instruction either way). Operands are staged in shared memory as 8x16-byte core
+// One warpgroup (128 threads) runs one m64n8k32 FP8 or INT8 or m64n8k16 f16/bf16 problem chain
+// (32 bytes of K per instruction in every case; the INT8 kinds reuse the FP8 staging and
+// descriptors unchanged). Operands are staged in shared memory as 8x16-byte core
 // matrices, K-major: core matrix (row block rb, k block kb) at byte (rb * 2 + kb) * 128, rows of 16
 // K-bytes inside. `variant` swaps the two byte offsets, so that the probe can confirm which
 // reading of the descriptor fields is right (validation problems decide). `row_bytes`: bytes of K
@@ -220,10 +237,12 @@ __global__ void wgmma_kernel(int kind, int row_bytes, int variant, const std::ui
   const std::uint32_t* c = C + std::size_t(p) * 512;
   std::uint32_t* d = D + std::size_t(p) * 512;
   float acc[4];
+  std::uint32_t iacc[4];  // s32 accumulators of the INT8 kinds (same fragment layout)
   for (int i = 0; i < 4; ++i) {
     int r, cc;
     c_k(i, g, t, &r, &cc);
-    acc[i] = __uint_as_float(c[(16 * warp + r) * 8 + cc]);
+    iacc[i] = c[(16 * warp + r) * 8 + cc];
+    acc[i] = __uint_as_float(iacc[i]);
   }
   const std::uint32_t lbo = variant == 0 ? 128 : 256, sbo = variant == 0 ? 256 : 128;
   for (int k0 = 0; k0 < K; k0 += 32) {
@@ -252,6 +271,27 @@ __global__ void wgmma_kernel(int kind, int row_bytes, int variant, const std::ui
       asm volatile("wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, 1, 1, 1, 0, 0;"
                    : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
                    : "l"(da), "l"(db));
+    } else if (kind == kWgmmaS8) {
+      // Integer wgmma takes scale-d only (no operand negation or transpose): both K-major.
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8 {%0,%1,%2,%3}, %4, %5, 1;"
+                   : "+r"(iacc[0]), "+r"(iacc[1]), "+r"(iacc[2]), "+r"(iacc[3])
+                   : "l"(da), "l"(db));
+    } else if (kind == kWgmmaS8Sat) {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.s8.satfinite {%0,%1,%2,%3}, %4, %5, 1;"
+                   : "+r"(iacc[0]), "+r"(iacc[1]), "+r"(iacc[2]), "+r"(iacc[3])
+                   : "l"(da), "l"(db));
+    } else if (kind == kWgmmaU8) {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.u8 {%0,%1,%2,%3}, %4, %5, 1;"
+                   : "+r"(iacc[0]), "+r"(iacc[1]), "+r"(iacc[2]), "+r"(iacc[3])
+                   : "l"(da), "l"(db));
+    } else if (kind == kWgmmaS8U8) {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.s32.s8.u8 {%0,%1,%2,%3}, %4, %5, 1;"
+                   : "+r"(iacc[0]), "+r"(iacc[1]), "+r"(iacc[2]), "+r"(iacc[3])
+                   : "l"(da), "l"(db));
+    } else if (kind == kWgmmaU8S8) {
+      asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.s32.u8.s8 {%0,%1,%2,%3}, %4, %5, 1;"
+                   : "+r"(iacc[0]), "+r"(iacc[1]), "+r"(iacc[2]), "+r"(iacc[3])
+                   : "l"(da), "l"(db));
     } else {
       asm volatile("wgmma.mma_async.sync.aligned.m64n8k32.f32.e5m2.e5m2 {%0,%1,%2,%3}, %4, %5, 1, 1, 1;"
                    : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
@@ -264,7 +304,7 @@ __global__ void wgmma_kernel(int kind, int row_bytes, int variant, const std::ui
   for (int i = 0; i < 4; ++i) {
     int r, cc;
     c_k(i, g, t, &r, &cc);
-    d[(16 * warp + r) * 8 + cc] = __float_as_uint(acc[i]);
+    d[(16 * warp + r) * 8 + cc] = is_igmma(kind) ? iacc[i] : __float_as_uint(acc[i]);
   }
 }
 
@@ -404,6 +444,8 @@ std::vector<Designed> designed_cases(int kind) {
   return v;
 }
 
+void add_int_designed(Problems& P);
+
 Problems make_problems(int kind, int K, int random_count, std::uint32_t seed) {
   Problems P{kind, K, 0, {}, {}, {}, {}, {}};
   const KindInfo& info = kKinds[kind];
@@ -414,14 +456,21 @@ Problems make_problems(int kind, int K, int random_count, std::uint32_t seed) {
   auto zeros = [&](int n) { return std::vector<float>(std::size_t(n), 0.0f); };
   const bool integer = info.acc == 2;
   const int qmax = info.in_bits == 4 ? 7 : 127, qmin = info.in_bits == 4 ? -8 : -128;
-  // Small integers: exact in every model, so any difference is a fragment-layout bug.
+  // Operand ranges (u8 operands of the INT8 wgmma kinds: 0..255; extremes 255 and 128). The
+  // signed kinds draw exactly as when mma_h100.h5 was recorded.
+  const bool ua = a_unsigned(kind), ub = b_unsigned(kind);
+  const int qa_max = ua ? 255 : qmax, qa_min = ua ? 0 : qmin, qb_max = ub ? 255 : qmax, qb_min = ub ? 0 : qmin;
+  const int xa_min = ua ? 128 : qmin, xb_min = ub ? 128 : qmin;
+  // Small integers: exact in every model, so any difference is a fragment-layout bug (u8
+  // operands: 0..6 instead of -3..3).
   for (int rep = 0; rep < 4; ++rep) {
     std::vector<float> a = zeros(M * K), b = zeros(N * K), c = zeros(M * N);
-    for (auto& x : a) x = float(int(ud(rng) * 7) - 3);
-    for (auto& x : b) x = float(int(ud(rng) * 7) - 3);
+    for (auto& x : a) x = float(int(ud(rng) * 7) - 3 + (ua ? 3 : 0));
+    for (auto& x : b) x = float(int(ud(rng) * 7) - 3 + (ub ? 3 : 0));
     for (auto& x : c) x = float(int(ud(rng) * 201) - 100);
     add_problem(P, 0, a, b, c, rng);
   }
+  if (is_igmma(kind)) add_int_designed(P);
   if (!integer && K == info.k) {
     for (const Designed& d : designed_cases(kind)) {
       std::vector<float> a = zeros(M * K), b = zeros(N * K), c = zeros(M * N);
@@ -438,12 +487,12 @@ Problems make_problems(int kind, int K, int random_count, std::uint32_t seed) {
     const int tag = 2 + r % 6;
     std::vector<float> a = zeros(M * K), b = zeros(N * K), c = zeros(M * N);
     if (integer) {
-      for (auto& x : a) x = float(qmin + int(ud(rng) * (qmax - qmin + 1)));
-      for (auto& x : b) x = float(qmin + int(ud(rng) * (qmax - qmin + 1)));
+      for (auto& x : a) x = float(qa_min + int(ud(rng) * (qa_max - qa_min + 1)));
+      for (auto& x : b) x = float(qb_min + int(ud(rng) * (qb_max - qb_min + 1)));
       for (auto& x : c) x = std::ldexp(nd(rng), int(ud(rng) * 30));
       if (tag == 7) {  // extremes: all-max products and C near the int32 limits (wrap vs saturate)
-        for (auto& x : a) x = float(ud(rng) < 0.5f ? qmax : qmin);
-        for (auto& x : b) x = float(ud(rng) < 0.5f ? qmax : qmin);
+        for (auto& x : a) x = float(ud(rng) < 0.5f ? qa_max : xa_min);
+        for (auto& x : b) x = float(ud(rng) < 0.5f ? qb_max : xb_min);
         for (auto& x : c) x = ud(rng) < 0.5f ? 2147483000.0f : -2147483000.0f;
       }
       add_problem(P, tag, a, b, c, rng);
@@ -598,6 +647,74 @@ void add_raw(Problems& P, int tag, const std::vector<std::uint32_t>& a, const st
   P.count++;
 }
 
+// Designed INT8 wgmma problems (tag "designed"): rows of A and Bt are byte patterns, C cycles
+// through int32 edge values, so that one problem holds 512 designed dot products. Bytes are read
+// as s8 or u8 by the instruction (0x80 is -128 or 128, 0xFF is -1 or 255). The patterns ask:
+// does D wrap (or, .satfinite, clamp) the exact C + sum, or does it clamp partial sums on the way
+// (sign patterns with period 1, 2, 4, 8 and 16 in k, positive or negative first, against C at
+// INT32_MAX/MIN); in a chain, is each instruction clamped (rows whose sign alternates by k-step);
+// and C values one product or one all-extreme row (2^19; u8: 32 * 255^2) away from the limits.
+void add_int_designed(Problems& P) {
+  const KindInfo& info = kKinds[P.kind];
+  const int M = info.m, N = info.n, K = P.K;
+  const std::int64_t kMax = 2147483647, kMin = -kMax - 1;
+  const std::int64_t cs[16] = {kMax, kMin, kMax - 1, kMin + 1, 0, -1, 1, kMax - (1 << 19) + 1, kMax - (1 << 19),
+                               kMin + (1 << 19), kMin + (1 << 19) - 1, kMax - 16128, kMin + 16255, 1 << 30,
+                               -(1 << 30), kMax - 2080799};
+  const std::uint8_t ext[] = {0x80, 0x7F, 0x81, 0xFF, 0x01, 0x00};
+  std::mt19937 rng(4242u + 17u * P.kind + K);
+  std::vector<std::uint32_t> a(std::size_t(M) * K), b(std::size_t(N) * K), c(std::size_t(M) * N);
+  for (int m = 0; m < M; ++m) {
+    for (int k = 0; k < K; ++k) {
+      const int kk = k % 32, s = k / 32;
+      std::uint32_t x;
+      if (m < 5) {
+        const std::uint32_t flat[] = {0x01, 0x7F, 0x80, 0xFF, 0x00};
+        x = flat[m];
+      } else if (m < 25) {  // sign patterns: period 2g in k, g = 1..16, +127/-127 or -128/+127
+        const int j = (m - 5) % 10, g = 1 << (j / 2);
+        const bool first = ((kk / g) % 2 == 0) != (j % 2 == 1);
+        x = m < 15 ? (first ? 0x7F : 0x81) : (first ? 0x80 : 0x7F);
+      } else if (m < 29) {  // sign alternating by k-step (instruction) of a chain
+        const bool even = s % 2 == 0;
+        x = m == 25 ? (even ? 0x7F : 0x81) : m == 26 ? (even ? 0x81 : 0x7F) : m == 27 ? (even ? 0x80 : 0x7F)
+                                                                                       : (even ? 0x7F : 0x80);
+      } else if (m < 37) {  // one -128 (128) at k = 1, 5, ..., 29
+        x = kk == (m - 29) * 4 + 1 ? 0x80 : 0x00;
+      } else if (m < 45) {  // one 127 at k = 31, 27, ..., 3
+        x = kk == 31 - (m - 37) * 4 ? 0x7F : 0x00;
+      } else {
+        x = ext[rng() % 6];
+      }
+      a[std::size_t(m) * K + k] = x;
+    }
+  }
+  for (int n = 0; n < N; ++n) {
+    for (int k = 0; k < K; ++k) {
+      const int kk = k % 32, s = k / 32;
+      std::uint32_t x;
+      switch (n) {
+        case 0: x = 0x01; break;
+        case 1: x = 0x7F; break;
+        case 2: x = 0x80; break;
+        case 3: x = kk < 16 ? 0x01 : 0xFF; break;
+        case 4: x = s % 2 == 0 ? 0x7F : 0x81; break;
+        case 5: x = 0xFF; break;
+        case 6: x = ext[rng() % 6]; break;
+        default: x = 0x00; break;  // D = C: the edge values themselves
+      }
+      b[std::size_t(n) * K + k] = x;
+    }
+  }
+  const int problems = K == info.k ? 16 : 6;
+  for (int p = 0; p < problems; ++p) {
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) c[std::size_t(m) * N + n] = std::uint32_t(cs[(m + 5 * n + p) % 16]);
+    }
+    add_raw(P, 1, a, b, c);
+  }
+}
+
 // Designed special cases (tag 15), one per problem in row 0 of A and Bt and C[0][0], the rest zero:
 // the sign of zero results (C = -0 with -0 products, exact cancellation, results that underflow
 // to zero), overflow of finite operands, Inf - Inf inside a block and across the two halves of
@@ -725,10 +842,13 @@ Problems make_special_problems(int kind, int K, int per_scenario, std::uint32_t 
     const std::uint32_t mask = (1u << info.in_bits) - 1;
     const int qmax = info.in_bits == 4 ? 7 : 127, qmin = -qmax - 1;
     const int vals[] = {qmin, qmax, 0, -1, 1, qmin, qmax};
+    const int uvals[] = {0, 255, 0, 254, 1, 128, 255};  // u8 operands of the INT8 wgmma kinds
+    const int* va = a_unsigned(kind) ? uvals : vals;
+    const int* vb = b_unsigned(kind) ? uvals : vals;
     const std::uint32_t cs[] = {0x80000000u, 0x7FFFFFFFu, 0x80000001u, 0x7FFFFFFEu, 0u, 0xFFFFFFFFu};
     for (int r = 0; r < 6 * per_scenario; ++r) {
-      for (auto& x : a) x = std::uint32_t(vals[rng() % 7]) & mask;
-      for (auto& x : b) x = std::uint32_t(vals[rng() % 7]) & mask;
+      for (auto& x : a) x = std::uint32_t(va[rng() % 7]) & mask;
+      for (auto& x : b) x = std::uint32_t(vb[rng() % 7]) & mask;
       for (auto& x : c) x = rng() % 3 ? cs[rng() % 6] : std::uint32_t(rng());
       add_raw(P, 14, a, b, c);
     }
@@ -832,14 +952,14 @@ void run(Problems& P, int variant) {
 bool small_integers_exact(const Problems& P, int p) {
   const KindInfo& info = kKinds[P.kind];
   const int M = info.m, N = info.n, K = P.K;
-  auto get = [&](const std::vector<std::uint8_t>& buf, std::size_t base_elems, int idx) -> double {
+  auto get = [&](const std::vector<std::uint8_t>& buf, std::size_t base_elems, int idx, bool u8) -> double {
     const std::size_t e = base_elems + std::size_t(idx);
     if (info.in_bits == 16) {
       const std::uint16_t bits = std::uint16_t(buf[2 * e] | (buf[2 * e + 1] << 8));
       return is_bf16(P.kind) ? attnsim::decode_f64<attnsim::bf16>(bits) : attnsim::decode_f64<attnsim::fp16>(bits);
     }
     if (info.in_bits == 8) {
-      if (info.acc == 2) return double(std::int8_t(buf[e]));
+      if (info.acc == 2) return u8 ? double(buf[e]) : double(std::int8_t(buf[e]));
       return is_e4m3(P.kind) ? attnsim::decode_f64<attnsim::e4m3fn>(buf[e])
                                                            : attnsim::decode_f64<attnsim::e5m2>(buf[e]);
     }
@@ -853,7 +973,10 @@ bool small_integers_exact(const Problems& P, int p) {
       if (info.acc == 2) s = double(std::int32_t(cv));
       else if (info.acc == 1) s = attnsim::decode_f64<attnsim::fp16>(std::uint16_t(cv));
       else { float f; std::memcpy(&f, &cv, 4); s = f; }
-      for (int k = 0; k < K; ++k) s += get(P.a, std::size_t(p) * M * K, r * K + k) * get(P.b, std::size_t(p) * N * K, n * K + k);
+      for (int k = 0; k < K; ++k) {
+        s += get(P.a, std::size_t(p) * M * K, r * K + k, a_unsigned(P.kind)) *
+             get(P.b, std::size_t(p) * N * K, n * K + k, b_unsigned(P.kind));
+      }
       const std::uint32_t dv = P.d[std::size_t(p) * M * N + r * N + n];
       double got;
       if (info.acc == 2) got = double(std::int32_t(dv));
@@ -863,6 +986,45 @@ bool small_integers_exact(const Problems& P, int p) {
     }
   }
   return true;
+}
+
+// INT8 wgmma: how many recorded outputs each candidate rule misses (printed in the log; the
+// bit-exact check of record is tests/hw/mma_h100_test.cpp). Per instruction: W wraps C + sum mod
+// 2^32; S clamps the exact C + sum to int32; E (chains) wraps per instruction but clamps only once
+// at the end of the chain (a 64-bit accumulator); Q clamps after every product in k order.
+void igmma_rule_misses(const Problems& P, int* w, int* sat, int* e, int* q) {
+  const KindInfo& info = kKinds[P.kind];
+  const int M = info.m, N = info.n, K = P.K;
+  const std::int64_t lo = INT32_MIN, hi = INT32_MAX;
+  auto clamp = [&](std::int64_t v) { return v < lo ? lo : v > hi ? hi : v; };
+  *w = *sat = *e = *q = 0;
+  for (int p = 0; p < P.count; ++p) {
+    for (int r = 0; r < M; ++r) {
+      for (int n = 0; n < N; ++n) {
+        const std::size_t o = std::size_t(p) * M * N + r * N + n;
+        const std::int64_t c = std::int32_t(P.c[o]);
+        std::int64_t vw = c, vs = c, ve = c, vq = c;
+        for (int k0 = 0; k0 < K; k0 += 32) {
+          std::int64_t sum = 0;
+          for (int k = k0; k < k0 + 32; ++k) {
+            const std::uint8_t x = P.a[std::size_t(p) * M * K + r * K + k], y = P.b[std::size_t(p) * N * K + n * K + k];
+            const std::int64_t prod = std::int64_t(a_unsigned(P.kind) ? int(x) : int(std::int8_t(x))) *
+                                      (b_unsigned(P.kind) ? int(y) : int(std::int8_t(y)));
+            sum += prod;
+            vq = clamp(vq + prod);
+          }
+          vw = std::int32_t(std::uint32_t(std::uint64_t(vw + sum)));
+          vs = clamp(vs + sum);
+          ve += sum;
+        }
+        const std::int32_t d = std::int32_t(P.d[o]);
+        *w += d != vw;
+        *sat += d != vs;
+        *e += d != clamp(ve);
+        *q += d != vq;
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -910,6 +1072,12 @@ int main(int argc, char** argv) {
     std::fflush(manifest);
     std::printf("%-40s K=%-4d %5d problems, small-integer layout check: %s; D: %d NaN, %d Inf, %d -0\n", prefix.c_str(),
                 P.K, P.count, bad ? "FAILED" : "ok", nan, inf, negzero);
+    if (is_igmma(P.kind)) {
+      int w, sat, e, q;
+      igmma_rule_misses(P, &w, &sat, &e, &q);
+      std::printf("%-40s outputs %zu missed by: wrap %d, clamp per instruction %d, clamp at chain end %d, "
+                  "clamp per product %d\n", prefix.c_str(), P.d.size(), w, sat, e, q);
+    }
     std::fflush(stdout);
   };
   for (int kind = 0; kind < kKindCount; ++kind) {
@@ -931,20 +1099,26 @@ int main(int argc, char** argv) {
         continue;
       }
     }
-    // HGMMA (new in this recording) goes to the second file with the special operands.
-    const char* file = (kind == kWgmmaF16 || kind == kWgmmaBf16) ? "special" : "main";
+    // HGMMA (new in this recording) goes to the second file with the special operands; INT8
+    // wgmma (IGMMA, added later) to a third, mma_h100_igmma.h5, special groups included.
+    const bool igmma = is_igmma(kind);
+    const char* file = igmma ? "igmma" : (kind == kWgmmaF16 || kind == kWgmmaBf16) ? "special" : "main";
+    // IGMMA: fewer random sets (size of data/hw), most for s8 with and without .satfinite.
+    const bool igmma_s8 = kind == kWgmmaS8 || kind == kWgmmaS8Sat;
     for (int steps : {1, 8}) {
       const int K = info.k * steps;
       const bool hgmma = kind == kWgmmaF16 || kind == kWgmmaBf16;  // fewer random sets: size of data/hw
-      const int random_count = steps == 1 ? (hgmma ? 60 : wg ? 150 : 600) : (hgmma ? 8 : wg ? 24 : 96);
+      int random_count = steps == 1 ? (hgmma ? 60 : wg ? 150 : 600) : (hgmma ? 8 : wg ? 24 : 96);
+      if (igmma) random_count = steps == 1 ? (igmma_s8 ? 32 : 16) : (igmma_s8 ? 4 : 2);
       Problems P = make_problems(kind, K, random_count, 1000u + 17u * kind + steps);
       record(P, std::string(info.name) + "_k" + std::to_string(K), file);
     }
     for (int steps : {1, 8}) {
       const int K = info.k * steps;
-      const int per = info.acc == 2 ? (steps == 1 ? 6 : 2) : wg ? (steps == 1 ? 6 : 2) : (steps == 1 ? 16 : 3);
+      int per = info.acc == 2 ? (steps == 1 ? 6 : 2) : wg ? (steps == 1 ? 6 : 2) : (steps == 1 ? 16 : 3);
+      if (igmma) per = steps == 1 ? (igmma_s8 ? 4 : 2) : 1;
       Problems P = make_special_problems(kind, K, per, 5000u + 17u * kind + steps);
-      record(P, std::string(info.name) + "_k" + std::to_string(K) + "_special", "special");
+      record(P, std::string(info.name) + "_k" + std::to_string(K) + "_special", igmma ? "igmma" : "special");
     }
   }
   std::fclose(manifest);

@@ -26,16 +26,20 @@ fi
 if [[ "${PROBES:-cvt mma}" == *mma* ]]; then
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/mma_probe.cu -o "$work/mma_probe"
 # The SASS of the matrix kernels: which instructions each PTX mma became (HMMA, IMMA, QGMMA,
-# F2FP conversions, the INT4 helper routine).
+# HGMMA, IGMMA, F2FP conversions, the INT4 helper routine).
 cuobjdump -sass "$work/mma_probe" > "$work/mma_probe.sass"
 gzip -9 -c "$work/mma_probe.sass" > "$out/mma_probe_sass.txt.gz"
-grep -oE '\b(HGMMA|QGMMA|HMMA|IMMA)[A-Z0-9._x]*' "$work/mma_probe.sass" | sort | uniq -c > "$out/mma_probe_log.txt"
+grep -oE '\b(HGMMA|QGMMA|IGMMA|HMMA|IMMA)[A-Z0-9._x]*' "$work/mma_probe.sass" | sort | uniq -c > "$out/mma_probe_log.txt"
+# The IGMMA lines themselves (operands and modifiers), as evidence for data/hw/README.md.
+grep -E '\bIGMMA' "$work/mma_probe.sass" | sed 's/^ *//' >> "$out/mma_probe_log.txt" || true
 "$work/mma_probe" "$work" | tee -a "$out/mma_probe_log.txt" || true
-# The groups of data/hw/h100/mma_h100.h5 are re-recorded in the same run and compared with it
-# (they come back only if they differ); special operands and HGMMA go to mma_h100_special.h5.
-python3 cuda_check/pack_mma.py "$work" "$work/mma_h100.h5" "$out/mma_h100_special.h5" \
-  --compare data/hw/h100/mma_h100.h5 | tee -a "$out/mma_probe_log.txt"
-if grep -q DIFFERENT "$out/mma_probe_log.txt"; then cp "$work/mma_h100.h5" "$out/"; fi
+# The groups of data/hw/h100/mma_h100.h5 and mma_h100_special.h5 are re-recorded in the same run
+# and compared with them (both files come back only if a group differs); INT8 wgmma (IGMMA) goes
+# to mma_h100_igmma.h5.
+python3 cuda_check/pack_mma.py "$work" "$work/mma_h100.h5" "$work/mma_h100_special.h5" "$out/mma_h100_igmma.h5" \
+  --compare data/hw/h100/mma_h100.h5 --compare-special data/hw/h100/mma_h100_special.h5 \
+  | tee -a "$out/mma_probe_log.txt"
+if grep -q DIFFERENT "$out/mma_probe_log.txt"; then cp "$work/mma_h100.h5" "$work/mma_h100_special.h5" "$out/"; fi
 fi
 if [[ "${PROBES:-cvt mma}" == *special* ]]; then
 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. cuda_check/special_probe.cu -o "$work/special_probe"

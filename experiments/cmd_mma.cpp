@@ -38,8 +38,11 @@ void bench_models() {
       const float x = nd(rng), y = nd(rng);
       // Operands as the instruction's encodings; the FP32 baseline uses the same values.
       if (info.acc == 2) {
+        // s4: -8..7, s8: -128..127, u8 (INT8 wgmma, either operand): 0..255.
         const int lim = info.in_bits == 4 ? 8 : 128;
-        const int xi = int(std::uint32_t(rng()) % (2 * lim)) - lim, yi = int(std::uint32_t(rng()) % (2 * lim)) - lim;
+        const int xo = info.in == MmaIn::kU8 ? lim : 0, yo = mma_in_b(info) == MmaIn::kU8 ? lim : 0;
+        const int xi = int(std::uint32_t(rng()) % (2 * lim)) - lim + xo;
+        const int yi = int(std::uint32_t(rng()) % (2 * lim)) - lim + yo;
         a[i] = std::uint32_t(xi) & ((1u << info.in_bits) - 1);
         b[i] = std::uint32_t(yi) & ((1u << info.in_bits) - 1);
         af[i] = float(xi);
@@ -89,7 +92,7 @@ void add_mma_command(CLI::App& app) {
       "D = A·B + C through a bit-exact tensor-core instruction model. A: M x K row-major encodings; "
       "Bt: N x K row-major (B transposed); C, D: M x N row-major float32 (int32 for integer "
       "instructions, u16 fp16 bits for fp16 accumulation). Encodings: u16 for fp16/bf16, u8 for "
-      "fp8/int8, int4 packed two per byte (element 0 in the low nibble). K may be any multiple of the "
+      "fp8/int8/uint8, int4 packed two per byte (element 0 in the low nibble). K may be any multiple of the "
       "instruction's k: instructions are chained in natural k order.");
   cmd->add_option("--instr", o->instr, "instruction model (see --list)");
   cmd->add_option("--m", o->m, "rows of A and D");

@@ -499,6 +499,24 @@ const std::vector<MmaInstrInfo>& mma_instructions() {
       {MmaInstr::kImmaS4, "sm90.imma.s4.s32", 16, 8, 64, MmaIn::kS4, 4, 2,
        "ptxas emulation: s4 widened to s8, two IMMA.16832 from zero, integer adds: exact, wrapping",
        "SASS 2x IMMA.16832.S8.S8 ... RZ in the helper routine; H100 recordings"},
+      {MmaInstr::kWgmmaS8, "sm90.wgmma.s8.s32", 64, 8, 32, MmaIn::kS8, 8, 2,
+       "exact integer dot product of 32 s8 pairs plus C, wrapping modulo 2^32 (as IMMA)",
+       "SASS IGMMA.64x8x32.S8.S8; H100 recordings data/hw/h100/mma_h100_igmma.h5 (small-integer layout check, "
+       "designed int32-limit and partial-sum-order patterns, random, all-extreme operands; K=32 and chained K=256)"},
+      {MmaInstr::kWgmmaS8Sat, "sm90.wgmma.s8.s32.satfinite", 64, 8, 32, MmaIn::kS8, 8, 2,
+       "exact integer dot product plus C, clamped once per instruction to [INT32_MIN, INT32_MAX] (no clamp of "
+       "partial sums; a chain clamps after every instruction)",
+       "SASS IGMMA.64x8x32.S8.S8.SAT; H100 recordings (wrapping, clamping per product or only at the chain's end "
+       "each miss hundreds)"},
+      {MmaInstr::kWgmmaU8, "sm90.wgmma.u8.s32", 64, 8, 32, MmaIn::kU8, 8, 2,
+       "exact integer dot product of 32 u8 pairs plus C, wrapping modulo 2^32",
+       "SASS IGMMA.64x8x32.U8.U8; H100 recordings"},
+      {MmaInstr::kWgmmaS8U8, "sm90.wgmma.s8.u8.s32", 64, 8, 32, MmaIn::kS8, 8, 2,
+       "exact integer dot product, A s8 and B u8, plus C, wrapping modulo 2^32",
+       "SASS IGMMA.64x8x32.S8.U8; H100 recordings", false, true},
+      {MmaInstr::kWgmmaU8S8, "sm90.wgmma.u8.s8.s32", 64, 8, 32, MmaIn::kU8, 8, 2,
+       "exact integer dot product, A u8 and B s8, plus C, wrapping modulo 2^32",
+       "SASS IGMMA.64x8x32.U8.S8; H100 recordings", false, true},
       {MmaInstr::kSm89MmaSyncE4m3F16, "sm89.mma_sync.e4m3.f16", 16, 8, 32, MmaIn::kE4m3, 8, 1,
        "UNVERIFIED: two 16-product blocks in natural k order (k0-15 + fp16 C, then k16-31), window 13 "
        "bits, truncated terms, each block RNE to fp16, floor 2^-20 (assumed)",
@@ -547,10 +565,16 @@ std::uint32_t fadd_rn(std::uint32_t x, std::uint32_t y) {
 
 std::int64_t int_value(MmaIn in, std::uint32_t bits) {
   if (in == MmaIn::kS8) return std::int8_t(std::uint8_t(bits));
+  if (in == MmaIn::kU8) return std::uint8_t(bits);
   return int_from_bits<s4>(std::uint8_t(bits));
 }
 
 }  // namespace
+
+MmaIn mma_in_b(const MmaInstrInfo& info) {
+  if (!info.mixed) return info.in;
+  return info.in == MmaIn::kS8 ? MmaIn::kU8 : MmaIn::kS8;
+}
 
 std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c) {
   const MmaInstrInfo& info = mma_info(instr);
@@ -636,10 +660,20 @@ std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_
       }
       case MmaInstr::kImmaS8:
       case MmaInstr::kImmaS4:
-      case MmaInstr::kImmaS8Sat: {
+      case MmaInstr::kImmaS8Sat:
+      case MmaInstr::kWgmmaS8:
+      case MmaInstr::kWgmmaS8Sat:
+      case MmaInstr::kWgmmaU8:
+      case MmaInstr::kWgmmaS8U8:
+      case MmaInstr::kWgmmaU8S8: {
+        // IMMA and IGMMA alike (data/hw/h100/mma_h100.h5, mma_h100_igmma.h5): the exact sum of
+        // the instruction's products plus C, then wrapped, or for .satfinite clamped once; the
+        // IGMMA recordings rule out clamping partial sums inside an instruction (C at INT32_MAX
+        // with +127·b before -127·b in k order keeps INT32_MAX) and clamping only at a chain's end.
+        const MmaIn in_b = mma_in_b(info);
         std::int64_t s = 0;
-        for (int k = 0; k < info.k; ++k) s += int_value(info.in, ak[k]) * int_value(info.in, bk[k]);
-        if (instr == MmaInstr::kImmaS8Sat) {
+        for (int k = 0; k < info.k; ++k) s += int_value(info.in, ak[k]) * int_value(in_b, bk[k]);
+        if (instr == MmaInstr::kImmaS8Sat || instr == MmaInstr::kWgmmaS8Sat) {
           s += std::int64_t(std::int32_t(c));
           s = s > INT32_MAX ? INT32_MAX : (s < INT32_MIN ? INT32_MIN : s);
           c = std::uint32_t(std::int32_t(s));

@@ -1,7 +1,7 @@
 // Bit-exact models of tensor-core matrix instructions (mma.sync HMMA/IMMA, FP8 wgmma QGMMA,
-// f16/bf16 wgmma HGMMA, the compiler-emulated FP8 and INT4 mma.sync of sm_90), one parameterised
-// block-FMA model underneath; plus UNVERIFIED sm_89 (Ada) FP8 mma.sync configurations from public
-// data only.
+// f16/bf16 wgmma HGMMA, INT8 wgmma IGMMA, the compiler-emulated FP8 and INT4 mma.sync of sm_90),
+// one parameterised block-FMA model underneath for the floating-point ones; plus UNVERIFIED sm_89
+// (Ada) FP8 mma.sync configurations from public data only.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +27,7 @@ struct BlockFmaParams {
 };
 
 // Input element formats.
-enum class MmaIn { kFp16, kBf16, kE4m3, kE5m2, kS8, kS4 };
+enum class MmaIn { kFp16, kBf16, kE4m3, kE5m2, kS8, kU8, kS4 };
 
 enum class MmaInstr {
   kHmmaF16F32,     // sm90.hmma.f16.f32       mma.sync m16n8k16 .f32.f16.f16.f32  -> HMMA.16816.F32
@@ -42,6 +42,11 @@ enum class MmaInstr {
   kImmaS8,         // sm90.imma.s8.s32        mma.sync m16n8k32 .s32.s8.s8.s32 (wraps mod 2^32)
   kImmaS8Sat,      // sm90.imma.s8.s32.satfinite
   kImmaS4,         // sm90.imma.s4.s32        mma.sync m16n8k64 .s32.s4.s4.s32 (emulated by 2 IMMA.S8)
+  kWgmmaS8,        // sm90.wgmma.s8.s32       wgmma m64nNk32 .s32.s8.s8 -> IGMMA.64xNx32.S8.S8 (wraps)
+  kWgmmaS8Sat,     // sm90.wgmma.s8.s32.satfinite  wgmma m64nNk32 .s32.s8.s8.satfinite -> IGMMA ... .SAT
+  kWgmmaU8,        // sm90.wgmma.u8.s32       wgmma m64nNk32 .s32.u8.u8 -> IGMMA.64xNx32.U8.U8
+  kWgmmaS8U8,      // sm90.wgmma.s8.u8.s32    wgmma m64nNk32 .s32.s8.u8 (A s8, B u8) -> IGMMA ... .S8.U8
+  kWgmmaU8S8,      // sm90.wgmma.u8.s8.s32    wgmma m64nNk32 .s32.u8.s8 (A u8, B s8) -> IGMMA ... .U8.S8
   // UNVERIFIED (no Ada GPU here): sm_89 native FP8 mma.sync (QMMA.16832), parameters from public
   // data only (shared/research/tensor-core-numerics.md sections 3, 5.3, 6.1).
   kSm89MmaSyncE4m3F16,  // sm89.mma_sync.e4m3.f16  mma.sync m16n8k32 .f16.e4m3.e4m3.f16 (SageAttention2++ fp16 acc.)
@@ -54,13 +59,17 @@ struct MmaInstrInfo {
   MmaInstr instr;
   const char* name;  // the `attnsim mma --instr` spelling
   int m, n, k;       // instruction shape (m is informative; the model works per output element)
-  MmaIn in;
+  MmaIn in;          // A's element format (and B's, except for the mixed INT8 wgmma: see in_b)
   int in_bits;       // 16, 8 or 4 bits per A/B element
   int acc;           // 0: f32 bits, 1: f16 bits, 2: s32
   const char* model; // one line: parameters
   const char* evidence;
   bool unverified = false;  // true: not checked against any recording of ours (public information only)
+  bool mixed = false;       // A and B differ in signedness (wgmma .s8.u8 / .u8.s8): B is the other one
 };
+
+// B's element format: `in`, or for the mixed-signedness INT8 wgmma the other of kS8/kU8.
+MmaIn mma_in_b(const MmaInstrInfo& info);
 
 const std::vector<MmaInstrInfo>& mma_instructions();
 std::optional<MmaInstr> parse_mma_instr(const std::string& name);

@@ -1,9 +1,10 @@
 // `attnsim mma` end to end: recorded H100 operands through the raw-file contract must give the
-// recorded D bytes exactly (8 problems per recording, --batch 8).
+// recorded D bytes exactly (the first 8 problems of each recording, or all if fewer, as one --batch).
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -20,6 +21,7 @@ namespace {
 
 const std::string kFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100.h5";
 const std::string kSpecialFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100_special.h5";
+const std::string kIgmmaFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100_igmma.h5";
 
 class MmaCli : public ::testing::TestWithParam<const char*> {};
 
@@ -27,11 +29,12 @@ TEST_P(MmaCli, RawFilesReproduceTheH100) {
   const std::string group = GetParam();
   const bool special = group.find("_special") != std::string::npos || group.find("wgmma.f16") != std::string::npos ||
                        group.find("wgmma.bf16") != std::string::npos;
-  H5Reader r(special ? kSpecialFile : kFile);
+  const bool igmma = group.find("wgmma.s8") != std::string::npos || group.find("wgmma.u8") != std::string::npos;
+  H5Reader r(igmma ? kIgmmaFile : special ? kSpecialFile : kFile);
   const int M = int(r.attr_f64(group, "M")), N = int(r.attr_f64(group, "N")), K = int(r.attr_f64(group, "K"));
   const int bits = int(r.attr_f64(group, "in_bits")), acc = int(r.attr_f64(group, "acc"));
   const std::string instr = r.attr_string(group, "instr");
-  const int P = 8;
+  const int P = std::min(8, int(r.attr_f64(group, "problems")));  // some IGMMA groups hold 6
   const std::size_t ab = std::size_t(M) * K * bits / 8 * P, bb = std::size_t(N) * K * bits / 8 * P,
                     cn = std::size_t(M) * N * P, cw = acc == 1 ? 2 : 4;
   const auto a = r.read_i64(group + "/a"), b = r.read_i64(group + "/b"), c = r.read_i64(group + "/c"),
@@ -70,7 +73,10 @@ INSTANTIATE_TEST_SUITE_P(Recordings, MmaCli,
                                            "sm90.imma.s4.s32_k512", "sm90.imma.s8.s32.satfinite_k32",
                                            "sm90.wgmma.e4m3.f32_k256", "sm90.wgmma.f16.f32_k128",
                                            "sm90.wgmma.bf16.f32_k16", "sm90.hmma.f16.f16_k16_special",
-                                           "sm90.mma_sync.e5m2.f32_k32_special", "sm90.wgmma.bf16.f32_k128_special"),
+                                           "sm90.mma_sync.e5m2.f32_k32_special", "sm90.wgmma.bf16.f32_k128_special",
+                                           "sm90.wgmma.s8.s32_k32", "sm90.wgmma.s8.s32.satfinite_k256",
+                                           "sm90.wgmma.u8.s32_k256_special", "sm90.wgmma.s8.u8.s32_k32_special",
+                                           "sm90.wgmma.u8.s8.s32_k32"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (auto& ch : s) ch = (ch == '.' ? '_' : ch);
@@ -112,9 +118,11 @@ TEST(MmaCli, ListMarksTheUnverifiedModels) {
     }
   }
   EXPECT_EQ(sm89, 4);
-  EXPECT_EQ(sm90, 12);
+  EXPECT_EQ(sm90, 17);
   EXPECT_NE(out.find("sm90.wgmma.f16.f32"), std::string::npos);
   EXPECT_NE(out.find("sm90.wgmma.bf16.f32"), std::string::npos);
+  EXPECT_NE(out.find("sm90.wgmma.s8.s32.satfinite"), std::string::npos);
+  EXPECT_NE(out.find("sm90.wgmma.u8.s8.s32"), std::string::npos);
   EXPECT_NE(out.find("sm89.mma_sync.e4m3.f16"), std::string::npos);
 }
 

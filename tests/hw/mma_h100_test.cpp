@@ -1,7 +1,8 @@
 // numerics/mma models against the H100's matrix instructions, recorded by cuda_check/mma_probe.cu
-// in data/hw/h100/mma_h100.h5 (designed and random operands) and mma_h100_special.h5 (NaN
-// payloads, Inf, overflow, Inf - Inf, signed zeros, subnormals; wgmma f16/bf16 = HGMMA): every
-// recorded output must match bit for bit.
+// in data/hw/h100/mma_h100.h5 (designed and random operands), mma_h100_special.h5 (NaN payloads,
+// Inf, overflow, Inf - Inf, signed zeros, subnormals; wgmma f16/bf16 = HGMMA) and
+// mma_h100_igmma.h5 (INT8 wgmma = IGMMA: s8, s8 .satfinite, u8, s8 x u8, u8 x s8): every recorded
+// output must match bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -20,9 +21,12 @@ namespace {
 
 const std::string kFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100.h5";
 const std::string kSpecialFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100_special.h5";
+const std::string kIgmmaFile = std::string(ATTNSIM_SOURCE_DIR) + "/data/hw/h100/mma_h100_igmma.h5";
 
-// Groups of the special file: mma_h100.h5's groups with suffix _special, and HGMMA.
+// Groups of the special file: mma_h100.h5's groups with suffix _special, and HGMMA; INT8 wgmma
+// (all its groups, _special too) lives in the IGMMA file.
 const std::string& file_of(const std::string& group) {
+  if (group.find("wgmma.s8") != std::string::npos || group.find("wgmma.u8") != std::string::npos) return kIgmmaFile;
   const bool special = group.find("_special") != std::string::npos || group.find("wgmma.f16") != std::string::npos ||
                        group.find("wgmma.bf16") != std::string::npos;
   return special ? kSpecialFile : kFile;
@@ -103,6 +107,18 @@ INSTANTIATE_TEST_SUITE_P(Hgmma, MmaH100,
                          ::testing::Values("sm90.wgmma.f16.f32_k16", "sm90.wgmma.f16.f32_k128",
                                            "sm90.wgmma.bf16.f32_k16", "sm90.wgmma.bf16.f32_k128"),
                          test_name);
+
+INSTANTIATE_TEST_SUITE_P(
+    Igmma, MmaH100,
+    ::testing::Values("sm90.wgmma.s8.s32_k32", "sm90.wgmma.s8.s32_k256", "sm90.wgmma.s8.s32_k32_special",
+                      "sm90.wgmma.s8.s32_k256_special", "sm90.wgmma.s8.s32.satfinite_k32",
+                      "sm90.wgmma.s8.s32.satfinite_k256", "sm90.wgmma.s8.s32.satfinite_k32_special",
+                      "sm90.wgmma.s8.s32.satfinite_k256_special", "sm90.wgmma.u8.s32_k32", "sm90.wgmma.u8.s32_k256",
+                      "sm90.wgmma.u8.s32_k32_special", "sm90.wgmma.u8.s32_k256_special", "sm90.wgmma.s8.u8.s32_k32",
+                      "sm90.wgmma.s8.u8.s32_k256", "sm90.wgmma.s8.u8.s32_k32_special",
+                      "sm90.wgmma.s8.u8.s32_k256_special", "sm90.wgmma.u8.s8.s32_k32", "sm90.wgmma.u8.s8.s32_k256",
+                      "sm90.wgmma.u8.s8.s32_k32_special", "sm90.wgmma.u8.s8.s32_k256_special"),
+    test_name);
 
 }  // namespace
 }  // namespace attnsim
@@ -294,6 +310,97 @@ TEST(MmaH100Special, RecordingsExerciseEverySpecialCase) {
       }
     }
   }
+}
+
+}  // namespace
+}  // namespace attnsim
+
+namespace attnsim {
+namespace {
+
+// INT8 wgmma (IGMMA) negative controls: the recorded D against integer rules other than the
+// model's (exact C + sum per instruction, wrapped, or clamped for .satfinite), each applied per
+// output element from the recorded operands.
+enum class IntRule {
+  kWrap,            // wrap modulo 2^32 after each instruction
+  kClamp,           // clamp the exact C + sum of each instruction
+  kClampChainEnd,   // wrap-free 64-bit sum over the whole chain, clamped once at the end
+  kClampPerProduct, // clamp after every product, in k order
+  kAllSigned,       // operands all read as s8 (u8 read as s8), wrapping
+  kAllUnsigned,     // operands all read as u8, wrapping
+};
+
+std::size_t int_rule_mismatches(const std::string& group, IntRule rule) {
+  H5Reader r(kIgmmaFile);
+  const MmaInstrInfo& info = mma_info(*parse_mma_instr(r.attr_string(group, "instr")));
+  const int M = int(r.attr_f64(group, "M")), N = int(r.attr_f64(group, "N")), K = int(r.attr_f64(group, "K"));
+  const int P = int(r.attr_f64(group, "problems"));
+  const auto a = r.read_i64(group + "/a"), b = r.read_i64(group + "/b"), c = r.read_i64(group + "/c"),
+             d = r.read_i64(group + "/d");
+  auto value = [&](MmaIn in, std::int64_t byte) -> std::int64_t {
+    const bool u8 = rule == IntRule::kAllUnsigned || (rule != IntRule::kAllSigned && in == MmaIn::kU8);
+    return u8 ? std::int64_t(std::uint8_t(byte)) : std::int64_t(std::int8_t(std::uint8_t(byte)));
+  };
+  auto clamp = [](std::int64_t v) -> std::int64_t { return v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v; };
+  const MmaIn in_a = info.in, in_b = mma_in_b(info);
+  std::size_t bad = 0;
+  for (int p = 0; p < P; ++p) {
+    for (int m = 0; m < M; ++m) {
+      for (int n = 0; n < N; ++n) {
+        const std::size_t idx = (std::size_t(p) * M + m) * N + n;
+        std::int64_t acc = std::int32_t(std::uint32_t(c[idx]));
+        for (int k0 = 0; k0 < K; k0 += info.k) {
+          std::int64_t sum = 0;
+          for (int k = k0; k < k0 + info.k; ++k) {
+            const std::int64_t prod = value(in_a, a[(std::size_t(p) * M + m) * K + k]) *
+                                      value(in_b, b[(std::size_t(p) * N + n) * K + k]);
+            sum += prod;
+            if (rule == IntRule::kClampPerProduct) acc = clamp(acc + prod);
+          }
+          if (rule == IntRule::kClamp) acc = clamp(acc + sum);
+          if (rule == IntRule::kClampChainEnd) acc += sum;
+          if (rule == IntRule::kWrap || rule == IntRule::kAllSigned || rule == IntRule::kAllUnsigned) {
+            acc = std::int32_t(std::uint32_t(std::uint64_t(acc + sum)));
+          }
+        }
+        if (rule == IntRule::kClampChainEnd) acc = clamp(acc);
+        bad += std::uint32_t(acc) != std::uint32_t(d[idx]);
+      }
+    }
+  }
+  std::printf("control %-36s rule %d: %zu of %zu outputs differ\n", group.c_str(), int(rule), bad, d.size());
+  return bad;
+}
+
+TEST(MmaH100Controls, IgmmaWrapsOrClampsOncePerInstruction) {
+  for (const char* g : {"sm90.wgmma.s8.s32", "sm90.wgmma.u8.s32", "sm90.wgmma.s8.u8.s32", "sm90.wgmma.u8.s8.s32"}) {
+    for (const char* suffix : {"_k32", "_k256", "_k32_special", "_k256_special"}) {
+      const std::string group = std::string(g) + suffix;
+      // The model's rule, written independently of mma_dot; then a clamp where the sum leaves
+      // int32 must disagree (the recordings wrap).
+      EXPECT_EQ(int_rule_mismatches(group, IntRule::kWrap), 0u) << group;
+      EXPECT_GT(int_rule_mismatches(group, IntRule::kClamp), 100u) << group;
+    }
+  }
+  for (const char* suffix : {"_k32", "_k256", "_k32_special", "_k256_special"}) {
+    const std::string group = std::string("sm90.wgmma.s8.s32.satfinite") + suffix;
+    EXPECT_EQ(int_rule_mismatches(group, IntRule::kClamp), 0u) << group;
+    // The wrapping model must disagree with the .satfinite recording wherever it saturates.
+    EXPECT_GT(int_rule_mismatches(group, IntRule::kWrap), 100u) << group;
+    // Partial sums are not clamped (designed +127/-127 patterns against C = INT32_MAX/MIN).
+    EXPECT_GT(int_rule_mismatches(group, IntRule::kClampPerProduct), 100u) << group;
+  }
+  // A chain clamps after every instruction, not once at its end (rows whose sign alternates by
+  // k-step, C near the limits).
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.s8.s32.satfinite_k256", IntRule::kClampChainEnd), 100u);
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.s8.s32.satfinite_k256_special", IntRule::kClampChainEnd), 100u);
+  // Signedness: u8 operands are unsigned, s8 signed, per operand in the mixed forms.
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.u8.s32_k32", IntRule::kAllSigned), 1000u);
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.s8.u8.s32_k32", IntRule::kAllSigned), 1000u);
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.s8.u8.s32_k32", IntRule::kAllUnsigned), 1000u);
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.u8.s8.s32_k32", IntRule::kAllSigned), 1000u);
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.u8.s8.s32_k32", IntRule::kAllUnsigned), 1000u);
+  EXPECT_GT(int_rule_mismatches("sm90.wgmma.s8.s32_k32", IntRule::kAllUnsigned), 1000u);
 }
 
 }  // namespace
