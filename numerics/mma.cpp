@@ -79,47 +79,8 @@ struct Term {
 
 constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
 
-// The same decode as decode_table, packed for the finite fast path of block_fma: significand
-// (integer, implicit bit included), exponent of its unit bit (exp + mantissa bits, the term
-// exponent the general path uses), sign, and whether the encoding is Inf/NaN. Zeros get
-// significand 0 and an exponent far below any floor, so they neither vote for the alignment
-// exponent nor add anything: exactly the general path's "zero products take no part".
-struct Packed {
-  std::uint32_t sig;
-  std::int16_t e;
-  std::uint8_t neg;
-  std::uint8_t special;
-};
+// Exponent given to zero products: far below any floor, so they never set the alignment.
 constexpr int kZeroExp = -20000;
-
-const Packed* packed_table(MmaIn in) {
-  auto build = [](MmaIn f) {
-    const std::vector<FloatParts>& d = decode_table(f);
-    const int M = man_bits(f);
-    std::vector<Packed> t(d.size());
-    for (std::size_t i = 0; i < d.size(); ++i) {
-      const FloatParts& x = d[i];
-      if (x.kind == FloatParts::kFinite) {
-        t[i] = {std::uint32_t(x.sig), std::int16_t(x.exp + M), std::uint8_t(x.neg), 0};
-      } else if (x.kind == FloatParts::kZero) {
-        t[i] = {0, std::int16_t(kZeroExp), std::uint8_t(x.neg), 0};
-      } else {
-        t[i] = {0, std::int16_t(kZeroExp), std::uint8_t(x.neg), 1};
-      }
-    }
-    return t;
-  };
-  static const std::vector<Packed> fp16_t = build(MmaIn::kFp16), bf16_t = build(MmaIn::kBf16),
-                                   e4m3_t = build(MmaIn::kE4m3), e5m2_t = build(MmaIn::kE5m2);
-  switch (in) {
-    case MmaIn::kFp16: return fp16_t.data();
-    case MmaIn::kBf16: return bf16_t.data();
-    case MmaIn::kE4m3: return e4m3_t.data();
-    case MmaIn::kE5m2: return e5m2_t.data();
-    default: break;
-  }
-  throw std::logic_error("packed_table: integer format");
-}
 
 // The accumulator bits of ±q · 2^(e − out_man), where q has at most out_man + 2 bits (a rounding
 // carry) and e >= the format's emin; q < 2^out_man only at e = emin (a subnormal result).
@@ -187,21 +148,6 @@ inline __attribute__((always_inline)) bool c_term(std::uint32_t c, bool acc_fp16
   return true;
 }
 
-// Decodes an operand into the Packed form. fp16/bf16 arithmetically (their 2^16-entry tables are
-// 512 KB, and random lookups into them are cache misses); fp8 from its 256-entry table.
-template <MmaIn kIn>
-inline __attribute__((always_inline)) Packed unpack(const Packed* tab, std::uint32_t bits) {
-  if constexpr (kIn == MmaIn::kFp16 || kIn == MmaIn::kBf16) {
-    constexpr int kMan = kIn == MmaIn::kFp16 ? 10 : 7, kBias = kIn == MmaIn::kFp16 ? 15 : 127;
-    constexpr std::uint32_t kEmax = kIn == MmaIn::kFp16 ? 0x1F : 0xFF;
-    const std::uint32_t ef = (bits >> kMan) & kEmax, m = bits & ((1u << kMan) - 1);
-    const std::uint32_t sig = ef ? (m | (1u << kMan)) : m;
-    const int e = sig == 0 ? kZeroExp : (ef ? int(ef) - kBias : 1 - kBias);
-    return {sig, std::int16_t(e), std::uint8_t((bits >> 15) & 1u), std::uint8_t(ef == kEmax)};
-  } else {
-    return tab[bits & 0xFFu];
-  }
-}
 
 // block_fma when no operand and no C is Inf or NaN (nearly always): the same arithmetic in two
 // branch-free passes over the products (alignment exponent, then truncated aligned sum). Returns
@@ -209,12 +155,53 @@ inline __attribute__((always_inline)) Packed unpack(const Packed* tab, std::uint
 // path. Tested against every H100 recording (tests/hw/mma_h100_test.cpp) and against the general
 // path (block_fma_reference) on random and adversarial blocks (tests/numerics/mma_test.cpp).
 // kN > 0: the block size as a compile-time constant, so the loops unroll; kN = 0: n at run time.
-// tab: packed_table(kIn); lp: the left shift that gives a product 23 + neab fraction bits
+// lp: the left shift that gives a product 23 + neab fraction bits
 // (23 - 2·mantissa bits + neab >= 0).
+// The per-product pass of a block in plain 32-bit integer arithmetic (no tables, no structs), so
+// that the compiler vectorises it: for each k the exact significand product shifted to 23 + neab
+// fraction bits (pm), the exponent of its unit bit (pe; kZeroExp for a zero product, which then
+// neither votes for the alignment nor adds anything), the sign as a 0 / -1 mask (sg). Returns the
+// largest exponent in *mx and whether an operand is Inf or NaN. The same decode as decompose()
+// (formats/exmy.hpp): normal = (m | hidden) · 2^(e − bias − man), subnormal = m · 2^(1 − bias −
+// man); the specials are e = all ones (fp16, bf16, e5m2) and S.1111.111 (e4m3fn, NaN only).
+template <MmaIn kIn, int kN>
+inline __attribute__((always_inline)) bool block_products(const std::uint32_t* a, const std::uint32_t* b, int n_rt,
+                                                          int lp, std::int32_t* pe, std::uint32_t* pm,
+                                                          std::int32_t* sg, int* mx_out) {
+  const int n = kN > 0 ? kN : n_rt;
+  constexpr int kMan = kIn == MmaIn::kFp16 ? 10 : kIn == MmaIn::kBf16 ? 7 : kIn == MmaIn::kE4m3 ? 3 : 2;
+  constexpr int kBits = (kIn == MmaIn::kFp16 || kIn == MmaIn::kBf16) ? 16 : 8;
+  constexpr int kExpBits = kBits - 1 - kMan;
+  constexpr std::uint32_t kEmax = (1u << kExpBits) - 1, kManMask = (1u << kMan) - 1;
+  constexpr int kBias = int(kEmax >> 1);
+  std::int32_t mx = kZeroExp;
+  std::uint32_t special = 0;
+  for (int i = 0; i < n; ++i) {
+    const std::uint32_t x = a[i], y = b[i];
+    const std::uint32_t ex = (x >> kMan) & kEmax, ey = (y >> kMan) & kEmax;
+    const std::uint32_t sx = (x & kManMask) | (std::uint32_t(ex != 0) << kMan);
+    const std::uint32_t sy = (y & kManMask) | (std::uint32_t(ey != 0) << kMan);
+    if constexpr (kIn == MmaIn::kE4m3) {
+      special |= std::uint32_t((x & 0x7Fu) == 0x7Fu) | std::uint32_t((y & 0x7Fu) == 0x7Fu);
+    } else {
+      special |= std::uint32_t(ex == kEmax) | std::uint32_t(ey == kEmax);
+    }
+    const std::uint32_t sig = sx * sy;
+    const std::int32_t e = std::int32_t(ex + (ex == 0)) + std::int32_t(ey + (ey == 0)) - 2 * kBias;
+    const std::int32_t ez = sig == 0 ? std::int32_t(kZeroExp) : e;
+    pe[i] = ez;
+    pm[i] = sig << lp;
+    sg[i] = -std::int32_t(((x ^ y) >> (kBits - 1)) & 1u);
+    mx = ez > mx ? ez : mx;
+  }
+  *mx_out = mx;
+  return special != 0;
+}
+
 template <int kN, MmaIn kIn>
 inline __attribute__((always_inline)) bool block_fma_finite(
-    const Packed* tab, int lp, const std::uint32_t* a, const std::uint32_t* b,
-    int n_rt, std::uint32_t c, const BlockFmaParams& p, std::uint32_t* out) {
+    int lp, const std::uint32_t* a, const std::uint32_t* b, int n_rt, std::uint32_t c,
+    const BlockFmaParams& p, std::uint32_t* out) {
   const int n = kN > 0 ? kN : n_rt;
   std::uint64_t csig;
   int ce;
@@ -226,18 +213,10 @@ inline __attribute__((always_inline)) bool block_fma_finite(
   std::int32_t pe[64];
   std::uint32_t pm[64];
   std::int32_t sg[64];
-  unsigned special = 0;
+  int pmax;
+  if (block_products<kIn, kN>(a, b, n, lp, pe, pm, sg, &pmax)) return false;
   int max_e = p.min_exp > ce ? p.min_exp : ce;
-  for (int i = 0; i < n; ++i) {
-    const Packed x = unpack<kIn>(tab, a[i]), y = unpack<kIn>(tab, b[i]);
-    special |= x.special | y.special;
-    const int e = x.e + y.e;
-    pe[i] = e;
-    pm[i] = (x.sig * y.sig) << lp;
-    sg[i] = -std::int32_t(x.neg ^ y.neg);
-    max_e = e > max_e ? e : max_e;
-  }
-  if (special) return false;
+  max_e = pmax > max_e ? pmax : max_e;
   std::int64_t acc = 0;
   for (int i = 0; i < n; ++i) {
     int sh = max_e - pe[i];
@@ -276,12 +255,11 @@ std::uint32_t block_fma_general(MmaIn in, const std::uint32_t* a, const std::uin
 // multi-versioning): with AVX2 the compiler vectorises the product and shift passes; both are the
 // same integer arithmetic, so results are identical.
 template <int kN, MmaIn kIn>
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ATTNSIM_NO_TARGET_CLONES)
 __attribute__((target_clones("avx2", "default")))
 #endif
 std::uint32_t chain_blocks(const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c,
                            const BlockFmaParams& p) {
-  const Packed* tab = packed_table(kIn);
   const int lp = 23 - 2 * man_bits(kIn) + p.neab;
   if (lp < 0) {  // no configuration has this; kept for completeness
     for (int k0 = 0; k0 < K; k0 += kN) c = block_fma_general(kIn, a + k0, b + k0, kN, c, p);
@@ -297,26 +275,17 @@ std::uint32_t chain_blocks(const std::uint32_t* a, const std::uint32_t* b, int K
     for (int j = 0; j < nb; ++j) {
       const std::uint32_t* aj = a + k0 + j * kN;
       const std::uint32_t* bj = b + k0 + j * kN;
-      int pe[kN];
+      std::int32_t pe[kN];
       std::uint32_t pm[kN];
-      unsigned sp = 0;
-      int mx = kZeroExp;
-      for (int i = 0; i < kN; ++i) {
-        const Packed x = unpack<kIn>(tab, aj[i]), y = unpack<kIn>(tab, bj[i]);
-        sp |= x.special | y.special;
-        const int e = x.e + y.e;
-        pe[i] = e;
-        pm[i] = (x.sig * y.sig) << lp;  // < 2^28
-        sg[j][i] = -std::int32_t(x.neg ^ y.neg);
-        mx = e > mx ? e : mx;
-      }
+      int mx;
+      const bool sp = block_products<kIn, kN>(aj, bj, kN, lp, pe, pm, sg[j], &mx);
       for (int i = 0; i < kN; ++i) {
         int sh = mx - pe[i];
         sh = sh > 31 ? 31 : sh;  // shifts >= 28 leave 0; 31 keeps the shift defined
         w[j][i] = pm[i] >> sh;
       }
       pmax[j] = mx;
-      special[j] = sp != 0;
+      special[j] = sp;
     }
     for (int j = 0; j < nb; ++j) {
       std::uint64_t csig;
@@ -370,7 +339,7 @@ template <MmaIn kIn>
 bool block_fma_finite_rt(const std::uint32_t* a, const std::uint32_t* b, int n, std::uint32_t c,
                          const BlockFmaParams& p, std::uint32_t* out) {
   const int lp = 23 - 2 * man_bits(kIn) + p.neab;
-  return lp >= 0 && n <= 64 && block_fma_finite<0, kIn>(packed_table(kIn), lp, a, b, n, c, p, out);
+  return lp >= 0 && n <= 64 && block_fma_finite<0, kIn>(lp, a, b, n, c, p, out);
 }
 
 }  // namespace
