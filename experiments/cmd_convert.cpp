@@ -26,7 +26,8 @@ void add_convert_command(CLI::App& app) {
       "Encode raw little-endian float32 (or float64) into a number format, or --decode back to "
       "float32. Output: u8 per element for 8-bit formats and integers, u16 for 16-bit formats.");
   cmd->add_option("--to", opt->to, "format: " + join_choices(convert_format_names()))->required();
-  cmd->add_option("--round", opt->round, "rounding: rne (nearest even), rna (nearest away), rz, ru, rd")
+  cmd->add_option("--round", opt->round,
+                  "rounding: rne (nearest even), rna (nearest away), rz, ru, rd")
       ->capture_default_str();
   cmd->add_option("--overflow", opt->overflow,
                   "overflow policy: saturate (CUDA satfinite), saturate-finite (ml_dtypes "
@@ -35,10 +36,13 @@ void add_convert_command(CLI::App& app) {
                   "NaN bits for NaN inputs: cuda (0x7F/0x7FFF, sign dropped), ml_dtypes (sign "
                   "kept, quiet NaN), ieee (sign and payload kept)")
       ->capture_default_str();
-  cmd->add_option("--from", opt->from, "input element type when encoding: f32 or f64")->capture_default_str();
+  cmd->add_option("--from", opt->from, "input element type when encoding: f32 or f64")
+      ->capture_default_str();
   cmd->add_option("--scale", opt->scale, "integer formats: q = round(x / scale), exact quotient");
-  cmd->add_flag("--packed", opt->packed, "int4/int2: pack 2 or 4 elements per byte, element 0 in the low bits");
-  cmd->add_option("--count", opt->count, "with --decode --packed: number of elements (default: all)");
+  cmd->add_flag("--packed", opt->packed,
+                "int4/int2: pack 2 or 4 elements per byte, element 0 in the low bits");
+  cmd->add_option("--count", opt->count,
+                  "with --decode --packed: number of elements (default: all)");
   cmd->add_flag("--decode", opt->decode, "read encodings of --to's format, write float32");
   cmd->add_option("--in", opt->in, "input file")->required();
   cmd->add_option("--out", opt->out, "output file (written atomically)")->required();
@@ -55,7 +59,8 @@ void add_convert_command(CLI::App& app) {
       return;
     }
     if (opt->overflow.empty()) {
-      throw UsageError("--overflow is required when encoding (" + join_choices(overflow_names()) + ")");
+      throw UsageError("--overflow is required when encoding (" + join_choices(overflow_names()) +
+                       ")");
     }
     req.policy.overflow = parse_overflow(opt->overflow);
     if (opt->count != 0) throw UsageError("--count applies to --decode --packed only");

@@ -43,7 +43,8 @@ void run_quantize(const QuantizeOptions& opt) {
   std::vector<bool> smooth_modes;
   if (opt.smooth == "none" || opt.smooth == "both") smooth_modes.push_back(false);
   if (opt.smooth == "mean" || opt.smooth == "both") smooth_modes.push_back(true);
-  if (smooth_modes.empty()) throw UsageError("--smooth must be none, mean or both, not '" + opt.smooth + "'");
+  if (smooth_modes.empty())
+    throw UsageError("--smooth must be none, mean or both, not '" + opt.smooth + "'");
   std::vector<GroupMap> maps;
   for (const auto& g : opt.granularities) maps.push_back(parse_granularity(g));
   const std::vector<std::string> known = quantizer_names();
@@ -53,7 +54,8 @@ void run_quantize(const QuantizeOptions& opt) {
     }
   }
 
-  // Columns of the results table (one row per input group × head × quantizer × granularity × smooth).
+  // Columns of the results table (one row per input group × head × quantizer × granularity ×
+  // smooth).
   std::vector<std::string> c_input, c_group, c_quant, c_gran, c_desc;
   std::vector<std::int64_t> c_head, c_smooth, c_tokens, c_channels, c_groups;
   std::vector<double> c_fro, c_l1, c_max, c_cos, c_sqnr;
@@ -80,7 +82,8 @@ void run_quantize(const QuantizeOptions& opt) {
       const std::string gname = prefix.empty() ? "/" : prefix.substr(0, prefix.size() - 1);
       for (int b = 0; b < s.batch; ++b) {
         for (int h = 0; h < heads; ++h) {
-          const float* xh = x.data() + (std::size_t(b) * heads + h) * std::size_t(tokens) * channels;
+          const float* xh =
+              x.data() + (std::size_t(b) * heads + h) * std::size_t(tokens) * channels;
           for (const auto& qn : opt.quantizers) {
             for (std::size_t gi = 0; gi < maps.size(); ++gi) {
               for (bool sm : smooth_modes) {
@@ -101,7 +104,8 @@ void run_quantize(const QuantizeOptions& opt) {
                 c_cos.push_back(e.cosine);
                 c_sqnr.push_back(e.sqnr_db);
                 if (!opt.quiet) {
-                  const std::string shown = path.size() > 28 ? "..." + path.substr(path.size() - 25) : path;
+                  const std::string shown =
+                      path.size() > 28 ? "..." + path.substr(path.size() - 25) : path;
                   std::printf("%-28s %-9s %4d %-26s %-24s %6s %10.3e %10.3e %10.3e %8.2f\n",
                               shown.c_str(), gname.c_str(), int(c_head.back()), qn.c_str(),
                               opt.granularities[gi].c_str(), sm ? "mean" : "none", e.rel_fro,
@@ -144,7 +148,8 @@ void add_quantize_command(CLI::App& app) {
   auto opt = std::make_shared<QuantizeOptions>();
   CLI::App* cmd = app.add_subcommand(
       "quantize", "Quantization error of a dump's q/k/v per head, by quantizer and granularity");
-  cmd->add_option("--input", opt->inputs, "attention dump(s) (HDF5 layout of experiments/README.md)")
+  cmd->add_option("--input", opt->inputs,
+                  "attention dump(s) (HDF5 layout of experiments/README.md)")
       ->required();
   cmd->add_option("--group", opt->group, "one layer group (e.g. layer_15); default: every group");
   cmd->add_option("--tensor", opt->tensor, "q, k or v (default k)");
@@ -153,8 +158,9 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--granularities", opt->granularities,
                   "comma-separated: " + join(granularity_names()))
       ->delimiter(',');
-  cmd->add_option("--smooth", opt->smooth,
-                  "none | mean (subtract the per-channel mean over tokens first: smooth-K) | both (default)");
+  cmd->add_option(
+      "--smooth", opt->smooth,
+      "none | mean (subtract the per-channel mean over tokens first: smooth-K) | both (default)");
   cmd->add_option("--output", opt->output, "results table (.h5, written atomically)");
   cmd->add_flag("--quiet", opt->quiet, "no table on stdout");
   cmd->callback([opt]() { run_quantize(*opt); });

@@ -5,8 +5,8 @@
 
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <string>
@@ -16,8 +16,8 @@
 #include "experiments/commands.hpp"
 #include "experiments/dump.hpp"
 #include "experiments/error.hpp"
-#include "experiments/hdf5_io.hpp"
 #include "experiments/file_io.hpp"
+#include "experiments/hdf5_io.hpp"
 #include "experiments/methods.hpp"
 #include "experiments/mpi_env.hpp"
 #include "experiments/provenance.hpp"
@@ -39,7 +39,6 @@ struct SweepOptions {
 };
 
 std::string command_line_text;
-
 
 std::string toml_list(const std::vector<std::string>& v) {
   std::string s = "[";
@@ -72,11 +71,13 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
       if (!given("--grid")) opt.grid = it.inputs;
     } else if (key == "seeds") {
       if (!given("--seeds")) {
-        if (it.inputs.size() != 1) throw UsageError("config '" + opt.config + "': seeds takes one integer");
+        if (it.inputs.size() != 1)
+          throw UsageError("config '" + opt.config + "': seeds takes one integer");
         try {
           opt.seeds = std::stoi(it.inputs[0]);
         } catch (const std::exception&) {
-          throw UsageError("config '" + opt.config + "': seeds = '" + it.inputs[0] + "' is not an integer");
+          throw UsageError("config '" + opt.config + "': seeds = '" + it.inputs[0] +
+                           "' is not an integer");
         }
       }
     } else if (key == "output") {
@@ -84,16 +85,19 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
     } else if (key == "allow_nonfinite" || key == "allow-nonfinite") {
       if (!it.inputs.empty()) opt.allow_nonfinite = opt.allow_nonfinite || it.inputs[0] == "true";
     } else {
-      throw UsageError("config '" + opt.config + "': unknown key '" + key +
-                       "' (allowed: methods, input, synthetic, grid, seeds, output, allow_nonfinite)");
+      throw UsageError(
+          "config '" + opt.config + "': unknown key '" + key +
+          "' (allowed: methods, input, synthetic, grid, seeds, output, allow_nonfinite)");
     }
   }
 }
 
 void run_sweep(const SweepOptions& opt) {
   const SweepPlan plan = make_plan(opt.methods, opt.grid, opt.inputs, opt.synthetic, opt.seeds);
-  if (opt.resume && opt.output.empty()) throw UsageError("--resume needs --output (checkpoints sit beside it)");
-  if (opt.max_points >= 0 && opt.output.empty()) throw UsageError("--max-points needs --output (to resume from)");
+  if (opt.resume && opt.output.empty())
+    throw UsageError("--resume needs --output (checkpoints sit beside it)");
+  if (opt.max_points >= 0 && opt.output.empty())
+    throw UsageError("--max-points needs --output (to resume from)");
   const int rank = mpi_rank();
   // Make sure the output path is writable before computing anything (the probe leaves nothing).
   if (!opt.output.empty() && rank == 0) AtomicFile probe(opt.output);
@@ -123,10 +127,11 @@ void run_sweep(const SweepOptions& opt) {
     res.table.write(writer);
     write_provenance(writer, command_line_text);
     writer.attr_i64("/", "seeds", opt.seeds);
-    writer.attr_string("/", "config",
-                       "methods = " + toml_list(opt.methods) + "\ninput = " + toml_list(opt.inputs) +
-                           "\nsynthetic = " + toml_list(opt.synthetic) + "\ngrid = " + toml_list(opt.grid) +
-                           "\nseeds = " + std::to_string(opt.seeds) + "\n");
+    writer.attr_string(
+        "/", "config",
+        "methods = " + toml_list(opt.methods) + "\ninput = " + toml_list(opt.inputs) +
+            "\nsynthetic = " + toml_list(opt.synthetic) + "\ngrid = " + toml_list(opt.grid) +
+            "\nseeds = " + std::to_string(opt.seeds) + "\n");
     writer.commit();
     remove_checkpoints(opt.output);
     std::printf("wrote %s (%zu points, %lld computed, %lld from checkpoints)\n", opt.output.c_str(),
@@ -160,26 +165,35 @@ void set_command_line(int argc, char** argv) {
 void add_sweep_command(CLI::App& app) {
   auto opt = std::make_shared<SweepOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "sweep", "Run methods over inputs and seeds against FP64 golden attention; table + HDF5 results");
-  cmd->add_option("--config", opt->config,
-                  "TOML file with the option names as keys (methods, input, synthetic, seeds, output); "
-                  "options given on the command line take precedence (experiments/configs/)");
-  cmd->add_option("--methods", opt->methods, "method configurations, comma-separated (see `attnsim methods`)")
+      "sweep",
+      "Run methods over inputs and seeds against FP64 golden attention; table + HDF5 results");
+  cmd->add_option(
+      "--config", opt->config,
+      "TOML file with the option names as keys (methods, input, synthetic, seeds, output); "
+      "options given on the command line take precedence (experiments/configs/)");
+  cmd->add_option("--methods", opt->methods,
+                  "method configurations, comma-separated (see `attnsim methods`)")
       ->delimiter(';');
-  cmd->add_option("--input", opt->inputs, "HDF5 dump(s) with q, k, v (or layer_NN/ groups of them)");
-  cmd->add_option("--synthetic", opt->synthetic, "synthetic input spec(s), see `attnsim synth --help`");
-  cmd->add_option("--seeds", opt->seeds, "seeds 0..N-1 for each synthetic spec")->capture_default_str();
+  cmd->add_option("--input", opt->inputs,
+                  "HDF5 dump(s) with q, k, v (or layer_NN/ groups of them)");
+  cmd->add_option("--synthetic", opt->synthetic,
+                  "synthetic input spec(s), see `attnsim synth --help`");
+  cmd->add_option("--seeds", opt->seeds, "seeds 0..N-1 for each synthetic spec")
+      ->capture_default_str();
   cmd->add_option("--grid", opt->grid,
                   "KEY=V1,V2,... (repeatable): run every method that has option KEY at each value "
                   "(cartesian product over the --grid options)");
-  cmd->add_option("--output", opt->output,
-                  "results .h5 (written atomically); completed points go to OUTPUT.ckpt.<rank> meanwhile");
-  cmd->add_flag("--resume", opt->resume, "reuse the points completed by an interrupted run with the same --output");
+  cmd->add_option(
+      "--output", opt->output,
+      "results .h5 (written atomically); completed points go to OUTPUT.ckpt.<rank> meanwhile");
+  cmd->add_flag("--resume", opt->resume,
+                "reuse the points completed by an interrupted run with the same --output");
   cmd->add_option("--max-points", opt->max_points,
                   "stop after this many points per rank (exit 3; finish later with --resume)");
   cmd->add_flag("--quiet", opt->quiet, "no progress bar and no table");
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
-  cmd->add_flag("--report-time", opt->report_time, "print the evaluation time on stderr (attnsim bench)")
+  cmd->add_flag("--report-time", opt->report_time,
+                "print the evaluation time on stderr (attnsim bench)")
       ->group("");
   cmd->callback([opt, cmd]() {
     try {
@@ -197,7 +211,8 @@ void add_sweep_command(CLI::App& app) {
     }
   });
 
-  CLI::App* list = app.add_subcommand("methods", "List attention methods, their options and defaults");
+  CLI::App* list =
+      app.add_subcommand("methods", "List attention methods, their options and defaults");
   list->callback([]() {
     for (const auto& m : method_registry()) {
       std::printf("%s: %s\n", m.name.c_str(), m.help.c_str());
@@ -205,8 +220,8 @@ void add_sweep_command(CLI::App& app) {
         std::string choices;
         for (const auto& c : p.choices) choices += (choices.empty() ? "" : "|") + c;
         std::printf("  %-6s %-34s default %-6s %s\n", p.key.c_str(),
-                    p.choices.empty() ? "positive integer" : choices.c_str(), p.default_value.c_str(),
-                    p.help.c_str());
+                    p.choices.empty() ? "positive integer" : choices.c_str(),
+                    p.default_value.c_str(), p.help.c_str());
       }
     }
   });

@@ -40,11 +40,21 @@ std::int64_t round_exact_quotient(double x, double scale, Round r) {
   const u128 twice = rem * 2;
   bool up = false;
   switch (r) {
-    case Round::kNearestEven: up = twice > den || (twice == den && (k & 1)); break;
-    case Round::kNearestAway: up = twice >= den && rem != 0; break;
-    case Round::kTowardZero: up = false; break;
-    case Round::kUp: up = !neg && rem != 0; break;
-    case Round::kDown: up = neg && rem != 0; break;
+    case Round::kNearestEven:
+      up = twice > den || (twice == den && (k & 1));
+      break;
+    case Round::kNearestAway:
+      up = twice >= den && rem != 0;
+      break;
+    case Round::kTowardZero:
+      up = false;
+      break;
+    case Round::kUp:
+      up = !neg && rem != 0;
+      break;
+    case Round::kDown:
+      up = neg && rem != 0;
+      break;
   }
   k += up ? 1 : 0;
   return neg ? -k : k;
@@ -63,16 +73,19 @@ void encode_float(const std::vector<T>& x, Policy p, std::vector<std::uint8_t>& 
 }
 
 template <class IntFmt, class T>
-void encode_int(const std::vector<T>& x, const ConvertRequest& req, std::vector<std::uint8_t>& out) {
+void encode_int(const std::vector<T>& x, const ConvertRequest& req,
+                std::vector<std::uint8_t>& out) {
   std::vector<std::int32_t> q(x.size());
   for (std::size_t i = 0; i < x.size(); ++i) {
     const double v = double(x[i]);
     if (std::isnan(v)) {
-      throw UsageError("input element " + std::to_string(i) + " is NaN; integer formats have no NaN");
+      throw UsageError("input element " + std::to_string(i) +
+                       " is NaN; integer formats have no NaN");
     }
     // +-Inf saturates, as cvt.rni.sat does.
-    const std::int64_t k = std::isinf(v) ? (v < 0 ? -(std::int64_t{1} << 40) : (std::int64_t{1} << 40))
-                                         : round_exact_quotient(v, req.scale, req.policy.round);
+    const std::int64_t k = std::isinf(v)
+                               ? (v < 0 ? -(std::int64_t{1} << 40) : (std::int64_t{1} << 40))
+                               : round_exact_quotient(v, req.scale, req.policy.round);
     q[i] = int_clamp_or_wrap<IntFmt>(k, IntOverflow::kSaturate);
   }
   if (req.packed) {
@@ -103,7 +116,8 @@ std::vector<std::uint8_t> encode_any(const std::vector<T>& x, const ConvertReque
   }
   if (f == "e4m3fn") {
     if (req.policy.overflow == Overflow::kInf) {
-      throw UsageError("e4m3fn has no infinity; choose --overflow saturate, saturate-finite or nan");
+      throw UsageError(
+          "e4m3fn has no infinity; choose --overflow saturate, saturate-finite or nan");
     }
     encode_float<e4m3fn>(x, req.policy, out);
   } else if (f == "e5m2") {
@@ -119,7 +133,8 @@ std::vector<std::uint8_t> encode_any(const std::vector<T>& x, const ConvertReque
   } else if (f == "int2") {
     encode_int<s2>(x, req, out);
   } else {
-    throw UsageError("unknown format '" + f + "' (expected " + join_choices(convert_format_names()) + ")");
+    throw UsageError("unknown format '" + f + "' (expected " +
+                     join_choices(convert_format_names()) + ")");
   }
   return out;
 }
@@ -128,8 +143,9 @@ template <class Fmt>
 std::vector<float> decode_float(const std::vector<std::uint8_t>& bytes) {
   using S = typename Fmt::Storage;
   if (bytes.size() % sizeof(S) != 0) {
-    throw UsageError("input has " + std::to_string(bytes.size()) + " bytes, not a whole number of " +
-                     std::to_string(sizeof(S)) + "-byte encodings");
+    throw UsageError("input has " + std::to_string(bytes.size()) +
+                     " bytes, not a whole number of " + std::to_string(sizeof(S)) +
+                     "-byte encodings");
   }
   std::vector<float> out(bytes.size() / sizeof(S));
   for (std::size_t i = 0; i < out.size(); ++i) {
@@ -186,7 +202,8 @@ std::vector<float> decode_array(const std::vector<std::uint8_t>& bytes, const Co
   if (is_int && (!(req.scale > 0.0) || !std::isfinite(req.scale))) {
     throw UsageError("decoding " + f + " needs --scale, a finite number > 0");
   }
-  if (req.packed && f != "int4" && f != "int2") throw UsageError("--packed applies to int4 and int2 only");
+  if (req.packed && f != "int4" && f != "int2")
+    throw UsageError("--packed applies to int4 and int2 only");
   if (count != 0 && !req.packed) throw UsageError("--count applies to packed input only");
   if (f == "e4m3fn") return decode_float<e4m3fn>(bytes);
   if (f == "e5m2") return decode_float<e5m2>(bytes);
@@ -195,7 +212,8 @@ std::vector<float> decode_array(const std::vector<std::uint8_t>& bytes, const Co
   if (f == "int8") return decode_int<s8>(bytes, req, count);
   if (f == "int4") return decode_int<s4>(bytes, req, count);
   if (f == "int2") return decode_int<s2>(bytes, req, count);
-  throw UsageError("unknown format '" + f + "' (expected " + join_choices(convert_format_names()) + ")");
+  throw UsageError("unknown format '" + f + "' (expected " + join_choices(convert_format_names()) +
+                   ")");
 }
 
 }  // namespace attnsim

@@ -18,8 +18,8 @@ std::int64_t round_exact_quotient(double x, double scale, Round r);
 struct ConvertRequest {
   std::string format;  // e4m3fn e5m2 bf16 fp16 int8 int4 int2
   Policy policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
-  double scale = 0.0;  // integer formats only
-  bool packed = false; // int4/int2: two or four elements per byte, element 0 in the low bits
+  double scale = 0.0;   // integer formats only
+  bool packed = false;  // int4/int2: two or four elements per byte, element 0 in the low bits
 };
 
 // Encode; the result is the raw little-endian bytes (u8 per 8-bit element, u16 per 16-bit,

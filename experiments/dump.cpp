@@ -37,7 +37,8 @@ std::vector<std::string> dump_prefixes(const std::string& path) {
   for (const auto& m : r.members("/")) {
     if (r.exists(m + "/q")) out.push_back(m + "/");
   }
-  if (out.empty()) throw UsageError("'" + path + "' has no dataset 'q' (nor per-layer groups with one)");
+  if (out.empty())
+    throw UsageError("'" + path + "' has no dataset 'q' (nor per-layer groups with one)");
   return out;
 }
 
@@ -50,7 +51,8 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
   const std::string where = "'" + path + "'" + (prefix.empty() ? "" : " group " + prefix);
   for (const auto* a : {&q, &k, &v}) {
     if (a->dims.size() != 4) {
-      throw UsageError("q, k and v in " + where + " must have rank 4 [batch, heads, tokens, head_dim]; got rank " +
+      throw UsageError("q, k and v in " + where +
+                       " must have rank 4 [batch, heads, tokens, head_dim]; got rank " +
                        std::to_string(a->dims.size()));
     }
   }
@@ -63,12 +65,15 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
   s.heads_kv = int(k.dims[1]);
   s.len_kv = int(k.dims[2]);
   s.head_dim_v = int(v.dims[3]);
-  if (k.dims[0] != q.dims[0] || v.dims[0] != q.dims[0]) throw UsageError("batch sizes of q, k, v differ in " + where);
+  if (k.dims[0] != q.dims[0] || v.dims[0] != q.dims[0])
+    throw UsageError("batch sizes of q, k, v differ in " + where);
   if (k.dims[3] != q.dims[3]) throw UsageError("head_dim of q and k differ in " + where);
-  if (v.dims[1] != k.dims[1] || v.dims[2] != k.dims[2]) throw UsageError("k and v differ in heads or tokens in " + where);
+  if (v.dims[1] != k.dims[1] || v.dims[2] != k.dims[2])
+    throw UsageError("k and v differ in heads or tokens in " + where);
   if (s.heads_q % s.heads_kv != 0) {
-    throw UsageError("q heads (" + std::to_string(s.heads_q) + ") are not a multiple of k/v heads (" +
-                     std::to_string(s.heads_kv) + ") in " + where);
+    throw UsageError("q heads (" + std::to_string(s.heads_q) +
+                     ") are not a multiple of k/v heads (" + std::to_string(s.heads_kv) + ") in " +
+                     where);
   }
   if (!s.valid()) throw UsageError("empty tensor in " + where);
   if (!allow_nonfinite) {
@@ -81,10 +86,16 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
   in.v = v.data;
   const std::string group = prefix.empty() ? "/" : prefix.substr(0, prefix.size() - 1);
   for (const std::string& obj : {group, std::string("/")}) {
-    if (r.has_attr(obj, "causal")) { in.causal = r.attr_f64(obj, "causal") != 0.0; break; }
+    if (r.has_attr(obj, "causal")) {
+      in.causal = r.attr_f64(obj, "causal") != 0.0;
+      break;
+    }
   }
   for (const std::string& obj : {group, std::string("/")}) {
-    if (r.has_attr(obj, "sm_scale")) { in.sm_scale = r.attr_f64(obj, "sm_scale"); break; }
+    if (r.has_attr(obj, "sm_scale")) {
+      in.sm_scale = r.attr_f64(obj, "sm_scale");
+      break;
+    }
   }
   if (info) {
     info->path = path;
@@ -95,7 +106,8 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
   return in;
 }
 
-void write_attention_dump(const std::string& path, const AttentionInput& in, const std::string& source) {
+void write_attention_dump(const std::string& path, const AttentionInput& in,
+                          const std::string& source) {
   const AttentionShape& s = in.shape;
   H5Writer w(path);
   auto u = [](int x) { return std::uint64_t(x); };
@@ -141,8 +153,9 @@ struct Spec {
 
 Spec parse_spec(const std::string& spec) {
   static const std::vector<std::string> kDists{"normal", "uniform", "kbias", "outlier", "peaked"};
-  static const std::vector<std::string> kKeys{"b", "hq", "hkv", "nq", "nkv", "d", "dv", "causal", "seed",
-                                               "sigma", "lo", "hi", "bias", "frac", "mag", "sharp"};
+  static const std::vector<std::string> kKeys{"b",    "hq",     "hkv",  "nq",    "nkv", "d",
+                                              "dv",   "causal", "seed", "sigma", "lo",  "hi",
+                                              "bias", "frac",   "mag",  "sharp"};
   Spec s;
   const auto colon = spec.find(':');
   s.dist = spec.substr(0, colon);
@@ -156,11 +169,13 @@ Spec parse_spec(const std::string& spec) {
   std::size_t pos = colon + 1;
   while (pos <= spec.size()) {
     const auto comma = spec.find(',', pos);
-    const std::string item = spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string item =
+        spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
     if (item.empty()) continue;
     const auto eq = item.find('=');
-    if (eq == std::string::npos) throw UsageError("synthetic spec item '" + item + "' is not key=value");
+    if (eq == std::string::npos)
+      throw UsageError("synthetic spec item '" + item + "' is not key=value");
     const std::string key = item.substr(0, eq);
     bool ok = false;
     for (const auto& k : kKeys) ok = ok || k == key;
@@ -191,7 +206,9 @@ std::uint64_t synthetic_seed(const std::string& spec) {
   return std::uint64_t(seed);
 }
 
-AttentionInput make_synthetic(const std::string& spec) { return make_synthetic(spec, synthetic_seed(spec)); }
+AttentionInput make_synthetic(const std::string& spec) {
+  return make_synthetic(spec, synthetic_seed(spec));
+}
 
 namespace {
 
@@ -211,12 +228,15 @@ AttentionShape shape_of(const Spec& s) {
   sh.len_kv = geti("nkv", sh.len_q);
   sh.head_dim = geti("d", 64);
   sh.head_dim_v = geti("dv", sh.head_dim);
-  if (sh.heads_q % sh.heads_kv != 0) throw UsageError("synthetic spec: hq must be a multiple of hkv");
+  if (sh.heads_q % sh.heads_kv != 0)
+    throw UsageError("synthetic spec: hq must be a multiple of hkv");
   // In double: the size_t products can wrap for absurd specs (found by the fuzz target).
   const double b = sh.batch, q = double(sh.heads_q) * sh.len_q * sh.head_dim,
-               k = double(sh.heads_kv) * sh.len_kv * sh.head_dim, v = double(sh.heads_kv) * sh.len_kv * sh.head_dim_v,
+               k = double(sh.heads_kv) * sh.len_kv * sh.head_dim,
+               v = double(sh.heads_kv) * sh.len_kv * sh.head_dim_v,
                o = double(sh.heads_q) * sh.len_q * sh.head_dim_v;
-  if (b * (q + k + v + o) > 4.0e8) throw UsageError("synthetic spec: tensors larger than 400M elements");
+  if (b * (q + k + v + o) > 4.0e8)
+    throw UsageError("synthetic spec: tensors larger than 400M elements");
   return sh;
 }
 
@@ -241,7 +261,8 @@ AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) 
   };
   if (s.dist == "uniform") {
     auto fill = [&](std::vector<float>& x, std::uint64_t stream) {
-      for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(lo + (hi - lo) * uniform01(seed, stream, i));
+      for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = float(lo + (hi - lo) * uniform01(seed, stream, i));
     };
     fill(in.q, 1);
     fill(in.k, 2);
@@ -273,7 +294,8 @@ AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) 
     auto scale_channels = [&](std::vector<float>& x, int dim, std::uint64_t stream) {
       for (int c = 0; c < dim; ++c) {
         if (uniform01(seed, stream, std::uint64_t(c)) >= frac) continue;
-        for (std::size_t i = std::size_t(c); i < x.size(); i += std::size_t(dim)) x[i] *= float(mag);
+        for (std::size_t i = std::size_t(c); i < x.size(); i += std::size_t(dim))
+          x[i] *= float(mag);
       }
     };
     scale_channels(in.q, d, 6);

@@ -26,7 +26,8 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
 // Lists the inputs of a dump: {""} for a flat file, {"layer_00/", ...} for per-layer groups.
 std::vector<std::string> dump_prefixes(const std::string& path);
 
-void write_attention_dump(const std::string& path, const AttentionInput& in, const std::string& source);
+void write_attention_dump(const std::string& path, const AttentionInput& in,
+                          const std::string& source);
 
 // Seeded synthetic inputs, bit-reproducible on any machine and thread count (a counter-based
 // generator: element i of tensor t depends only on (seed, t, i)). SPEC:
@@ -38,7 +39,8 @@ void write_attention_dump(const std::string& path, const AttentionInput& in, con
 AttentionInput make_synthetic(const std::string& spec);
 // The spec's seed (0 if it names none); validates the spec.
 std::uint64_t synthetic_seed(const std::string& spec);
-// The shape a spec describes (validates the spec; tensors of q, k, v and o together ≤ 400M elements).
+// The shape a spec describes (validates the spec; tensors of q, k, v and o together ≤ 400M
+// elements).
 AttentionShape synthetic_shape(const std::string& spec);
 // The same spec with seed replaced (sweeps over seeds).
 AttentionInput make_synthetic(const std::string& spec, std::uint64_t seed);

@@ -44,8 +44,12 @@ static std::vector<T> read_typed(const std::string& path, const char* what) {
   return out;
 }
 
-std::vector<float> read_f32_file(const std::string& path) { return read_typed<float>(path, "float32"); }
-std::vector<double> read_f64_file(const std::string& path) { return read_typed<double>(path, "float64"); }
+std::vector<float> read_f32_file(const std::string& path) {
+  return read_typed<float>(path, "float32");
+}
+std::vector<double> read_f64_file(const std::string& path) {
+  return read_typed<double>(path, "float64");
+}
 std::vector<std::uint16_t> read_u16_file(const std::string& path) {
   return read_typed<std::uint16_t>(path, "u16");
 }

@@ -26,13 +26,26 @@ struct Handle {
   ~Handle() {
     if (id < 0) return;
     switch (H5Iget_type(id)) {
-      case H5I_DATASET: H5Dclose(id); break;
-      case H5I_DATASPACE: H5Sclose(id); break;
-      case H5I_DATATYPE: H5Tclose(id); break;
-      case H5I_ATTR: H5Aclose(id); break;
-      case H5I_GROUP: H5Gclose(id); break;
-      case H5I_GENPROP_LST: H5Pclose(id); break;
-      default: break;
+      case H5I_DATASET:
+        H5Dclose(id);
+        break;
+      case H5I_DATASPACE:
+        H5Sclose(id);
+        break;
+      case H5I_DATATYPE:
+        H5Tclose(id);
+        break;
+      case H5I_ATTR:
+        H5Aclose(id);
+        break;
+      case H5I_GROUP:
+        H5Gclose(id);
+        break;
+      case H5I_GENPROP_LST:
+        H5Pclose(id);
+        break;
+      default:
+        break;
     }
   }
   Handle(const Handle&) = delete;
@@ -99,7 +112,8 @@ static void write_any(hid_t file, const std::string& file_name, const std::strin
                       const std::vector<std::uint64_t>& dims, hid_t file_type, hid_t mem_type,
                       std::size_t elem, const void* data) {
   std::vector<hsize_t> hd(dims.begin(), dims.end());
-  Handle space(check(H5Screate_simple(int(hd.size()), hd.data(), nullptr), "bad dataspace for '" + name + "'"));
+  Handle space(check(H5Screate_simple(int(hd.size()), hd.data(), nullptr),
+                     "bad dataspace for '" + name + "'"));
   Handle plist(make_create_plist(dims, elem));
   Handle ds(check(H5Dcreate2(file, name.c_str(), file_type, space, H5P_DEFAULT, plist, H5P_DEFAULT),
                   "cannot create dataset '" + name + "' in '" + file_name + "'"));
@@ -107,11 +121,13 @@ static void write_any(hid_t file, const std::string& file_name, const std::strin
                "cannot write dataset '" + name + "' in '" + file_name + "'");
 }
 
-void H5Writer::write_f32(const std::string& name, const std::vector<std::uint64_t>& dims, const float* d) {
+void H5Writer::write_f32(const std::string& name, const std::vector<std::uint64_t>& dims,
+                         const float* d) {
   ensure_parent_groups(name);
   write_any(file_, out_->path(), name, dims, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 4, d);
 }
-void H5Writer::write_f64(const std::string& name, const std::vector<std::uint64_t>& dims, const double* d) {
+void H5Writer::write_f64(const std::string& name, const std::vector<std::uint64_t>& dims,
+                         const double* d) {
   ensure_parent_groups(name);
   write_any(file_, out_->path(), name, dims, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 8, d);
 }
@@ -151,17 +167,20 @@ void H5Writer::write_strings(const std::string& name, const std::vector<std::str
   for (const auto& v : values) ptrs.push_back(v.c_str());
   hsize_t n = values.size();
   Handle space(H5Screate_simple(1, &n, nullptr));
-  Handle ds(check(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
-                  "cannot create dataset '" + name + "'"));
-  if (n > 0) check_status(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
-                          "cannot write dataset '" + name + "'");
+  Handle ds(
+      check(H5Dcreate2(file_, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT),
+            "cannot create dataset '" + name + "'"));
+  if (n > 0)
+    check_status(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
+                 "cannot write dataset '" + name + "'");
 }
 
 static hid_t open_object(hid_t file, const std::string& object) {
   return check(H5Oopen(file, object.c_str(), H5P_DEFAULT), "no object '" + object + "'");
 }
 
-void H5Writer::attr_string(const std::string& object, const std::string& key, const std::string& value) {
+void H5Writer::attr_string(const std::string& object, const std::string& key,
+                           const std::string& value) {
   hid_t obj = open_object(file_, object);
   Handle type(H5Tcopy(H5T_C_S1));
   H5Tset_size(type, H5T_VARIABLE);
@@ -251,11 +270,13 @@ bool H5Reader::has_attr(const std::string& object, const std::string& key) const
 
 std::string H5Reader::attr_string(const std::string& object, const std::string& key) const {
   hid_t obj = open_object(file_, object);
-  Handle attr(check(H5Aopen(obj, key.c_str(), H5P_DEFAULT), "no attribute '" + key + "' on '" + object + "'"));
+  Handle attr(check(H5Aopen(obj, key.c_str(), H5P_DEFAULT),
+                    "no attribute '" + key + "' on '" + object + "'"));
   H5Oclose(obj);
   Handle type(H5Aget_type(attr));
   if (H5Tget_class(type) != H5T_STRING) {
-    throw UsageError("attribute '" + key + "' on '" + object + "' in '" + path_ + "' is not a string");
+    throw UsageError("attribute '" + key + "' on '" + object + "' in '" + path_ +
+                     "' is not a string");
   }
   if (H5Tis_variable_str(type) > 0) {
     Handle mt(H5Tcopy(H5T_C_S1));
@@ -276,12 +297,14 @@ std::string H5Reader::attr_string(const std::string& object, const std::string& 
 
 double H5Reader::attr_f64(const std::string& object, const std::string& key) const {
   hid_t obj = open_object(file_, object);
-  Handle attr(check(H5Aopen(obj, key.c_str(), H5P_DEFAULT), "no attribute '" + key + "' on '" + object + "'"));
+  Handle attr(check(H5Aopen(obj, key.c_str(), H5P_DEFAULT),
+                    "no attribute '" + key + "' on '" + object + "'"));
   H5Oclose(obj);
   Handle type(H5Aget_type(attr));
   const H5T_class_t cls = H5Tget_class(type);
   if (cls != H5T_FLOAT && cls != H5T_INTEGER && cls != H5T_ENUM) {
-    throw UsageError("attribute '" + key + "' on '" + object + "' in '" + path_ + "' is not a number");
+    throw UsageError("attribute '" + key + "' on '" + object + "' in '" + path_ +
+                     "' is not a number");
   }
   double v = 0;
   // h5py stores Python bools as an enum of int8; the conversion to double handles it.
@@ -305,7 +328,8 @@ H5Array H5Reader::read_array(const std::string& name) const {
   const H5T_class_t cls = H5Tget_class(type);
   const std::size_t size = H5Tget_size(type);
   out.data.resize(n);
-  if (cls == H5T_INTEGER && size == 2 && has_attr(name, "dtype") && attr_string(name, "dtype") == "bfloat16") {
+  if (cls == H5T_INTEGER && size == 2 && has_attr(name, "dtype") &&
+      attr_string(name, "dtype") == "bfloat16") {
     std::vector<std::uint16_t> bits(n);
     check_status(H5Dread(ds, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, bits.data()),
                  "cannot read " + where + " (truncated or corrupt?)");
@@ -314,7 +338,8 @@ H5Array H5Reader::read_array(const std::string& name) const {
     return out;
   }
   if (cls != H5T_FLOAT || (size != 2 && size != 4 && size != 8)) {
-    throw UsageError(where + " has an unsupported dtype (float16, bfloat16 [uint16 + dtype attribute], "
+    throw UsageError(where +
+                     " has an unsupported dtype (float16, bfloat16 [uint16 + dtype attribute], "
                      "float32 or float64 expected)");
   }
   if (size == 2) {
@@ -338,7 +363,8 @@ H5Array H5Reader::read_array(const std::string& name) const {
   return out;
 }
 
-std::vector<double> H5Reader::read_f64(const std::string& name, std::vector<std::uint64_t>* dims) const {
+std::vector<double> H5Reader::read_f64(const std::string& name,
+                                       std::vector<std::uint64_t>* dims) const {
   const std::string where = "dataset '" + name + "' in '" + path_ + "'";
   if (!exists(name)) throw UsageError("missing " + where);
   Handle ds(check(H5Dopen2(file_, name.c_str(), H5P_DEFAULT), "cannot open " + where));
@@ -377,7 +403,9 @@ std::vector<std::string> H5Reader::read_strings(const std::string& name) const {
     H5Tset_size(mt, H5T_VARIABLE);
     H5Tset_cset(mt, H5Tget_cset(type));
     std::vector<char*> ptrs(n, nullptr);
-    if (n > 0) check_status(H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), "cannot read " + where);
+    if (n > 0)
+      check_status(H5Dread(ds, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()),
+                   "cannot read " + where);
     for (char* p : ptrs) out.emplace_back(p ? p : "");
     if (n > 0) {
       Handle space(H5Dget_space(ds));
@@ -386,8 +414,11 @@ std::vector<std::string> H5Reader::read_strings(const std::string& name) const {
   } else {
     const std::size_t w = H5Tget_size(type);
     std::vector<char> buf(n * w + 1, '\0');
-    if (n > 0) check_status(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), "cannot read " + where);
-    for (std::size_t i = 0; i < n; ++i) out.emplace_back(std::string(buf.data() + i * w, strnlen(buf.data() + i * w, w)));
+    if (n > 0)
+      check_status(H5Dread(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()),
+                   "cannot read " + where);
+    for (std::size_t i = 0; i < n; ++i)
+      out.emplace_back(std::string(buf.data() + i * w, strnlen(buf.data() + i * w, w)));
   }
   return out;
 }
@@ -401,10 +432,18 @@ H5DatasetInfo H5Reader::dataset_info(const std::string& name) const {
   info.dims = dataset_dims(ds, where);
   Handle type(H5Dget_type(ds));
   switch (H5Tget_class(type)) {
-    case H5T_FLOAT: info.kind = 'f'; break;
-    case H5T_INTEGER: info.kind = H5Tget_sign(type) == H5T_SGN_NONE ? 'u' : 'i'; break;
-    case H5T_STRING: info.kind = 's'; break;
-    default: info.kind = '?'; break;
+    case H5T_FLOAT:
+      info.kind = 'f';
+      break;
+    case H5T_INTEGER:
+      info.kind = H5Tget_sign(type) == H5T_SGN_NONE ? 'u' : 'i';
+      break;
+    case H5T_STRING:
+      info.kind = 's';
+      break;
+    default:
+      info.kind = '?';
+      break;
   }
   info.size = info.kind == 's' ? 0 : H5Tget_size(type);
   if (has_attr(name, "dtype")) {
@@ -432,7 +471,8 @@ std::vector<H5DatasetInfo> H5Reader::datasets() const {
       if (t == H5I_DATASET) out.push_back(dataset_info(name));
     }
   }
-  std::sort(out.begin(), out.end(), [](const H5DatasetInfo& a, const H5DatasetInfo& b) { return a.name < b.name; });
+  std::sort(out.begin(), out.end(),
+            [](const H5DatasetInfo& a, const H5DatasetInfo& b) { return a.name < b.name; });
   return out;
 }
 
@@ -441,7 +481,8 @@ std::vector<double> H5Reader::read_numeric(const std::string& name) const {
   if (info.kind == 's' || info.kind == '?') {
     throw UsageError("dataset '" + name + "' in '" + path_ + "' is not numeric");
   }
-  if ((info.kind == 'f' && info.size == 2) || (info.kind == 'u' && info.size == 2 && info.dtype_attr == "bfloat16")) {
+  if ((info.kind == 'f' && info.size == 2) ||
+      (info.kind == 'u' && info.size == 2 && info.dtype_attr == "bfloat16")) {
     const H5Array a = read_array(name);
     return {a.data.begin(), a.data.end()};
   }
@@ -450,11 +491,13 @@ std::vector<double> H5Reader::read_numeric(const std::string& name) const {
 
 std::vector<std::string> H5Reader::members(const std::string& group) const {
   std::vector<std::string> names;
-  Handle g(check(H5Gopen2(file_, group.c_str(), H5P_DEFAULT), "no group '" + group + "' in '" + path_ + "'"));
+  Handle g(check(H5Gopen2(file_, group.c_str(), H5P_DEFAULT),
+                 "no group '" + group + "' in '" + path_ + "'"));
   H5G_info_t info;
   check_status(H5Gget_info(g, &info), "cannot list group '" + group + "'");
   for (hsize_t i = 0; i < info.nlinks; ++i) {
-    const ssize_t len = H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
+    const ssize_t len =
+        H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
     if (len < 0) continue;
     std::string s(std::size_t(len) + 1, '\0');
     H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size(), H5P_DEFAULT);

@@ -21,13 +21,19 @@ class H5Writer {
 
   // Datasets are chunked, shuffle + gzip(4) compressed (readable by h5py, xarray, pandas).
   // Intermediate groups in `name` ("layer_00/q") are created as needed.
-  void write_f32(const std::string& name, const std::vector<std::uint64_t>& dims, const float* data);
-  void write_f64(const std::string& name, const std::vector<std::uint64_t>& dims, const double* data);
-  void write_i64(const std::string& name, const std::vector<std::uint64_t>& dims, const std::int64_t* data);
-  void write_u16(const std::string& name, const std::vector<std::uint64_t>& dims, const std::uint16_t* data);
-  void write_u8(const std::string& name, const std::vector<std::uint64_t>& dims, const std::uint8_t* data);
+  void write_f32(const std::string& name, const std::vector<std::uint64_t>& dims,
+                 const float* data);
+  void write_f64(const std::string& name, const std::vector<std::uint64_t>& dims,
+                 const double* data);
+  void write_i64(const std::string& name, const std::vector<std::uint64_t>& dims,
+                 const std::int64_t* data);
+  void write_u16(const std::string& name, const std::vector<std::uint64_t>& dims,
+                 const std::uint16_t* data);
+  void write_u8(const std::string& name, const std::vector<std::uint64_t>& dims,
+                const std::uint8_t* data);
   // IEEE binary16 from its bit patterns, as an HDF5 16-bit float type (h5py reads numpy float16).
-  void write_f16(const std::string& name, const std::vector<std::uint64_t>& dims, const std::uint16_t* bits);
+  void write_f16(const std::string& name, const std::vector<std::uint64_t>& dims,
+                 const std::uint16_t* bits);
   // Variable-length UTF-8 strings (h5py reads them as bytes/str).
   void write_strings(const std::string& name, const std::vector<std::string>& values);
 
@@ -54,11 +60,11 @@ struct H5Array {
 
 // What a dataset holds, for generic walkers (`attnsim compare`, `attnsim gate`).
 struct H5DatasetInfo {
-  std::string name;                  // full path without the leading '/'
+  std::string name;  // full path without the leading '/'
   std::vector<std::uint64_t> dims;
-  char kind = '?';                   // 'f' float, 'i' signed integer, 'u' unsigned, 's' string
-  std::size_t size = 0;              // bytes per element (strings: 0)
-  std::string dtype_attr;            // the `dtype` attribute if any ("bfloat16", ...)
+  char kind = '?';         // 'f' float, 'i' signed integer, 'u' unsigned, 's' string
+  std::size_t size = 0;    // bytes per element (strings: 0)
+  std::string dtype_attr;  // the `dtype` attribute if any ("bfloat16", ...)
 };
 
 class H5Reader {
@@ -70,7 +76,8 @@ class H5Reader {
 
   bool exists(const std::string& name) const;
   H5Array read_array(const std::string& name) const;
-  std::vector<double> read_f64(const std::string& name, std::vector<std::uint64_t>* dims = nullptr) const;
+  std::vector<double> read_f64(const std::string& name,
+                               std::vector<std::uint64_t>* dims = nullptr) const;
   std::vector<std::int64_t> read_i64(const std::string& name) const;
   std::vector<std::string> read_strings(const std::string& name) const;
   bool has_attr(const std::string& object, const std::string& key) const;

@@ -9,7 +9,8 @@
 
 int main(int argc, char** argv) {
   attnsim::MpiEnvironment mpi(&argc, &argv);
-  CLI::App app{"attnsim: bit-exact CPU reference simulator for quantized and approximate attention"};
+  CLI::App app{
+      "attnsim: bit-exact CPU reference simulator for quantized and approximate attention"};
   app.require_subcommand(1);
   attnsim::set_command_line(argc, argv);
   attnsim::add_info_command(app);

@@ -50,7 +50,8 @@ MethodConfig parse_method(const std::string& text) {
   const auto colon = text.find(':');
   const std::string name = text.substr(0, colon);
   const auto& reg = method_registry();
-  auto it = std::find_if(reg.begin(), reg.end(), [&](const MethodSpec& m) { return m.name == name; });
+  auto it =
+      std::find_if(reg.begin(), reg.end(), [&](const MethodSpec& m) { return m.name == name; });
   if (it == reg.end()) {
     std::vector<std::string> names;
     for (const auto& m : reg) names.push_back(m.name);
@@ -64,27 +65,33 @@ MethodConfig parse_method(const std::string& text) {
   std::vector<std::string> seen;
   while (pos <= text.size()) {
     const auto comma = text.find(',', pos);
-    const std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    const std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos) throw UsageError("method option '" + item + "' is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
-    auto p = std::find_if(it->params.begin(), it->params.end(), [&](const MethodParam& m) { return m.key == key; });
+    auto p = std::find_if(it->params.begin(), it->params.end(),
+                          [&](const MethodParam& m) { return m.key == key; });
     if (p == it->params.end()) {
       std::vector<std::string> keys;
       for (const auto& m : it->params) keys.push_back(m.key);
       throw UsageError("method '" + name + "' has no option '" + key + "'" +
-                       (keys.empty() ? std::string(" (it takes none)") : " (allowed: " + join_choices(keys) + ")"));
+                       (keys.empty() ? std::string(" (it takes none)")
+                                     : " (allowed: " + join_choices(keys) + ")"));
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
       throw UsageError("method option '" + key + "' given twice in '" + text + "'");
     }
     seen.push_back(key);
-    if (p->choices.empty() ? !is_positive_int(value)
-                           : std::find(p->choices.begin(), p->choices.end(), value) == p->choices.end()) {
-      throw UsageError("method '" + name + "' option " + key + "=" + value + " is not allowed (expected " +
-                       (p->choices.empty() ? std::string("a positive integer") : join_choices(p->choices)) + ")");
+    if (p->choices.empty()
+            ? !is_positive_int(value)
+            : std::find(p->choices.begin(), p->choices.end(), value) == p->choices.end()) {
+      throw UsageError(
+          "method '" + name + "' option " + key + "=" + value + " is not allowed (expected " +
+          (p->choices.empty() ? std::string("a positive integer") : join_choices(p->choices)) +
+          ")");
     }
     cfg.values[key] = value;
   }
@@ -98,7 +105,8 @@ std::vector<std::string> split_method_list(const std::string& text) {
   std::size_t pos = 0;
   while (pos <= text.size()) {
     const auto comma = text.find(',', pos);
-    std::string item = text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
+    std::string item =
+        text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (item.empty()) continue;
     const bool continues = !out.empty() && item.find('=') != std::string::npos &&

@@ -9,14 +9,17 @@
 namespace attnsim {
 
 void register_golden_methods(std::vector<MethodSpec>& r) {
-  r.push_back({"golden", "FP64 attention (the reference; its own error is bounded in sim/golden/README.md)", {},
+  r.push_back({"golden",
+               "FP64 attention (the reference; its own error is bounded in sim/golden/README.md)",
+               {},
                [](const AttentionInput& in, const MethodValues&) {
                  return MethodOutput{golden_attention_ref(in), "fp64"};
                }});
 }
 
 namespace {
-constexpr Storage kStorages[] = {Storage::kFp32, Storage::kBf16, Storage::kFp16, Storage::kE4m3fn, Storage::kE5m2};
+constexpr Storage kStorages[] = {Storage::kFp32, Storage::kBf16, Storage::kFp16, Storage::kE4m3fn,
+                                 Storage::kE5m2};
 
 // The spelling of every storage format is numerics/rounding_storage.hpp's storage_name; values
 // reach here already checked against the registry's choices.
@@ -33,7 +36,8 @@ void register_flash_methods(std::vector<MethodSpec>& r) {
   for (Storage k : kStorages) storages.push_back(storage_name(k));
   r.push_back(
       {"flash",
-       "FlashAttention-2 forward reference (sim/flash): tiled online softmax in the CUDA kernel's order",
+       "FlashAttention-2 forward reference (sim/flash): tiled online softmax in the CUDA kernel's "
+       "order",
        {{"qkv", storages, "fp32", "storage format of Q, K and V (RNE; FP8 satfinite)"},
         {"p", storages, "fp32", "format P is rounded to before P·V"},
         {"out", {"fp32", "bf16", "fp16"}, "fp32", "format O is written in"},

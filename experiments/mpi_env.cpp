@@ -98,7 +98,8 @@ std::vector<std::string> mpi_gather_to_root(const std::string& mine) {
     long long n = static_cast<long long>(mine.size());
     std::vector<long long> sizes(static_cast<std::size_t>(size), 0);
     MPI_Gather(&n, 1, MPI_LONG_LONG, sizes.data(), 1, MPI_LONG_LONG, 0, MPI_COMM_WORLD);
-    std::vector<int> counts(static_cast<std::size_t>(size), 0), displs(static_cast<std::size_t>(size), 0);
+    std::vector<int> counts(static_cast<std::size_t>(size), 0),
+        displs(static_cast<std::size_t>(size), 0);
     long long total = 0;
     for (int r = 0; r < size; ++r) {
       displs[std::size_t(r)] = int(total);
@@ -106,15 +107,18 @@ std::vector<std::string> mpi_gather_to_root(const std::string& mine) {
       total += sizes[std::size_t(r)];
     }
     if (rank == 0 && total > 2000000000LL) {
-      std::fprintf(stderr, "attnsim: error: results too large to gather over MPI (%lld bytes)\n", total);
+      std::fprintf(stderr, "attnsim: error: results too large to gather over MPI (%lld bytes)\n",
+                   total);
       mpi_abort(2);
     }
     std::string all(rank == 0 ? std::size_t(total) : 0, '\0');
-    MPI_Gatherv(mine.data(), int(n), MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR, 0,
-                MPI_COMM_WORLD);
+    MPI_Gatherv(mine.data(), int(n), MPI_CHAR, all.data(), counts.data(), displs.data(), MPI_CHAR,
+                0, MPI_COMM_WORLD);
     std::vector<std::string> out;
     if (rank == 0) {
-      for (int r = 0; r < size; ++r) out.push_back(all.substr(std::size_t(displs[std::size_t(r)]), std::size_t(counts[std::size_t(r)])));
+      for (int r = 0; r < size; ++r)
+        out.push_back(
+            all.substr(std::size_t(displs[std::size_t(r)]), std::size_t(counts[std::size_t(r)])));
     }
     return out;
   }

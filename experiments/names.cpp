@@ -41,7 +41,9 @@ static E parse_enum(const std::string& s, const std::vector<std::string>& names,
 }
 
 // Enum order matches the name tables above (policy.hpp).
-Round parse_round(const std::string& s) { return parse_enum<Round>(s, round_names(), "rounding mode"); }
+Round parse_round(const std::string& s) {
+  return parse_enum<Round>(s, round_names(), "rounding mode");
+}
 Overflow parse_overflow(const std::string& s) {
   static_assert(int(Overflow::kSaturate) == 0 && int(Overflow::kSaturateFinite) == 1 &&
                 int(Overflow::kNaN) == 2 && int(Overflow::kInf) == 3);

@@ -10,9 +10,9 @@
 namespace attnsim {
 
 // The spellings are a contract (issue 2: `attnsim convert`): scripts check attnsim through them.
-Round parse_round(const std::string& s);              // rne rna rz ru rd
-Overflow parse_overflow(const std::string& s);        // saturate saturate-finite nan inf
-NanEncoding parse_nan_encoding(const std::string& s); // cuda ml_dtypes ieee
+Round parse_round(const std::string& s);               // rne rna rz ru rd
+Overflow parse_overflow(const std::string& s);         // saturate saturate-finite nan inf
+NanEncoding parse_nan_encoding(const std::string& s);  // cuda ml_dtypes ieee
 std::string round_name(Round r);
 std::string overflow_name(Overflow o);
 std::string nan_encoding_name(NanEncoding n);

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <map>
 
@@ -30,9 +30,18 @@ const std::map<std::string, SymmetricQuantizer>& symmetric() {
 
 const std::map<std::string, std::function<GroupMap()>>& named_maps() {
   static const std::map<std::string, std::function<GroupMap()>> m = {
-      {"per_tensor", [] { return GroupMap{Granularity::kPerTensor, 1}; }},
-      {"per_token", [] { return GroupMap{Granularity::kPerToken, 1}; }},
-      {"per_channel", [] { return GroupMap{Granularity::kPerChannel, 1}; }},
+      {"per_tensor",
+       [] {
+         return GroupMap{Granularity::kPerTensor, 1};
+       }},
+      {"per_token",
+       [] {
+         return GroupMap{Granularity::kPerToken, 1};
+       }},
+      {"per_channel",
+       [] {
+         return GroupMap{Granularity::kPerChannel, 1};
+       }},
       {"sage_sm89_q_per_thread", sage_sm89_q_per_thread},
       {"sage_sm89_k_per_thread", sage_sm89_k_per_thread},
       {"sage_sm90_q_per_thread", sage_sm90_q_per_thread},
@@ -111,8 +120,8 @@ GroupMap parse_granularity(const std::string& name) {
   throw UsageError("unknown granularity '" + name + "' (attnsim quantize --help lists them)");
 }
 
-QuantError quantization_error(const float* x, int tokens, int channels, const std::string& quantizer,
-                              const GroupMap& map, bool smooth) {
+QuantError quantization_error(const float* x, int tokens, int channels,
+                              const std::string& quantizer, const GroupMap& map, bool smooth) {
   const std::size_t n = std::size_t(tokens) * channels;
   std::vector<double> mean(channels, 0.0);
   std::vector<float> src(x, x + n);

@@ -32,7 +32,7 @@ struct QuantError {
 // Quantizes one head's [tokens, channels] tensor x (after subtracting the per-channel mean over
 // tokens when `smooth`, SageAttention's smooth-K, whose mean is added back exactly in FP64 before
 // the error is measured: attention is invariant to it for K) and measures x̂ against x in FP64.
-QuantError quantization_error(const float* x, int tokens, int channels, const std::string& quantizer,
-                              const GroupMap& map, bool smooth);
+QuantError quantization_error(const float* x, int tokens, int channels,
+                              const std::string& quantizer, const GroupMap& map, bool smooth);
 
 }  // namespace attnsim

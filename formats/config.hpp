@@ -4,7 +4,8 @@
 #include <cstdint>
 
 // Every formats/ function is constexpr and callable from CUDA device code, so that the probes in
-// cuda_check/ run the very same encoder as the CPU simulator (STYLE.md 1, 6; CUTLASS cute/config.hpp).
+// cuda_check/ run the very same encoder as the CPU simulator (STYLE.md 1, 6; CUTLASS
+// cute/config.hpp).
 #if defined(__CUDACC__)
 #define ATTNSIM_HD __host__ __device__ __forceinline__
 #else
@@ -23,8 +24,6 @@ ATTNSIM_HD constexpr To bit_cast(const From& from) {
 
 // Number of leading zero bits of a non-zero 64-bit value (64 for zero). A plain loop would do,
 // but the builtin keeps conversions in the hundreds of millions per second per core.
-ATTNSIM_HD constexpr int countl_zero64(std::uint64_t x) {
-  return x == 0 ? 64 : __builtin_clzll(x);
-}
+ATTNSIM_HD constexpr int countl_zero64(std::uint64_t x) { return x == 0 ? 64 : __builtin_clzll(x); }
 
 }  // namespace attnsim

@@ -58,9 +58,9 @@ struct FloatFormat {
       kHasInf ? (kInf | (std::uint64_t{1} << (kMan - 1))) : kAbsMask;
   static constexpr std::uint64_t kMinNormal = std::uint64_t{1} << kMan;
   static constexpr std::uint64_t kMinSubnormal = 1;
-  static constexpr int kMinNormalExp = 1 - kBias;                   // unbiased
+  static constexpr int kMinNormalExp = 1 - kBias;                  // unbiased
   static constexpr int kMaxExp = int(kMaxFinite >> kMan) - kBias;  // unbiased, of max finite
-  static constexpr int kMinQuantumExp = kMinNormalExp - kMan;       // exponent of the subnormal lsb
+  static constexpr int kMinQuantumExp = kMinNormalExp - kMan;      // exponent of the subnormal lsb
 };
 
 // A decoded value: kFinite means sig * 2^exp with sig != 0; kNaN keeps the mantissa left-aligned
@@ -140,11 +140,21 @@ ATTNSIM_HD constexpr std::uint64_t shift_round(std::uint64_t sig, int shift, boo
   }
   bool up = false;
   switch (r) {
-    case Round::kNearestEven: up = round_bit && (sticky || (kept & 1)); break;
-    case Round::kNearestAway: up = round_bit; break;
-    case Round::kTowardZero: up = false; break;
-    case Round::kUp: up = !neg && (round_bit || sticky); break;
-    case Round::kDown: up = neg && (round_bit || sticky); break;
+    case Round::kNearestEven:
+      up = round_bit && (sticky || (kept & 1));
+      break;
+    case Round::kNearestAway:
+      up = round_bit;
+      break;
+    case Round::kTowardZero:
+      up = false;
+      break;
+    case Round::kUp:
+      up = !neg && (round_bit || sticky);
+      break;
+    case Round::kDown:
+      up = neg && (round_bit || sticky);
+      break;
   }
   return kept + (up ? 1 : 0);
 }

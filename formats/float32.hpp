@@ -64,7 +64,8 @@ ATTNSIM_HD constexpr std::uint32_t fp22_to_fp32_bits(std::uint32_t fp22_bits) {
 ATTNSIM_HD constexpr std::uint32_t fp32_truncate_to_fp22_bits(std::uint32_t fp32_bits) {
   // Exactly convert<fp22, fp32>(b, {kTowardZero, kInf, kIeee}) for non-NaN b (tested); NaNs
   // keep their top 13 payload bits plus the quiet bit.
-  return is_nan_bits<fp32>(fp32_bits) ? ((fp32_bits | 0x00400000u) & ~0x3FFu) : (fp32_bits & ~0x3FFu);
+  return is_nan_bits<fp32>(fp32_bits) ? ((fp32_bits | 0x00400000u) & ~0x3FFu)
+                                      : (fp32_bits & ~0x3FFu);
 }
 
 }  // namespace attnsim

@@ -23,6 +23,8 @@ ATTNSIM_HD constexpr std::uint8_t e4m3fn_satfinite(float x) {
   return encode<e4m3fn>(x, kCudaSatfinite);
 }
 // CUDA cvt.rn.satfinite.e5m2x2.f32:
-ATTNSIM_HD constexpr std::uint8_t e5m2_satfinite(float x) { return encode<e5m2>(x, kCudaSatfinite); }
+ATTNSIM_HD constexpr std::uint8_t e5m2_satfinite(float x) {
+  return encode<e5m2>(x, kCudaSatfinite);
+}
 
 }  // namespace attnsim

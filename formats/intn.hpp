@@ -1,5 +1,6 @@
-// Integer storage formats s8/s4/s2 and u8/u4/u2 (int8/int4/int2, signed and unsigned), sub-byte packing as kernels store
-// them, and FP32/FP64 -> integer rounding with explicit rounding and overflow policy.
+// Integer storage formats s8/s4/s2 and u8/u4/u2 (int8/int4/int2, signed and unsigned), sub-byte
+// packing as kernels store them, and FP32/FP64 -> integer rounding with explicit rounding and
+// overflow policy.
 #pragma once
 
 #include <cstddef>
@@ -101,7 +102,8 @@ ATTNSIM_HD constexpr std::int32_t cvt_rni_sat_s8(float x) {
 // Sub-byte packing. Element i of a row lives in byte i / kPerByte at bit offset
 // (i % kPerByte) * kBits: element 0 in the least significant bits. This is the order of CUTLASS's
 // int4b_t/uint2b_t arrays (integer_subbyte.h, subbyte_reference) and of the k index within a
-// 32-bit register of the m16n8k64 INT4 mma fragments (PTX ISA, "Matrix Fragments for mma.m16n8k64").
+// 32-bit register of the m16n8k64 INT4 mma fragments (PTX ISA, "Matrix Fragments for
+// mma.m16n8k64").
 template <class IntFmt>
 ATTNSIM_HD constexpr std::size_t packed_bytes(std::size_t n) {
   return (n + IntFmt::kPerByte - 1) / IntFmt::kPerByte;

@@ -47,7 +47,8 @@ struct Policy {
 
 // Named policies for the conventions that real stacks use.
 // CUDA cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (every __nv_fp8_* constructor, SageAttention's V path).
-inline constexpr Policy kCudaSatfinite{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
+inline constexpr Policy kCudaSatfinite{Round::kNearestEven, Overflow::kSaturate,
+                                       NanEncoding::kCuda};
 // ml_dtypes astype / OCP non-saturating E4M3 (overflow -> NaN).
 inline constexpr Policy kMlDtypesE4m3{Round::kNearestEven, Overflow::kNaN, NanEncoding::kMlDtypes};
 // ml_dtypes astype for IEEE-like formats (e5m2, bf16, fp16): overflow -> Inf.

@@ -37,16 +37,26 @@ inline constexpr std::uint32_t kSampleSize = 65536u * kSampleLowCount;
 
 ATTNSIM_HD constexpr std::uint32_t sample_low_pattern(std::uint32_t hi, std::uint32_t j) {
   switch (j) {
-    case 0: return 0x0000;
-    case 1: return 0x0001;
-    case 2: return 0x0FFF;  // fp16 normal: just below the tie
-    case 3: return 0x1000;  // fp16 normal: tie
-    case 4: return 0x1001;  // fp16 normal: just above the tie
-    case 5: return 0x7FFF;  // bf16: just below the tie
-    case 6: return 0x8000;  // bf16: tie
-    case 7: return 0x8001;  // bf16: just above the tie
-    case 8: return 0xFFFF;
-    default: return std::uint32_t(splitmix64(hi) & 0xFFFF);
+    case 0:
+      return 0x0000;
+    case 1:
+      return 0x0001;
+    case 2:
+      return 0x0FFF;  // fp16 normal: just below the tie
+    case 3:
+      return 0x1000;  // fp16 normal: tie
+    case 4:
+      return 0x1001;  // fp16 normal: just above the tie
+    case 5:
+      return 0x7FFF;  // bf16: just below the tie
+    case 6:
+      return 0x8000;  // bf16: tie
+    case 7:
+      return 0x8001;  // bf16: just above the tie
+    case 8:
+      return 0xFFFF;
+    default:
+      return std::uint32_t(splitmix64(hi) & 0xFFFF);
   }
 }
 

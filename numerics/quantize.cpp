@@ -16,9 +16,12 @@ namespace {
 // 0, out-of-range values saturate (formats/intn.hpp round_to_int; proven on the H100 for s8).
 std::int32_t to_int(float v, Round r, int bits) {
   switch (bits) {
-    case 8: return round_to_int<s8>(v, r, IntOverflow::kSaturate);
-    case 4: return round_to_int<s4>(v, r, IntOverflow::kSaturate);
-    case 2: return round_to_int<s2>(v, r, IntOverflow::kSaturate);
+    case 8:
+      return round_to_int<s8>(v, r, IntOverflow::kSaturate);
+    case 4:
+      return round_to_int<s4>(v, r, IntOverflow::kSaturate);
+    case 2:
+      return round_to_int<s2>(v, r, IntOverflow::kSaturate);
   }
   throw std::invalid_argument("quantizers support 8, 4 and 2 bits");
 }

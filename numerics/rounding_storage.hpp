@@ -15,11 +15,16 @@ enum class Storage { kFp32, kBf16, kFp16, kE4m3fn, kE5m2 };
 
 inline std::string storage_name(Storage s) {
   switch (s) {
-    case Storage::kFp32: return "fp32";
-    case Storage::kBf16: return "bf16";
-    case Storage::kFp16: return "fp16";
-    case Storage::kE4m3fn: return "e4m3fn";
-    case Storage::kE5m2: return "e5m2";
+    case Storage::kFp32:
+      return "fp32";
+    case Storage::kBf16:
+      return "bf16";
+    case Storage::kFp16:
+      return "fp16";
+    case Storage::kE4m3fn:
+      return "e4m3fn";
+    case Storage::kE5m2:
+      return "e5m2";
   }
   return "?";
 }
@@ -38,17 +43,24 @@ struct StoragePolicy {
 // x rounded to `s` under `p` and decoded to FP32 (exact: every format here is a subset of FP32).
 inline float round_to_storage(float x, Storage s, const StoragePolicy& p) {
   switch (s) {
-    case Storage::kFp32: return x;
-    case Storage::kBf16: return decode_f32<bf16>(encode<bf16>(x, p.half));
-    case Storage::kFp16: return decode_f32<fp16>(encode<fp16>(x, p.half));
-    case Storage::kE4m3fn: return decode_f32<e4m3fn>(encode<e4m3fn>(x, p.fp8));
-    case Storage::kE5m2: return decode_f32<e5m2>(encode<e5m2>(x, p.fp8));
+    case Storage::kFp32:
+      return x;
+    case Storage::kBf16:
+      return decode_f32<bf16>(encode<bf16>(x, p.half));
+    case Storage::kFp16:
+      return decode_f32<fp16>(encode<fp16>(x, p.half));
+    case Storage::kE4m3fn:
+      return decode_f32<e4m3fn>(encode<e4m3fn>(x, p.fp8));
+    case Storage::kE5m2:
+      return decode_f32<e5m2>(encode<e5m2>(x, p.fp8));
   }
   return x;
 }
 
 // With the kernels' default conversions (StoragePolicy{}).
-inline float round_to_storage(float x, Storage s) { return round_to_storage(x, s, StoragePolicy{}); }
+inline float round_to_storage(float x, Storage s) {
+  return round_to_storage(x, s, StoragePolicy{});
+}
 
 inline std::string policy_name(const Policy& p) {
   std::string r = p.round == Round::kNearestEven   ? "rne"

@@ -12,7 +12,8 @@
 namespace attnsim {
 
 // How p = e^(scale·(s − m)) is evaluated.
-//  kExp2  FA2/FA3/flashinfer: p = exp2(s·scale_log2 − m·scale_log2) with scale_log2 = sm_scale·log2 e
+//  kExp2  FA2/FA3/flashinfer: p = exp2(s·scale_log2 − m·scale_log2) with scale_log2 = sm_scale·log2
+//  e
 //         folded into one constant (FA2 softmax.h scale_apply_exp2; nvcc contracts the
 //         multiply-subtract into one FFMA, see `fma`).
 //  kExp   the textbook p = exp((s − m)·sm_scale).
@@ -40,7 +41,8 @@ struct ExpModel {
   // Rescale factor of the running sum and output when the max moves from m_old to m_use
   // (FA2 softmax_rescale_o: scores_scale = exp2f((scores_max_prev - scores_max_cur) * scale_log2)).
   T alpha(T m_old, T m_use) const {
-    return kind == ExpKind::kExp2 ? std::exp2((m_old - m_use) * scale) : std::exp((m_old - m_use) * scale);
+    return kind == ExpKind::kExp2 ? std::exp2((m_old - m_use) * scale)
+                                  : std::exp((m_old - m_use) * scale);
   }
 };
 

@@ -41,7 +41,8 @@ RcpApproxFtz::RcpApproxFtz(const std::string& delta_path) : t_(std::size_t{1} <<
 }
 
 const RcpApproxFtz& RcpApproxFtz::h100() {
-  static const RcpApproxFtz table(std::string(ATTNSIM_DATA_DIR) + "/hw/h100/rcp_approx_ftz_delta.bin");
+  static const RcpApproxFtz table(std::string(ATTNSIM_DATA_DIR) +
+                                  "/hw/h100/rcp_approx_ftz_delta.bin");
   return table;
 }
 
@@ -75,15 +76,16 @@ Ex2ApproxFtz::Ex2ApproxFtz(const std::string& pos_steps_path, const std::string&
     : pos_(load_steps(pos_steps_path, +1)), neg_(load_steps(neg_steps_path, -1)) {}
 
 const Ex2ApproxFtz& Ex2ApproxFtz::h100() {
-  static const Ex2ApproxFtz table(std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_pos_steps.bin",
-                                  std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_neg_steps.bin");
+  static const Ex2ApproxFtz table(
+      std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_pos_steps.bin",
+      std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_neg_steps.bin");
   return table;
 }
 
 std::uint32_t Ex2ApproxFtz::bits(std::uint32_t x) const {
   const bool neg = (x >> 31) != 0;
   const std::uint32_t e = (x >> 23) & 0xFF, m = x & 0x7FFFFF;
-  if (e == 0xFF && m != 0) return 0x7FFFFFFFu;  // NaN
+  if (e == 0xFF && m != 0) return 0x7FFFFFFFu;      // NaN
   if (e >= 127 + 7) return neg ? 0u : 0x7F800000u;  // |x| >= 128 (and Inf)
   // K = trunc(|x| * 2^23): |x| = (2^23 + m) * 2^(e - 150) for normal x; subnormals flush to 0.
   std::uint64_t K = 0;
@@ -177,7 +179,9 @@ std::uint32_t Lg2ApproxFtz::bits(std::uint32_t x) const {
 float Lg2ApproxFtz::operator()(float x) const { return f32_from_bits(bits(f32_bits(x))); }
 
 float fmul_ftz(float a, float b) {
-  auto flush = [](float v) { return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v; };
+  auto flush = [](float v) {
+    return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
+  };
   return flush(flush(a) * flush(b));
 }
 

@@ -40,7 +40,9 @@ struct AttentionInput {
   bool causal = false;
   double sm_scale = 0.0;  // 0 means 1/sqrt(head_dim)
 
-  double scale() const { return sm_scale != 0.0 ? sm_scale : 1.0 / std::sqrt(double(shape.head_dim)); }
+  double scale() const {
+    return sm_scale != 0.0 ? sm_scale : 1.0 / std::sqrt(double(shape.head_dim));
+  }
   bool visible(int i, int j) const { return !causal || j <= i + shape.len_kv - shape.len_q; }
 };
 

@@ -103,7 +103,9 @@ void run(const AttentionInput& in, const FlashConfig& cfg, FlashResult& res) {
           for (int j = 0; j < cols; ++j) {
             const bool vis = in.visible(i0 + i, j0 + j);
             sc[std::size_t(i) * bk + j] =
-                vis ? T(dot_ref(qk, 0.0, qi, k.data() + (kv * s.len_kv + std::size_t(j0 + j)) * d, d)) : -kInf;
+                vis ? T(dot_ref(qk, 0.0, qi, k.data() + (kv * s.len_kv + std::size_t(j0 + j)) * d,
+                                d))
+                    : -kInf;
           }
         }
         // 2. Online softmax (FA2 softmax_rescale_o): m_new = max(m, rowmax S); l and O scaled by
@@ -130,7 +132,8 @@ void run(const AttentionInput& in, const FlashConfig& cfg, FlashResult& res) {
         for (int i = 0; i < rows; ++i) {
           T* oi = st[i].o.data();
           const float* pi = p.data() + std::size_t(i) * bk;
-          for (int c = 0; c < dv; ++c) oi[c] = T(dot_ref(pv, double(oi[c]), pi, vt.data() + std::size_t(c) * bk, cols));
+          for (int c = 0; c < dv; ++c)
+            oi[c] = T(dot_ref(pv, double(oi[c]), pi, vt.data() + std::size_t(c) * bk, cols));
         }
       }
       // 4. Epilogue (FA2 normalize_softmax_lse): quad all-reduce of the row sum, O *= 1/l (1 where
@@ -139,9 +142,11 @@ void run(const AttentionInput& in, const FlashConfig& cfg, FlashResult& res) {
       for (int i = 0; i < rows; ++i) {
         const std::vector<T> o = st[i].normalize();
         float* out = res.o.data() + (row0 + std::size_t(i)) * dv;
-        for (int c = 0; c < dv; ++c) out[c] = round_to_storage(float(o[c]), cfg.out, cfg.conversion);
+        for (int c = 0; c < dv; ++c)
+          out[c] = round_to_storage(float(o[c]), cfg.out, cfg.conversion);
         const T lse = st[i].lse(sm_t);
-        res.lse[row0 + std::size_t(i)] = lse == -kInf ? std::numeric_limits<float>::infinity() : float(lse);
+        res.lse[row0 + std::size_t(i)] =
+            lse == -kInf ? std::numeric_limits<float>::infinity() : float(lse);
       }
     }
   }
@@ -151,7 +156,8 @@ void run(const AttentionInput& in, const FlashConfig& cfg, FlashResult& res) {
 
 FlashResult flash_attention(const AttentionInput& in, const FlashConfig& cfg) {
   if (!in.shape.valid()) throw std::invalid_argument("flash_attention: invalid shape");
-  if (cfg.block_q <= 0 || cfg.block_kv <= 0) throw std::invalid_argument("flash_attention: block sizes must be > 0");
+  if (cfg.block_q <= 0 || cfg.block_kv <= 0)
+    throw std::invalid_argument("flash_attention: block sizes must be > 0");
   if (cfg.out != Storage::kFp32 && cfg.out != Storage::kBf16 && cfg.out != Storage::kFp16) {
     throw std::invalid_argument("flash_attention: output format must be fp32, bf16 or fp16");
   }

@@ -37,7 +37,7 @@ struct FlashConfig {
   Storage p = Storage::kFp32;    // P is rounded to this before P·V (FA2 convert_type<Element>)
   Storage out = Storage::kFp32;  // O is rounded to this when written (fp32, bf16, fp16)
   StoragePolicy conversion;      // how each storage format is reached (RNE; fp8 satfinite,
-                                 // 16-bit overflow to Inf by default; numerics/rounding_storage.hpp)
+                             // 16-bit overflow to Inf by default; numerics/rounding_storage.hpp)
   Accum acc = Accum::kFp32;
   DotChoice qk_dot = DotChoice::kFollowAcc;  // S = Q Kᵀ
   DotChoice pv_dot = DotChoice::kFollowAcc;  // O = O·alpha + P V
@@ -55,7 +55,7 @@ struct FlashConfig {
 std::string describe(const FlashConfig& c);
 
 struct FlashResult {
-  std::vector<float> o;    // [batch, heads_q, len_q, head_dim_v], values of cfg.out
+  std::vector<float> o;  // [batch, heads_q, len_q, head_dim_v], values of cfg.out
   // Natural-log LSE per row, FA2's m·sm_scale + log(l) in the state's arithmetic, rounded to
   // FP32; +inf for a row with no visible key (FA2 writes INFINITY there when not split).
   std::vector<float> lse;

@@ -19,7 +19,9 @@ namespace attnsim {
 // the instruction over k in natural order and return D.
 enum class InnerProduct { kFp32, kFp64 };
 
-inline std::string inner_product_name(InnerProduct m) { return m == InnerProduct::kFp32 ? "fp32" : "fp64"; }
+inline std::string inner_product_name(InnerProduct m) {
+  return m == InnerProduct::kFp32 ? "fp32" : "fp64";
+}
 
 // One output element. c is the incoming accumulator (0 for a fresh S tile; the rescaled O for
 // P·V, which FA2 feeds to its second MMA as C: gemm_rs(acc_o, tOrP, tOrVt)); n may be 0.

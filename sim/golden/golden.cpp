@@ -22,7 +22,8 @@ GoldenResult golden_attention(const AttentionInput& in) {
   const AttentionShape& s = in.shape;
   GoldenResult r;
   r.o.assign(s.o_size(), 0.0);
-  r.lse.assign(std::size_t(s.batch) * s.heads_q * s.len_q, -std::numeric_limits<double>::infinity());
+  r.lse.assign(std::size_t(s.batch) * s.heads_q * s.len_q,
+               -std::numeric_limits<double>::infinity());
   const double scale = in.scale();
   const int kChunk = chunk_rows(s.len_kv);
   const int chunks = (s.len_q + kChunk - 1) / kChunk;
@@ -50,12 +51,14 @@ GoldenResult golden_attention(const AttentionInput& in) {
       const int i0 = c * kChunk;
       const int rows = std::min(kChunk, s.len_q - i0);
       const std::size_t row0 = (std::size_t(b) * s.heads_q + h) * s.len_q + std::size_t(i0);
-      q_d = Eigen::Map<const RowMatF>(in.q.data() + row0 * s.head_dim, rows, s.head_dim).cast<double>();
+      q_d = Eigen::Map<const RowMatF>(in.q.data() + row0 * s.head_dim, rows, s.head_dim)
+                .cast<double>();
       scores.noalias() = q_d * k_d.transpose();
       scores *= scale;  // every entry, visible or not: one vectorized pass; masked ones are dropped
       for (int i = 0; i < rows; ++i) {
         // Visible keys of a row are a prefix (bottom-right causal: j <= i + len_kv - len_q).
-        const int lim = in.causal ? std::clamp(i0 + i + s.len_kv - s.len_q + 1, 0, s.len_kv) : s.len_kv;
+        const int lim =
+            in.causal ? std::clamp(i0 + i + s.len_kv - s.len_q + 1, 0, s.len_kv) : s.len_kv;
         auto row = scores.row(i);
         if (lim == 0) {
           row.setZero();
@@ -63,7 +66,8 @@ GoldenResult golden_attention(const AttentionInput& in) {
         }
         const double m = row.head(lim).maxCoeff();
         // p = exp(s - m) with Eigen's vectorized exp (its error is inside the bound measured
-        // against 50-digit attention, sim/golden/README.md); the sum runs sequentially in key order.
+        // against 50-digit attention, sim/golden/README.md); the sum runs sequentially in key
+        // order.
         row.head(lim) = (row.head(lim).array() - m).exp();
         row.tail(s.len_kv - lim).setZero();
         double sum = 0.0;
@@ -78,6 +82,8 @@ GoldenResult golden_attention(const AttentionInput& in) {
   return r;
 }
 
-std::vector<double> golden_attention_ref(const AttentionInput& in) { return golden_attention(in).o; }
+std::vector<double> golden_attention_ref(const AttentionInput& in) {
+  return golden_attention(in).o;
+}
 
 }  // namespace attnsim

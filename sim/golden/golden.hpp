@@ -11,8 +11,8 @@ namespace attnsim {
 // Row-major [batch, heads_q, len_q, head_dim_v]. A query row that sees no key gives zeros and
 // lse = -inf. The two GEMMs run in Eigen; the softmax subtracts the row max before exp.
 // The result does not depend on the number of OpenMP threads (work is split into row chunks whose
-// size depends on the shape only; each element's arithmetic is the same in any split). p = exp(s - max)
-// uses Eigen's vectorized exp; the row sum runs sequentially in key order.
+// size depends on the shape only; each element's arithmetic is the same in any split). p = exp(s -
+// max) uses Eigen's vectorized exp; the row sum runs sequentially in key order.
 struct GoldenResult {
   std::vector<double> o;
   std::vector<double> lse;  // natural-log log-sum-exp of each row's scaled scores, [b, hq, len_q]

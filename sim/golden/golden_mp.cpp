@@ -27,7 +27,8 @@ MpResult attention_mp(const AttentionInput& in) {
   r.lse.assign(std::size_t(s.batch) * s.heads_q * s.len_q, Mp(0));
   r.seen.assign(r.lse.size(), 0);
   std::vector<Mp>& o = r.o;
-  const Mp scale = in.sm_scale != 0.0 ? Mp(in.sm_scale) : Mp(1) / boost::multiprecision::sqrt(Mp(s.head_dim));
+  const Mp scale =
+      in.sm_scale != 0.0 ? Mp(in.sm_scale) : Mp(1) / boost::multiprecision::sqrt(Mp(s.head_dim));
   std::vector<Mp> sc(std::size_t(s.len_kv));
   std::vector<char> vis(std::size_t(s.len_kv));
   for (int b = 0; b < s.batch; ++b) {

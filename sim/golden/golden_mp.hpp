@@ -17,7 +17,7 @@ struct GoldenErrorBound {
   double max_abs;              // max |g - m|
   double lse_max_rel;          // max |lse_g - lse_m| / max(1, |lse_m|) over rows that see a key
   double lse_max_abs;          // max |lse_g - lse_m| over rows that see a key; +inf if a row that
-                               // sees no key is not -inf in the golden (or a seen row is not finite)
+                       // sees no key is not -inf in the golden (or a seen row is not finite)
 };
 
 // Runs golden_attention and the 50-digit attention and compares outputs and LSE (differences

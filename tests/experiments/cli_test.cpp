@@ -2,7 +2,6 @@
 // sweeps and their HDF5 results.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,21 +28,24 @@ struct CliRun {
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("attnsim_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("attnsim_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
   CliRun run(const std::string& args) const {
     const std::string err = path("stderr.txt");
-    const int status = std::system((std::string(ATTNSIM_EXE) + " " + args + " >" + path("stdout.txt") + " 2>" + err).c_str());
+    const int status = std::system(
+        (std::string(ATTNSIM_EXE) + " " + args + " >" + path("stdout.txt") + " 2>" + err).c_str());
     std::ifstream in(err);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
   }
   void write_floats(const std::string& name, const std::vector<float>& v) const {
-    std::ofstream(path(name), std::ios::binary).write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 4));
+    std::ofstream(path(name), std::ios::binary)
+        .write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 4));
   }
   std::vector<std::uint8_t> read_bytes(const std::string& name) const {
     std::ifstream in(path(name), std::ios::binary);
@@ -54,10 +56,12 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, ConvertContractE4m3AndBack) {
   write_floats("x.f32", {1.0f, 464.0f, 465.0f, -0.0f, 0.0009765625f});
-  const CliRun r = run("convert --to e4m3fn --round rne --overflow saturate --in " + path("x.f32") + " --out " + path("x.u8"));
+  const CliRun r = run("convert --to e4m3fn --round rne --overflow saturate --in " + path("x.f32") +
+                       " --out " + path("x.u8"));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_EQ(read_bytes("x.u8"), (std::vector<std::uint8_t>{0x38, 0x7E, 0x7E, 0x80, 0x00}));
-  ASSERT_EQ(run("convert --to e4m3fn --decode --in " + path("x.u8") + " --out " + path("y.f32")).code, 0);
+  ASSERT_EQ(
+      run("convert --to e4m3fn --decode --in " + path("x.u8") + " --out " + path("y.f32")).code, 0);
   const auto y = read_bytes("y.f32");
   ASSERT_EQ(y.size(), 20u);
   float f[5];
@@ -66,15 +70,20 @@ TEST_F(Cli, ConvertContractE4m3AndBack) {
   EXPECT_EQ(f[1], 448.0f);
   EXPECT_TRUE(std::signbit(f[3]));
   // ml_dtypes' non-saturating convention.
-  ASSERT_EQ(run("convert --to e4m3fn --round rne --overflow nan --nan-encoding ml_dtypes --in " + path("x.f32") +
-                " --out " + path("z.u8")).code, 0);
+  ASSERT_EQ(run("convert --to e4m3fn --round rne --overflow nan --nan-encoding ml_dtypes --in " +
+                path("x.f32") + " --out " + path("z.u8"))
+                .code,
+            0);
   EXPECT_EQ(read_bytes("z.u8")[2], 0x7F);
 }
 
 TEST_F(Cli, ConvertU16AndF64) {
   std::vector<double> d{1.0 + 0x1p-8 + 0x1p-40};
   std::ofstream(path("x.f64"), std::ios::binary).write(reinterpret_cast<const char*>(d.data()), 8);
-  ASSERT_EQ(run("convert --to bf16 --from f64 --round rne --overflow inf --in " + path("x.f64") + " --out " + path("x.u16")).code, 0);
+  ASSERT_EQ(run("convert --to bf16 --from f64 --round rne --overflow inf --in " + path("x.f64") +
+                " --out " + path("x.u16"))
+                .code,
+            0);
   EXPECT_EQ(read_bytes("x.u16"), (std::vector<std::uint8_t>{0x81, 0x3F}));  // little-endian 0x3F81
 }
 
@@ -84,7 +93,8 @@ TEST_F(Cli, BadInputGivesOneLineAndNoOutput) {
     std::string args, needle;
   } cases[] = {
       {"convert --to fp8 --round rne --overflow saturate --in X --out O", "unknown format 'fp8'"},
-      {"convert --to e4m3fn --round rnz --overflow saturate --in X --out O", "unknown rounding mode"},
+      {"convert --to e4m3fn --round rnz --overflow saturate --in X --out O",
+       "unknown rounding mode"},
       {"convert --to e4m3fn --round rne --overflow inf --in X --out O", "no infinity"},
       {"convert --to e4m3fn --round rne --in X --out O", "--overflow is required"},
       {"convert --to int8 --round rne --overflow saturate --scale 1 --in X --out O", "NaN"},
@@ -116,13 +126,16 @@ TEST_F(Cli, BadInputGivesOneLineAndNoOutput) {
     EXPECT_FALSE(fs::exists(path("out.bin"))) << args;
   }
   for (const auto& e : fs::directory_iterator(dir_)) {
-    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << "leftover temp file " << e.path();
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos)
+        << "leftover temp file " << e.path();
   }
 }
 
 TEST_F(Cli, SweepWritesColumnarResults) {
-  const CliRun r = run("sweep --methods golden,flash:qkv=bf16,p=bf16 --synthetic normal:nq=40,d=16 --seeds 2 --quiet --output " +
-                    path("r.h5"));
+  const CliRun r =
+      run("sweep --methods golden,flash:qkv=bf16,p=bf16 --synthetic normal:nq=40,d=16 --seeds 2 "
+          "--quiet --output " +
+          path("r.h5"));
   ASSERT_EQ(r.code, 0) << r.err;
   H5Reader h(path("r.h5"));
   const auto methods = h.read_strings("method");
@@ -139,9 +152,10 @@ TEST_F(Cli, SweepWritesColumnarResults) {
 }
 
 TEST_F(Cli, SweepFromConfigFileAndDump) {
-  ASSERT_EQ(run("synth --synthetic kbias:hq=2,hkv=1,nq=32,d=16,causal=1 --out " + path("d.h5")).code, 0);
-  std::ofstream(path("c.toml")) << "methods = [\"golden\", \"flash:bq=16,bk=16\"]\ninput = [\"" << path("d.h5")
-                                << "\"]\n";
+  ASSERT_EQ(
+      run("synth --synthetic kbias:hq=2,hkv=1,nq=32,d=16,causal=1 --out " + path("d.h5")).code, 0);
+  std::ofstream(path("c.toml")) << "methods = [\"golden\", \"flash:bq=16,bk=16\"]\ninput = [\""
+                                << path("d.h5") << "\"]\n";
   const CliRun r = run("sweep --config " + path("c.toml") + " --quiet --output " + path("r.h5"));
   ASSERT_EQ(r.code, 0) << r.err;
   H5Reader h(path("r.h5"));
@@ -170,10 +184,14 @@ TEST_F(Cli, SweepRejectsBadMethodsAndDumps) {
 // the table readable back, errors ordered as granularity dictates (per-token ≤ per-tensor on a
 // per-token-scaled K), and bad arguments rejected with one line and no output file.
 TEST_F(Cli, QuantizeWritesTableAndRejectsBadInput) {
-  ASSERT_EQ(run("synth --synthetic kbias:hq=2,hkv=2,nq=128,nkv=128,d=32,seed=3 --out " + path("d.h5")).code, 0);
-  const CliRun r = run("quantize --input " + path("d.h5") +
-                       " --quantizers symmetric_int8,e4m3fn --granularities per_tensor,per_token --output " +
-                       path("q.h5"));
+  ASSERT_EQ(
+      run("synth --synthetic kbias:hq=2,hkv=2,nq=128,nkv=128,d=32,seed=3 --out " + path("d.h5"))
+          .code,
+      0);
+  const CliRun r =
+      run("quantize --input " + path("d.h5") +
+          " --quantizers symmetric_int8,e4m3fn --granularities per_tensor,per_token --output " +
+          path("q.h5"));
   ASSERT_EQ(r.code, 0) << r.err;
   H5Reader in(path("q.h5"));
   const std::vector<double> fro = in.read_f64("rel_fro");
@@ -189,13 +207,13 @@ TEST_F(Cli, QuantizeWritesTableAndRejectsBadInput) {
   struct Bad {
     std::string args, needle;
   };
-  for (const Bad& b : std::vector<Bad>{
-           {"--quantizers int3", "unknown quantizer 'int3'"},
-           {"--granularities per_block:0", "per_block:0"},
-           {"--tensor o", "--tensor must be q, k or v"},
-           {"--smooth maybe", "--smooth must be"},
-           {"--group layer_07", "no group 'layer_07'"}}) {
-    const CliRun e = run("quantize --input " + path("d.h5") + " " + b.args + " --output " + path("bad.h5"));
+  for (const Bad& b : std::vector<Bad>{{"--quantizers int3", "unknown quantizer 'int3'"},
+                                       {"--granularities per_block:0", "per_block:0"},
+                                       {"--tensor o", "--tensor must be q, k or v"},
+                                       {"--smooth maybe", "--smooth must be"},
+                                       {"--group layer_07", "no group 'layer_07'"}}) {
+    const CliRun e =
+        run("quantize --input " + path("d.h5") + " " + b.args + " --output " + path("bad.h5"));
     EXPECT_EQ(e.code, 2) << b.args;
     EXPECT_NE(e.err.find(b.needle), std::string::npos) << e.err;
     EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
@@ -215,8 +233,8 @@ TEST_F(Cli, MmaPromoteContract) {
     std::ofstream(path("b.u8"), std::ios::binary) << std::string(128, char(0x01));
   }
   write_floats("c.f32", {1.0f});
-  const std::string files = " --m 1 --n 1 --k 128 --a " + path("a.u8") + " --b " + path("b.u8") + " --c " +
-                            path("c.f32") + " --out " + path("d.f32");
+  const std::string files = " --m 1 --n 1 --k 128 --a " + path("a.u8") + " --b " + path("b.u8") +
+                            " --c " + path("c.f32") + " --out " + path("d.f32");
   ASSERT_EQ(run("mma --instr sm90.wgmma.e4m3.f32" + files).code, 0);
   std::vector<std::uint8_t> d = read_bytes("d.f32");
   float v = 0;
@@ -257,14 +275,15 @@ TEST_F(Cli, SpecialNoFtzReproducesRecordedOutputs) {
     std::memcpy(&xf, &c.x, 4);
     write_floats("x.f32", {xf});
     for (bool no_ftz : {false, true}) {
-      const CliRun r = run(std::string("special --fn ") + c.fn + (no_ftz ? " --no-ftz" : "") + " --in " +
-                           path("x.f32") + " --out " + path("y.f32"));
+      const CliRun r = run(std::string("special --fn ") + c.fn + (no_ftz ? " --no-ftz" : "") +
+                           " --in " + path("x.f32") + " --out " + path("y.f32"));
       ASSERT_EQ(r.code, 0) << r.err;
       const std::vector<std::uint8_t> y = read_bytes("y.f32");
       ASSERT_EQ(y.size(), 4u);
       std::uint32_t got;
       std::memcpy(&got, y.data(), 4);
-      EXPECT_EQ(got, no_ftz ? c.no_ftz : c.ftz) << c.fn << " 0x" << std::hex << c.x << (no_ftz ? " --no-ftz" : "");
+      EXPECT_EQ(got, no_ftz ? c.no_ftz : c.ftz)
+          << c.fn << " 0x" << std::hex << c.x << (no_ftz ? " --no-ftz" : "");
     }
   }
 }
@@ -274,7 +293,8 @@ TEST_F(Cli, InfoListsFormatsAndPolicies) {
   ASSERT_EQ(r.code, 0);
   std::ifstream in(path("stdout.txt"));
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (const char* s : {"e4m3fn", "e5m2", "bf16", "fp16", "fp22", "int4", "rne", "saturate-finite", "ml_dtypes"}) {
+  for (const char* s :
+       {"e4m3fn", "e5m2", "bf16", "fp16", "fp22", "int4", "rne", "saturate-finite", "ml_dtypes"}) {
     EXPECT_NE(text.find(s), std::string::npos) << s;
   }
   EXPECT_NE(text.find("max 448"), std::string::npos);

@@ -26,7 +26,7 @@ TEST(RoundExactQuotient, TiesAndModes) {
   EXPECT_EQ(round_exact_quotient(-2.1, 1.0, Round::kDown), -3);
   EXPECT_EQ(round_exact_quotient(2.1, 1.0, Round::kUp), 3);
   EXPECT_EQ(round_exact_quotient(-2.9, 1.0, Round::kUp), -2);
-  EXPECT_EQ(round_exact_quotient(1e-300, 1e10, Round::kUp), 1);   // tiny positive rounds up to 1
+  EXPECT_EQ(round_exact_quotient(1e-300, 1e10, Round::kUp), 1);  // tiny positive rounds up to 1
   EXPECT_EQ(round_exact_quotient(1e-300, 1e10, Round::kNearestEven), 0);
   EXPECT_EQ(round_exact_quotient(-1e-300, 1e10, Round::kDown), -1);
   EXPECT_EQ(round_exact_quotient(0.0, 3.0, Round::kUp), 0);
@@ -51,8 +51,10 @@ TEST(RoundExactQuotient, AgreesWithLongDoubleOnRandomNonTies) {
     const double x = double(float(u(rng))), sc = double(float(s(rng)));
     const long double q = (long double)x / (long double)sc;
     const long double frac = q - std::floor(q);
-    if (std::fabs(frac - 0.5L) < 1e-12L || frac < 1e-12L) continue;  // skip near-ties for this oracle
-    EXPECT_EQ(round_exact_quotient(x, sc, Round::kNearestEven), std::int64_t(std::llround(q))) << x << " " << sc;
+    if (std::fabs(frac - 0.5L) < 1e-12L || frac < 1e-12L)
+      continue;  // skip near-ties for this oracle
+    EXPECT_EQ(round_exact_quotient(x, sc, Round::kNearestEven), std::int64_t(std::llround(q)))
+        << x << " " << sc;
     EXPECT_EQ(round_exact_quotient(x, sc, Round::kDown), std::int64_t(std::floor(q)));
   }
 }
@@ -61,7 +63,8 @@ TEST(EncodeArray, IntegerSaturatesPacksAndRejectsNaN) {
   ConvertRequest r;
   r.format = "int4";
   r.scale = 0.5;
-  const std::vector<float> x{0.0f, 0.75f, -0.75f, 100.0f, -100.0f};  // 0, 1.5->2, -1.5->-2, sat, sat
+  const std::vector<float> x{0.0f, 0.75f, -0.75f, 100.0f,
+                             -100.0f};  // 0, 1.5->2, -1.5->-2, sat, sat
   const auto bytes = encode_array(x, r);
   ASSERT_EQ(bytes.size(), 5u);
   EXPECT_EQ(std::int8_t(bytes[1]), 2);
@@ -85,14 +88,17 @@ TEST(EncodeArray, FloatPoliciesAndErrors) {
   ConvertRequest r;
   r.format = "e4m3fn";
   r.policy = {Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
-  EXPECT_EQ(encode_array(std::vector<float>{1000.0f, -NAN}, r), (std::vector<std::uint8_t>{0x7E, 0x7F}));
+  EXPECT_EQ(encode_array(std::vector<float>{1000.0f, -NAN}, r),
+            (std::vector<std::uint8_t>{0x7E, 0x7F}));
   r.policy = {Round::kNearestEven, Overflow::kNaN, NanEncoding::kMlDtypes};
-  EXPECT_EQ(encode_array(std::vector<float>{1000.0f, -NAN}, r), (std::vector<std::uint8_t>{0x7F, 0xFF}));
+  EXPECT_EQ(encode_array(std::vector<float>{1000.0f, -NAN}, r),
+            (std::vector<std::uint8_t>{0x7F, 0xFF}));
   r.policy.overflow = Overflow::kInf;
   EXPECT_THROW(encode_array(std::vector<float>{1.0f}, r), UsageError);  // e4m3fn has no Inf
   r.format = "bf16";
   r.policy = {Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-  const auto b = encode_array(std::vector<double>{1.0 + 0x1p-8 + 0x1p-40}, r);  // f64 source: rounds up once
+  const auto b =
+      encode_array(std::vector<double>{1.0 + 0x1p-8 + 0x1p-40}, r);  // f64 source: rounds up once
   std::uint16_t bits;
   std::memcpy(&bits, b.data(), 2);
   EXPECT_EQ(bits, 0x3F81);

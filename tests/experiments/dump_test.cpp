@@ -14,11 +14,14 @@ namespace attnsim {
 namespace {
 
 std::string tmp(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("attnsim_dump_" + std::to_string(::getpid()) + "_" + name)).string();
+  return (std::filesystem::temp_directory_path() /
+          ("attnsim_dump_" + std::to_string(::getpid()) + "_" + name))
+      .string();
 }
 
 TEST(Dump, RoundTripKeepsEverything) {
-  const AttentionInput in = make_synthetic("kbias:b=2,hq=4,hkv=2,nq=9,nkv=11,d=8,dv=4,causal=1,seed=3");
+  const AttentionInput in =
+      make_synthetic("kbias:b=2,hq=4,hkv=2,nq=9,nkv=11,d=8,dv=4,causal=1,seed=3");
   const std::string p = tmp("rt.h5");
   write_attention_dump(p, in, "test");
   DumpInfo info;
@@ -81,7 +84,8 @@ TEST(Dump, RejectsNonFiniteUnlessAllowedAndBadShapes) {
 }
 
 TEST(Synthetic, SeedsAreReproducibleAndDistinct) {
-  const AttentionInput a = make_synthetic("peaked:nq=16,d=8", 5), b = make_synthetic("peaked:nq=16,d=8", 5),
+  const AttentionInput a = make_synthetic("peaked:nq=16,d=8", 5),
+                       b = make_synthetic("peaked:nq=16,d=8", 5),
                        c = make_synthetic("peaked:nq=16,d=8", 6);
   EXPECT_EQ(a.q, b.q);
   EXPECT_NE(a.q, c.q);

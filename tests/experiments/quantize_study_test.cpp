@@ -19,7 +19,8 @@ TEST(QuantizeStudy, ParsesGranularities) {
   EXPECT_EQ(parse_granularity("per_channel").kind, Granularity::kPerChannel);
   EXPECT_EQ(parse_granularity("sage_sm90_k_per_thread").kind, Granularity::kSagePerThreadK);
   EXPECT_EQ(parse_granularity("sage_sm90_k_per_thread").block, 128);
-  for (const char* bad : {"per_block:", "per_block:0", "per_block:x", "per_block:64x", "tile", ""}) {
+  for (const char* bad :
+       {"per_block:", "per_block:0", "per_block:x", "per_block:64x", "tile", ""}) {
     EXPECT_THROW(parse_granularity(bad), UsageError) << bad;
   }
   EXPECT_THROW(quantization_error(nullptr, 0, 0, "int3", parse_granularity("per_tensor"), false),
@@ -30,8 +31,8 @@ TEST(QuantizeStudy, ParsesGranularities) {
 // q = [127, 1, -64 (ties to even of -63.5), 0] → errors [0, -0.4, -0.5, 0].
 TEST(QuantizeStudy, Int8PerTensorByHand) {
   const std::vector<float> x{127.0f, 1.4f, -63.5f, 0.0f};
-  const QuantError e = quantization_error(x.data(), 2, 2, "symmetric_int8",
-                                          parse_granularity("per_tensor"), false);
+  const QuantError e =
+      quantization_error(x.data(), 2, 2, "symmetric_int8", parse_granularity("per_tensor"), false);
   const double d1 = 0.4 + 0.5, x1 = 127 + 1.4 + 63.5;
   EXPECT_NEAR(e.rel_l1, d1 / x1, 1e-7);
   EXPECT_NEAR(e.max_abs, 0.5, 1e-7);
@@ -47,10 +48,10 @@ TEST(QuantizeStudy, PerChannelBeatsPerTensorOnChannelOutliers) {
     x.push_back(t % 2 ? 100.0f : -100.0f);
     x.push_back(t % 3 ? 0.015625f : -0.015625f);
   }
-  const QuantError tensor = quantization_error(x.data(), 8, 2, "symmetric_int8",
-                                               parse_granularity("per_tensor"), false);
-  const QuantError channel = quantization_error(x.data(), 8, 2, "symmetric_int8",
-                                                parse_granularity("per_channel"), false);
+  const QuantError tensor =
+      quantization_error(x.data(), 8, 2, "symmetric_int8", parse_granularity("per_tensor"), false);
+  const QuantError channel =
+      quantization_error(x.data(), 8, 2, "symmetric_int8", parse_granularity("per_channel"), false);
   // Per tensor: scale 100/127, 1/64 rounds to 0 → the small channel is lost entirely.
   EXPECT_NEAR(tensor.max_abs, 0.015625, 1e-9);
   EXPECT_EQ(channel.max_abs, 0.0);  // ±amax quantizes to ±127 exactly
@@ -68,7 +69,7 @@ TEST(QuantizeStudy, SmoothingRemovesChannelBias) {
   const GroupMap g = parse_granularity("per_tensor");
   const QuantError raw = quantization_error(x.data(), 4, 2, "symmetric_int8", g, false);
   const QuantError smooth = quantization_error(x.data(), 4, 2, "symmetric_int8", g, true);
-  EXPECT_GT(raw.max_abs, 0.5);   // scale 1001/127 ≈ 7.9: ±1 rounds to 0
+  EXPECT_GT(raw.max_abs, 0.5);  // scale 1001/127 ≈ 7.9: ±1 rounds to 0
   EXPECT_EQ(smooth.max_abs, 0.0);
   EXPECT_TRUE(std::isinf(smooth.sqnr_db));
 }

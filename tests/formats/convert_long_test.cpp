@@ -36,17 +36,22 @@ enum class Mag { kNearestEven, kNearestAway, kTruncate, kAway };
 
 Mag magnitude_rule(Round r, bool neg) {
   switch (r) {
-    case Round::kNearestEven: return Mag::kNearestEven;
-    case Round::kNearestAway: return Mag::kNearestAway;
-    case Round::kTowardZero: return Mag::kTruncate;
-    case Round::kUp: return neg ? Mag::kTruncate : Mag::kAway;
-    case Round::kDown: return neg ? Mag::kAway : Mag::kTruncate;
+    case Round::kNearestEven:
+      return Mag::kNearestEven;
+    case Round::kNearestAway:
+      return Mag::kNearestAway;
+    case Round::kTowardZero:
+      return Mag::kTruncate;
+    case Round::kUp:
+      return neg ? Mag::kTruncate : Mag::kAway;
+    case Round::kDown:
+      return neg ? Mag::kAway : Mag::kTruncate;
   }
   return Mag::kTruncate;
 }
 
 struct DecisionTable {
-  std::vector<double> thresholds;   // n
+  std::vector<double> thresholds;    // n
   std::vector<std::uint32_t> codes;  // n + 1; codes[n] = overflow result (sign included)
 
   DecisionTable(const oracle::Table& t, Policy p, bool neg) {
@@ -59,11 +64,19 @@ struct DecisionTable {
       const std::uint32_t next_code = i + 1 < t.codes.size() ? t.codes[i + 1] : t.max_code() + 1;
       double th = 0;
       switch (rule) {
-        case Mag::kNearestEven: th = (next_code & 1) == 0 ? mid : std::nextafter(mid, HUGE_VAL); break;
-        case Mag::kNearestAway: th = mid; break;
+        case Mag::kNearestEven:
+          th = (next_code & 1) == 0 ? mid : std::nextafter(mid, HUGE_VAL);
+          break;
+        case Mag::kNearestAway:
+          th = mid;
+          break;
         // Truncation never rounds up into "overflow" (IEEE 754 7.4): no threshold for c_n.
-        case Mag::kTruncate: th = i + 2 < c.size() ? c[i + 1] : HUGE_VAL; break;
-        case Mag::kAway: th = std::nextafter(c[i], HUGE_VAL); break;
+        case Mag::kTruncate:
+          th = i + 2 < c.size() ? c[i + 1] : HUGE_VAL;
+          break;
+        case Mag::kAway:
+          th = std::nextafter(c[i], HUGE_VAL);
+          break;
       }
       thresholds.push_back(th);
     }
@@ -78,7 +91,8 @@ struct DecisionTable {
     }
   }
   std::uint32_t lookup(double a) const {
-    return codes[std::size_t(std::upper_bound(thresholds.begin(), thresholds.end(), a) - thresholds.begin())];
+    return codes[std::size_t(std::upper_bound(thresholds.begin(), thresholds.end(), a) -
+                             thresholds.begin())];
   }
 };
 
@@ -106,14 +120,16 @@ void sweep(const oracle::Spec& spec, Policy p, const char* name) {
       }
       if (got != want && ++local <= 3) {
 #pragma omp critical
-        ADD_FAILURE() << name << " input 0x" << std::hex << bits << ": oracle 0x" << want << ", attnsim 0x" << got;
+        ADD_FAILURE() << name << " input 0x" << std::hex << bits << ": oracle 0x" << want
+                      << ", attnsim 0x" << got;
       }
     }
     bad += local;
   }
   EXPECT_EQ(bad.load(), 0u) << name << " over all 2^32 inputs";
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%s: all 2^32 FP32 inputs, %llu mismatches, %.1f s\n", name, (unsigned long long)bad.load(), s);
+  std::printf("%s: all 2^32 FP32 inputs, %llu mismatches, %.1f s\n", name,
+              (unsigned long long)bad.load(), s);
 }
 
 // The decision table itself, on a handful of known answers, so a broken oracle cannot pass a
@@ -121,10 +137,10 @@ void sweep(const oracle::Spec& spec, Policy p, const char* name) {
 TEST(ConvertAllInputs, DecisionTableSanity) {
   const oracle::Table t(oracle::kE4m3fn);
   const DecisionTable rne(t, kMlDtypesE4m3, false), rne_neg(t, kMlDtypesE4m3, true);
-  EXPECT_EQ(rne.lookup(464.0), 0x7Eu);                          // tie -> even 448
-  EXPECT_EQ(rne.lookup(std::nextafter(464.0, 1e9)), 0x7Fu);     // overflow -> NaN
+  EXPECT_EQ(rne.lookup(464.0), 0x7Eu);                       // tie -> even 448
+  EXPECT_EQ(rne.lookup(std::nextafter(464.0, 1e9)), 0x7Fu);  // overflow -> NaN
   EXPECT_EQ(rne_neg.lookup(1000.0), 0xFFu);
-  EXPECT_EQ(rne.lookup(0x1p-10), 0x00u);                        // tie -> 0
+  EXPECT_EQ(rne.lookup(0x1p-10), 0x00u);  // tie -> 0
   EXPECT_EQ(rne.lookup(0.0), 0x00u);
   EXPECT_EQ(rne_neg.lookup(0.0), 0x80u);
   const DecisionTable ru(t, {Round::kUp, Overflow::kNaN, NanEncoding::kCuda}, false);
@@ -147,14 +163,17 @@ TEST(ConvertAllInputs, E5m2NonSaturatingMlDtypes) {
   sweep<e5m2>(oracle::kE5m2, kMlDtypesIeee, "e5m2 {rne, inf, ml_dtypes}");
 }
 TEST(ConvertAllInputs, E4m3fnTiesAwaySaturate) {
-  sweep<e4m3fn>(oracle::kE4m3fn, Policy{Round::kNearestAway, Overflow::kSaturate, NanEncoding::kCuda},
+  sweep<e4m3fn>(oracle::kE4m3fn,
+                Policy{Round::kNearestAway, Overflow::kSaturate, NanEncoding::kCuda},
                 "e4m3fn {rna, saturate, cuda}");
 }
 TEST(ConvertAllInputs, Bf16RoundUpIeee) {
-  sweep<bf16>(oracle::kBf16, Policy{Round::kUp, Overflow::kInf, NanEncoding::kMlDtypes}, "bf16 {ru, inf, ml_dtypes}");
+  sweep<bf16>(oracle::kBf16, Policy{Round::kUp, Overflow::kInf, NanEncoding::kMlDtypes},
+              "bf16 {ru, inf, ml_dtypes}");
 }
 TEST(ConvertAllInputs, Bf16RoundDownIeee) {
-  sweep<bf16>(oracle::kBf16, Policy{Round::kDown, Overflow::kInf, NanEncoding::kIeee}, "bf16 {rd, inf, ieee}");
+  sweep<bf16>(oracle::kBf16, Policy{Round::kDown, Overflow::kInf, NanEncoding::kIeee},
+              "bf16 {rd, inf, ieee}");
 }
 
 }  // namespace

@@ -23,7 +23,8 @@ struct Case {
   const char* name;
 };
 
-const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp, Round::kDown};
+const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp,
+                         Round::kDown};
 const char* round_str(Round r) {
   const char* n[] = {"rne", "rna", "rz", "ru", "rd"};
   return n[int(r)];
@@ -64,7 +65,7 @@ std::vector<double> probe_inputs(const oracle::Table& t) {
   for (double v : {max + step / 2, max + step, max + 1.5 * step, max * 4, 1e30, 3e38}) add_f(v);
   add_f(t.values[1] / 2);  // half the smallest subnormal: ties to zero
   add_f(t.values[1] / 4);
-  add_f(1e-40);            // FP32 subnormal input
+  add_f(1e-40);  // FP32 subnormal input
   return xs;
 }
 
@@ -81,10 +82,10 @@ void check_all(const oracle::Spec& spec, const char* name) {
       ++checked;
       if (got_f32 != want || got_f64 != want) {
         if (++bad <= 10) {
-          ADD_FAILURE() << name << " " << round_str(p.round) << " overflow " << int(p.overflow) << " nan "
-                        << int(p.nan) << " x=" << x << " (" << std::hexfloat << x << std::defaultfloat
-                        << "): oracle 0x" << std::hex << want << ", from f32 0x" << got_f32 << ", from f64 0x"
-                        << got_f64;
+          ADD_FAILURE() << name << " " << round_str(p.round) << " overflow " << int(p.overflow)
+                        << " nan " << int(p.nan) << " x=" << x << " (" << std::hexfloat << x
+                        << std::defaultfloat << "): oracle 0x" << std::hex << want
+                        << ", from f32 0x" << got_f32 << ", from f64 0x" << got_f64;
         }
       }
     }
@@ -93,7 +94,9 @@ void check_all(const oracle::Spec& spec, const char* name) {
   EXPECT_GT(checked, 1000u);
 }
 
-TEST(ConvertOracle, E4m3fnEveryMidpointEveryPolicy) { check_all<e4m3fn>(oracle::kE4m3fn, "e4m3fn"); }
+TEST(ConvertOracle, E4m3fnEveryMidpointEveryPolicy) {
+  check_all<e4m3fn>(oracle::kE4m3fn, "e4m3fn");
+}
 TEST(ConvertOracle, E5m2EveryMidpointEveryPolicy) { check_all<e5m2>(oracle::kE5m2, "e5m2"); }
 TEST(ConvertOracle, Bf16EveryMidpointEveryPolicy) { check_all<bf16>(oracle::kBf16, "bf16"); }
 TEST(ConvertOracle, Fp16EveryMidpointEveryPolicy) { check_all<fp16>(oracle::kFp16, "fp16"); }
@@ -142,7 +145,8 @@ void check_decode_roundtrip(const oracle::Spec& spec) {
       ASSERT_EQ(std::signbit(d), neg) << std::hex << c;
       // A NaN re-encodes (IEEE policy: sign and payload kept) to a NaN of the same sign; an IEEE
       // format's quiet NaN comes back to the same code.
-      const std::uint32_t back = encode<Fmt>(f, Policy{Round::kNearestEven, Overflow::kNaN, NanEncoding::kIeee});
+      const std::uint32_t back =
+          encode<Fmt>(f, Policy{Round::kNearestEven, Overflow::kNaN, NanEncoding::kIeee});
       ASSERT_EQ(oracle::classify(spec, back), oracle::Class::kNaN) << std::hex << c;
       ASSERT_EQ((back >> (spec.bits() - 1)) & 1, std::uint32_t(neg)) << std::hex << c;
       if (spec.ieee && ((c >> (spec.man_bits - 1)) & 1)) {
@@ -183,7 +187,8 @@ TEST(ConvertOracle, RandomBitPatterns) {
     float x;
     std::memcpy(&x, &bits, 4);
     if (!std::isfinite(x)) continue;
-    const Policy p{kRounds[i % 5], (i & 8) ? Overflow::kSaturate : Overflow::kNaN, NanEncoding::kMlDtypes};
+    const Policy p{kRounds[i % 5], (i & 8) ? Overflow::kSaturate : Overflow::kNaN,
+                   NanEncoding::kMlDtypes};
     const Policy pi{kRounds[i % 5], Overflow::kInf, NanEncoding::kCuda};
     bad += encode<e4m3fn>(x, p) != oracle::expected(t8, x, p);
     bad += encode<e5m2>(x, pi) != oracle::expected(t5, x, pi);

@@ -29,15 +29,18 @@ namespace {
 
 using Mp = boost::multiprecision::cpp_bin_float_quad;  // 113-bit significand: exact for 64-bit sig
 
-const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp, Round::kDown};
-const Overflow kOverflows[] = {Overflow::kSaturate, Overflow::kSaturateFinite, Overflow::kNaN, Overflow::kInf};
+const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp,
+                         Round::kDown};
+const Overflow kOverflows[] = {Overflow::kSaturate, Overflow::kSaturateFinite, Overflow::kNaN,
+                               Overflow::kInf};
 const NanEncoding kNans[] = {NanEncoding::kCuda, NanEncoding::kMlDtypes, NanEncoding::kIeee};
 
 std::string str(Policy p) {
   const char* r[] = {"rne", "rna", "rz", "ru", "rd"};
   const char* o[] = {"saturate", "saturate-finite", "nan", "inf"};
   const char* n[] = {"cuda", "ml_dtypes", "ieee"};
-  return std::string("{") + r[int(p.round)] + ", " + o[int(p.overflow)] + ", " + n[int(p.nan)] + "}";
+  return std::string("{") + r[int(p.round)] + ", " + o[int(p.overflow)] + ", " + n[int(p.nan)] +
+         "}";
 }
 
 std::vector<Policy> all_policies() {
@@ -97,7 +100,7 @@ TEST(Exmy, LayoutConstantsMatchSpecTable) {
     if (Fmt::kHasInf) {
       EXPECT_EQ(Fmt::kInf, t.inf_code());
     }
-    EXPECT_EQ(std::ldexp(1.0, Fmt::kMinQuantumExp), t.values[1]);                 // min subnormal
+    EXPECT_EQ(std::ldexp(1.0, Fmt::kMinQuantumExp), t.values[1]);  // min subnormal
     EXPECT_EQ(std::ldexp(1.0, Fmt::kMinNormalExp), oracle::value(t.spec, Fmt::kMinNormal));
     EXPECT_EQ(std::ldexp(1.0, Fmt::kMaxExp), std::ldexp(1.0, std::ilogb(t.values.back())));
     EXPECT_EQ(int(sizeof(typename Fmt::Storage)) * 8 >= Fmt::kBits, true);
@@ -116,7 +119,8 @@ TEST(Exmy, DecomposeEveryCode) {
       ASSERT_EQ(x.neg, neg) << name << " 0x" << std::hex << c;
       if (cls == oracle::Class::kNaN) {
         ASSERT_EQ(x.kind, FloatParts::kNaN) << name << " 0x" << std::hex << c;
-        ASSERT_EQ(x.payload, std::uint64_t(c & ((1u << s.man_bits) - 1)) << (64 - s.man_bits)) << name << c;
+        ASSERT_EQ(x.payload, std::uint64_t(c & ((1u << s.man_bits) - 1)) << (64 - s.man_bits))
+            << name << c;
       } else if (cls == oracle::Class::kInf) {
         ASSERT_EQ(x.kind, FloatParts::kInf) << name << " 0x" << std::hex << c;
       } else if ((c & ((1u << (s.bits() - 1)) - 1)) == 0) {
@@ -176,8 +180,8 @@ TEST(Exmy, EveryLayoutEveryPolicyEveryMidpoint) {
         if (double(float(x)) == x) got_f = encode<Fmt>(float(x), p);
         ++n;
         if ((got != want || got_f != want) && ++bad <= 8) {
-          ADD_FAILURE() << name << " " << str(p) << " x=" << std::hexfloat << x << ": oracle 0x" << std::hex
-                        << want << ", from f64 0x" << got << ", from f32 0x" << got_f;
+          ADD_FAILURE() << name << " " << str(p) << " x=" << std::hexfloat << x << ": oracle 0x"
+                        << std::hex << want << ", from f64 0x" << got << ", from f32 0x" << got_f;
         }
       }
     }
@@ -189,28 +193,32 @@ TEST(Exmy, EveryLayoutEveryPolicyEveryMidpoint) {
 // several payloads under every NaN encoding and overflow policy (the overflow policy must not
 // touch NaN inputs).
 TEST(Exmy, InfAndNanInputsEveryPolicy) {
-  const std::uint32_t nans32[] = {0x7FC00000u, 0x7F800001u, 0x7FA00000u, 0x7FFFFFFFu, 0x7FD55555u, 0x7F8AAAAAu,
-                                  0x7FE00001u, 0x7F900000u};
+  const std::uint32_t nans32[] = {0x7FC00000u, 0x7F800001u, 0x7FA00000u, 0x7FFFFFFFu,
+                                  0x7FD55555u, 0x7F8AAAAAu, 0x7FE00001u, 0x7F900000u};
   for_each_layout([&]<class Fmt>(const char* name) {
     const oracle::Table t(spec_of<Fmt>());
     for (const Policy& p : all_policies()) {
       for (bool neg : {false, true}) {
         const double inf = neg ? -HUGE_VAL : HUGE_VAL;
         const std::uint32_t want = oracle::expected_inf(t, neg, p);
-        EXPECT_EQ(std::uint32_t(encode<Fmt>(float(inf), p)), want) << name << " Inf neg=" << neg << " " << str(p);
-        EXPECT_EQ(std::uint32_t(encode<Fmt>(inf, p)), want) << name << " Inf(f64) neg=" << neg << " " << str(p);
+        EXPECT_EQ(std::uint32_t(encode<Fmt>(float(inf), p)), want)
+            << name << " Inf neg=" << neg << " " << str(p);
+        EXPECT_EQ(std::uint32_t(encode<Fmt>(inf, p)), want)
+            << name << " Inf(f64) neg=" << neg << " " << str(p);
         for (std::uint32_t b : nans32) {
           if (neg) b |= 0x80000000u;
           float f;
           std::memcpy(&f, &b, 4);
           const std::uint32_t w = oracle::expected_nan(t, neg, b & 0x7FFFFF, 23, p.nan);
-          EXPECT_EQ(std::uint32_t(encode<Fmt>(f, p)), w) << name << " NaN 0x" << std::hex << b << " " << str(p);
+          EXPECT_EQ(std::uint32_t(encode<Fmt>(f, p)), w)
+              << name << " NaN 0x" << std::hex << b << " " << str(p);
           // The same NaN from FP64 (payload widened by 29 bits): the same top payload bits.
           const std::uint64_t b64 = (std::uint64_t(b & 0x80000000u) << 32) | 0x7FF0000000000000ull |
                                     (std::uint64_t(b & 0x7FFFFF) << 29);
           double d;
           std::memcpy(&d, &b64, 8);
-          EXPECT_EQ(std::uint32_t(encode<Fmt>(d, p)), w) << name << " NaN(f64) 0x" << std::hex << b64 << " " << str(p);
+          EXPECT_EQ(std::uint32_t(encode<Fmt>(d, p)), w)
+              << name << " NaN(f64) 0x" << std::hex << b64 << " " << str(p);
         }
       }
     }
@@ -236,13 +244,19 @@ TEST(Exmy, DirectedOverflowRuleTable) {
           for (bool is_neg : {false, true}) {
             const std::uint32_t sign = is_neg ? t.sign_bit() : 0;
             std::uint32_t policy_result;
-            if (o == Overflow::kSaturate || o == Overflow::kSaturateFinite) policy_result = t.max_code();
-            else if (o == Overflow::kInf && t.spec.ieee) policy_result = t.inf_code();
-            else policy_result = n == NanEncoding::kCuda ? t.nan_all_ones() : t.quiet_nan();
-            const std::uint32_t want = sign | ((is_neg ? neg : pos)[ri] == kMax ? t.max_code() : policy_result);
-            EXPECT_EQ(std::uint32_t(encode<Fmt>(is_neg ? -big : big, p)), want) << name << " " << str(p) << is_neg;
+            if (o == Overflow::kSaturate || o == Overflow::kSaturateFinite)
+              policy_result = t.max_code();
+            else if (o == Overflow::kInf && t.spec.ieee)
+              policy_result = t.inf_code();
+            else
+              policy_result = n == NanEncoding::kCuda ? t.nan_all_ones() : t.quiet_nan();
+            const std::uint32_t want =
+                sign | ((is_neg ? neg : pos)[ri] == kMax ? t.max_code() : policy_result);
+            EXPECT_EQ(std::uint32_t(encode<Fmt>(is_neg ? -big : big, p)), want)
+                << name << " " << str(p) << is_neg;
             if (std::isfinite(float(big))) {  // 2 x bf16 max is beyond FP32: FP64 source only
-              EXPECT_EQ(std::uint32_t(encode<Fmt>(float(is_neg ? -big : big), p)), want) << name << " " << str(p);
+              EXPECT_EQ(std::uint32_t(encode<Fmt>(float(is_neg ? -big : big), p)), want)
+                  << name << " " << str(p);
             }
           }
         }
@@ -256,13 +270,16 @@ TEST(Exmy, DirectedOverflowRuleTable) {
   run.template operator()<E2m1Fn>("e2m1fn");
   // Golden bit patterns (fp16, 1e6 >> 65504): RU of +1e6 is +Inf, RU of -1e6 is -65504 (toward
   // zero for negatives), RD mirrors; RZ never reaches Inf.
-  const Policy ru{Round::kUp, Overflow::kInf, NanEncoding::kIeee}, rd{Round::kDown, Overflow::kInf, NanEncoding::kIeee};
+  const Policy ru{Round::kUp, Overflow::kInf, NanEncoding::kIeee},
+      rd{Round::kDown, Overflow::kInf, NanEncoding::kIeee};
   EXPECT_EQ(encode<fp16>(1e6f, ru), 0x7C00);
   EXPECT_EQ(encode<fp16>(-1e6f, ru), 0xFBFF);
   EXPECT_EQ(encode<fp16>(1e6f, rd), 0x7BFF);
   EXPECT_EQ(encode<fp16>(-1e6f, rd), 0xFC00);
-  EXPECT_EQ(encode<fp16>(65504.5f, ru), 0x7C00);  // RU: anything above max, however little, overflows
-  EXPECT_EQ(encode<fp16>(65504.5f, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kIeee}), 0x7BFF);
+  EXPECT_EQ(encode<fp16>(65504.5f, ru),
+            0x7C00);  // RU: anything above max, however little, overflows
+  EXPECT_EQ(encode<fp16>(65504.5f, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kIeee}),
+            0x7BFF);
 }
 
 // round_pack() on significands wider than any FP64 (up to 64 bits), judged by an exact 113-bit
@@ -279,8 +296,9 @@ void check_wide(const char* name, std::mt19937_64& rng) {
     const std::uint32_t got = round_pack<Fmt>(x, p);
     ++n;
     if (got != want && ++bad <= 8) {
-      ADD_FAILURE() << name << " " << str(p) << " sig=0x" << std::hex << x.sig << std::dec << " exp=" << x.exp
-                    << " neg=" << x.neg << ": oracle 0x" << std::hex << want << ", attnsim 0x" << got;
+      ADD_FAILURE() << name << " " << str(p) << " sig=0x" << std::hex << x.sig << std::dec
+                    << " exp=" << x.exp << " neg=" << x.neg << ": oracle 0x" << std::hex << want
+                    << ", attnsim 0x" << got;
     }
   };
   const int q_sub = Fmt::kMinQuantumExp;
@@ -299,9 +317,12 @@ void check_wide(const char* name, std::mt19937_64& rng) {
                             0x7FFFFFFFFFFFFFFFull, 0xC000000000000000ull}) {
     for (Round r : kRounds) {
       for (bool ng : {false, true}) {
-        check(FloatParts{FloatParts::kFinite, ng, q_sub - 64, sig, 0}, Policy{r, Overflow::kSaturate, NanEncoding::kCuda});
-        check(FloatParts{FloatParts::kFinite, ng, q_sub - 65, sig, 0}, Policy{r, Overflow::kSaturate, NanEncoding::kCuda});
-        check(FloatParts{FloatParts::kFinite, ng, q_sub - 200, sig, 0}, Policy{r, Overflow::kSaturate, NanEncoding::kCuda});
+        check(FloatParts{FloatParts::kFinite, ng, q_sub - 64, sig, 0},
+              Policy{r, Overflow::kSaturate, NanEncoding::kCuda});
+        check(FloatParts{FloatParts::kFinite, ng, q_sub - 65, sig, 0},
+              Policy{r, Overflow::kSaturate, NanEncoding::kCuda});
+        check(FloatParts{FloatParts::kFinite, ng, q_sub - 200, sig, 0},
+              Policy{r, Overflow::kSaturate, NanEncoding::kCuda});
       }
     }
   }
@@ -319,13 +340,16 @@ TEST(Exmy, RoundPackWideSignificandsAgainstMultiprecision) {
   // Hand-picked (e4m3fn, min subnormal 2^-9): sig = 2^63 at exp -73 is 2^-10, exactly half the
   // min subnormal: RNE -> +0 (tie to even 0), RNA -> 0x01, RU -> 0x01, RZ/RD -> 0x00.
   const FloatParts half_min{FloatParts::kFinite, false, -73, 0x8000000000000000ull, 0};
-  EXPECT_EQ(round_pack<e4m3fn>(half_min, {Round::kNearestEven, Overflow::kNaN, NanEncoding::kCuda}), 0x00);
-  EXPECT_EQ(round_pack<e4m3fn>(half_min, {Round::kNearestAway, Overflow::kNaN, NanEncoding::kCuda}), 0x01);
+  EXPECT_EQ(round_pack<e4m3fn>(half_min, {Round::kNearestEven, Overflow::kNaN, NanEncoding::kCuda}),
+            0x00);
+  EXPECT_EQ(round_pack<e4m3fn>(half_min, {Round::kNearestAway, Overflow::kNaN, NanEncoding::kCuda}),
+            0x01);
   EXPECT_EQ(round_pack<e4m3fn>(half_min, {Round::kUp, Overflow::kNaN, NanEncoding::kCuda}), 0x01);
   EXPECT_EQ(round_pack<e4m3fn>(half_min, {Round::kDown, Overflow::kNaN, NanEncoding::kCuda}), 0x00);
   // One unit of the 64th bit above the tie: sticky set -> RNE rounds up to 0x01.
   const FloatParts above{FloatParts::kFinite, false, -73, 0x8000000000000001ull, 0};
-  EXPECT_EQ(round_pack<e4m3fn>(above, {Round::kNearestEven, Overflow::kNaN, NanEncoding::kCuda}), 0x01);
+  EXPECT_EQ(round_pack<e4m3fn>(above, {Round::kNearestEven, Overflow::kNaN, NanEncoding::kCuda}),
+            0x01);
   // Negative, far below the quantum (shift > 64): RD -> -min subnormal 0x81, RU -> -0 0x80.
   const FloatParts tiny{FloatParts::kFinite, true, -300, 1, 0};
   EXPECT_EQ(round_pack<e4m3fn>(tiny, {Round::kDown, Overflow::kNaN, NanEncoding::kCuda}), 0x81);
@@ -356,7 +380,8 @@ void check_narrow_to_narrow(const char* name) {
       }
       const std::uint32_t got = convert<To, From>(typename From::Storage(c), p);
       if (got != want && ++bad <= 8) {
-        ADD_FAILURE() << name << " " << str(p) << " code 0x" << std::hex << c << ": oracle 0x" << want << ", got 0x" << got;
+        ADD_FAILURE() << name << " " << str(p) << " code 0x" << std::hex << c << ": oracle 0x"
+                      << want << ", got 0x" << got;
       }
     }
   }

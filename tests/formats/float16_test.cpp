@@ -25,7 +25,8 @@ namespace attnsim {
 namespace {
 
 const float kInf = std::numeric_limits<float>::infinity();
-const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp, Round::kDown};
+const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp,
+                         Round::kDown};
 const char* kRoundName[] = {"rne", "rna", "rz", "ru", "rd"};
 
 // ---------------------------------------------------------------- F16C hardware oracle (fp16)
@@ -68,8 +69,9 @@ void f16c_sweep(Round r, std::size_t* bad, std::size_t* n) {
         const std::uint16_t got = encode<fp16>(in[j], p);
         ++*n;
         if (got != hw[j] && ++*bad <= 8) {
-          ADD_FAILURE() << kRoundName[int(r)] << " input 0x" << std::hex << std::bit_cast<std::uint32_t>(in[j])
-                        << ": F16C 0x" << hw[j] << ", attnsim 0x" << got;
+          ADD_FAILURE() << kRoundName[int(r)] << " input 0x" << std::hex
+                        << std::bit_cast<std::uint32_t>(in[j]) << ": F16C 0x" << hw[j]
+                        << ", attnsim 0x" << got;
         }
       }
     }
@@ -93,7 +95,8 @@ TEST(Float16, Fp16DecodeMatchesF16cEveryCode) {
   if (!have_f16c()) GTEST_SKIP() << "CPU without F16C";
   for (std::uint32_t c = 0; c < 65536; ++c) {
     const float hw = f16c_decode(std::uint16_t(c));
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(decode_f32<fp16>(std::uint16_t(c))), std::bit_cast<std::uint32_t>(hw))
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(decode_f32<fp16>(std::uint16_t(c))),
+              std::bit_cast<std::uint32_t>(hw))
         << std::hex << c;
     // FP64 decode: same value (NaN: NaN of the same sign).
     const double d = decode_f64<fp16>(std::uint16_t(c));
@@ -111,11 +114,16 @@ std::uint16_t bf16_trick(std::uint32_t u, Round r) {
   const bool neg = u >> 31;
   const std::uint32_t low = u & 0xFFFF;
   switch (r) {
-    case Round::kNearestEven: return std::uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-    case Round::kNearestAway: return std::uint16_t((u + 0x8000) >> 16);
-    case Round::kTowardZero: return std::uint16_t(u >> 16);
-    case Round::kUp: return std::uint16_t((u >> 16) + (!neg && low != 0));
-    case Round::kDown: return std::uint16_t((u >> 16) + (neg && low != 0));
+    case Round::kNearestEven:
+      return std::uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
+    case Round::kNearestAway:
+      return std::uint16_t((u + 0x8000) >> 16);
+    case Round::kTowardZero:
+      return std::uint16_t(u >> 16);
+    case Round::kUp:
+      return std::uint16_t((u >> 16) + (!neg && low != 0));
+    case Round::kDown:
+      return std::uint16_t((u >> 16) + (neg && low != 0));
   }
   return 0;
 }
@@ -139,7 +147,8 @@ TEST(Float16, Bf16EncodeMatchesBitTricksAllModes) {
         const std::uint16_t want = bf16_trick(u, r), got = encode<bf16>(x, p);
         ++n;
         if (got != want && ++bad <= 8) {
-          ADD_FAILURE() << kRoundName[int(r)] << " 0x" << std::hex << u << ": trick 0x" << want << ", attnsim 0x" << got;
+          ADD_FAILURE() << kRoundName[int(r)] << " 0x" << std::hex << u << ": trick 0x" << want
+                        << ", attnsim 0x" << got;
         }
       }
     }
@@ -152,7 +161,8 @@ TEST(Float16, Bf16DecodeIsTheTopHalf) {
   for (std::uint32_t c = 0; c < 65536; ++c) {
     std::uint32_t want = c << 16;
     if ((c & 0x7F80) == 0x7F80 && (c & 0x7F) != 0) want |= 0x00400000u;  // sNaN -> qNaN
-    ASSERT_EQ(std::bit_cast<std::uint32_t>(decode_f32<bf16>(std::uint16_t(c))), want) << std::hex << c;
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(decode_f32<bf16>(std::uint16_t(c))), want)
+        << std::hex << c;
   }
 }
 
@@ -173,11 +183,12 @@ void check_rows(const Row* rows, std::size_t n) {
     NanEncoding e;
     int fp16, bf16;
   };
-  const Ov ovs[] = {{Overflow::kInf, NanEncoding::kIeee, 0x7C00, 0x7F80},
-                    {Overflow::kSaturate, NanEncoding::kCuda, 0x7BFF, 0x7F7F},  // cvt.rn.satfinite.f16.f32
-                    {Overflow::kSaturateFinite, NanEncoding::kMlDtypes, 0x7BFF, 0x7F7F},
-                    {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7E00, 0x7FC0},
-                    {Overflow::kNaN, NanEncoding::kCuda, 0x7FFF, 0x7FFF}};
+  const Ov ovs[] = {
+      {Overflow::kInf, NanEncoding::kIeee, 0x7C00, 0x7F80},
+      {Overflow::kSaturate, NanEncoding::kCuda, 0x7BFF, 0x7F7F},  // cvt.rn.satfinite.f16.f32
+      {Overflow::kSaturateFinite, NanEncoding::kMlDtypes, 0x7BFF, 0x7F7F},
+      {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7E00, 0x7FC0},
+      {Overflow::kNaN, NanEncoding::kCuda, 0x7FFF, 0x7FFF}};
   const bool is_fp16 = Fmt::kExpBits == 5;
   for (std::size_t i = 0; i < n; ++i) {
     for (const Ov& ov : ovs) {
@@ -188,9 +199,11 @@ void check_rows(const Row* rows, std::size_t n) {
           if (neg) want |= 0x8000;
           const float x = std::bit_cast<float>(rows[i].in | (neg ? 0x80000000u : 0));
           const Policy p{kRounds[ri], ov.o, ov.e};
-          EXPECT_EQ(int(encode<Fmt>(x, p)), want) << rows[i].why << " (0x" << std::hex << rows[i].in << ") "
-                                                   << kRoundName[ri] << " neg=" << neg << " ov " << int(ov.o);
-          EXPECT_EQ(int(encode<Fmt>(double(x), p)), want) << rows[i].why << " from f64, " << kRoundName[ri];
+          EXPECT_EQ(int(encode<Fmt>(x, p)), want)
+              << rows[i].why << " (0x" << std::hex << rows[i].in << ") " << kRoundName[ri]
+              << " neg=" << neg << " ov " << int(ov.o);
+          EXPECT_EQ(int(encode<Fmt>(double(x), p)), want)
+              << rows[i].why << " from f64, " << kRoundName[ri];
         }
       }
     }
@@ -202,7 +215,9 @@ TEST(Float16, Fp16BoundariesAllModes) {
       {0x477FE000u, {0x7BFF, 0x7BFF, 0x7BFF, 0x7BFF, 0x7BFF}, "65504 = max, exact"},
       {0x477FE001u, {0x7BFF, 0x7BFF, 0x7BFF, kOv, 0x7BFF}, "65504 + 1 FP32 ulp: RU overflows"},
       {0x477FEFFFu, {0x7BFF, 0x7BFF, 0x7BFF, kOv, 0x7BFF}, "65519.996: just below the tie"},
-      {0x477FF000u, {kOv, kOv, 0x7BFF, kOv, 0x7BFF}, "65520: tie 65504 (odd) | 65536 -> even = overflow"},
+      {0x477FF000u,
+       {kOv, kOv, 0x7BFF, kOv, 0x7BFF},
+       "65520: tie 65504 (odd) | 65536 -> even = overflow"},
       {0x47800000u, {kOv, kOv, 0x7BFF, kOv, 0x7BFF}, "65536 = 2^16"},
       {0x7F7FFFFFu, {kOv, kOv, 0x7BFF, kOv, 0x7BFF}, "FP32 max"},
       {0x477FD000u, {0x7BFE, 0x7BFF, 0x7BFE, 0x7BFF, 0x7BFE}, "65488: tie 65472 (even) | 65504"},
@@ -210,12 +225,20 @@ TEST(Float16, Fp16BoundariesAllModes) {
       {0x33000000u, {0x0000, 0x0001, 0x0000, 0x0001, 0x0000}, "2^-25: tie 0 | 2^-24 -> even 0"},
       {0x33000001u, {0x0001, 0x0001, 0x0000, 0x0001, 0x0000}, "2^-25 + ulp: above the tie"},
       {0x32FFFFFFu, {0x0000, 0x0000, 0x0000, 0x0001, 0x0000}, "2^-25 - ulp: below the tie"},
-      {0x33C00000u, {0x0002, 0x0002, 0x0001, 0x0002, 0x0001}, "1.5 x 2^-24: tie codes 1|2 -> even 2"},
-      {0x387FE000u, {0x0400, 0x0400, 0x03FF, 0x0400, 0x03FF}, "1023.5 x 2^-24: tie max subnormal | min normal"},
+      {0x33C00000u,
+       {0x0002, 0x0002, 0x0001, 0x0002, 0x0001},
+       "1.5 x 2^-24: tie codes 1|2 -> even 2"},
+      {0x387FE000u,
+       {0x0400, 0x0400, 0x03FF, 0x0400, 0x03FF},
+       "1023.5 x 2^-24: tie max subnormal | min normal"},
       {0x38800000u, {0x0400, 0x0400, 0x0400, 0x0400, 0x0400}, "2^-14 = min normal"},
       {0x00000001u, {0x0000, 0x0000, 0x0000, 0x0001, 0x0000}, "FP32 min subnormal"},
-      {0x3F801000u, {0x3C00, 0x3C01, 0x3C00, 0x3C01, 0x3C00}, "1 + 2^-11: tie 1 | 1+2^-10 -> even 0x3C00"},
-      {0x3F803000u, {0x3C02, 0x3C02, 0x3C01, 0x3C02, 0x3C01}, "1 + 3 x 2^-11: tie odd | even -> 0x3C02"},
+      {0x3F801000u,
+       {0x3C00, 0x3C01, 0x3C00, 0x3C01, 0x3C00},
+       "1 + 2^-11: tie 1 | 1+2^-10 -> even 0x3C00"},
+      {0x3F803000u,
+       {0x3C02, 0x3C02, 0x3C01, 0x3C02, 0x3C01},
+       "1 + 3 x 2^-11: tie odd | even -> 0x3C02"},
       {0x00000000u, {0x0000, 0x0000, 0x0000, 0x0000, 0x0000}, "+0 (negative row: -0 = 0x8000)"},
   };
   check_rows<fp16>(rows, std::size(rows));
@@ -226,15 +249,23 @@ TEST(Float16, Bf16BoundariesAllModes) {
       {0x7F7F0000u, {0x7F7F, 0x7F7F, 0x7F7F, 0x7F7F, 0x7F7F}, "bf16 max, exact"},
       {0x7F7F0001u, {0x7F7F, 0x7F7F, 0x7F7F, kOv, 0x7F7F}, "max + 1 FP32 ulp"},
       {0x7F7F7FFFu, {0x7F7F, 0x7F7F, 0x7F7F, kOv, 0x7F7F}, "just below the top tie"},
-      {0x7F7F8000u, {kOv, kOv, 0x7F7F, kOv, 0x7F7F}, "tie max (odd 0x7F7F) | 2^128 -> even = overflow"},
+      {0x7F7F8000u,
+       {kOv, kOv, 0x7F7F, kOv, 0x7F7F},
+       "tie max (odd 0x7F7F) | 2^128 -> even = overflow"},
       {0x7F7FFFFFu, {kOv, kOv, 0x7F7F, kOv, 0x7F7F}, "FP32 max"},
       {0x3F808000u, {0x3F80, 0x3F81, 0x3F80, 0x3F81, 0x3F80}, "tie 1 | 1+2^-7 -> even 0x3F80"},
       {0x3F818000u, {0x3F82, 0x3F82, 0x3F81, 0x3F82, 0x3F81}, "tie odd 0x3F81 | 0x3F82 -> 0x3F82"},
-      {0x00008000u, {0x0000, 0x0001, 0x0000, 0x0001, 0x0000}, "2^-134: tie 0 | bf16 min subnormal -> 0"},
-      {0x00008001u, {0x0001, 0x0001, 0x0000, 0x0001, 0x0000}, "above the bottom tie (kept, not flushed)"},
+      {0x00008000u,
+       {0x0000, 0x0001, 0x0000, 0x0001, 0x0000},
+       "2^-134: tie 0 | bf16 min subnormal -> 0"},
+      {0x00008001u,
+       {0x0001, 0x0001, 0x0000, 0x0001, 0x0000},
+       "above the bottom tie (kept, not flushed)"},
       {0x00000001u, {0x0000, 0x0000, 0x0000, 0x0001, 0x0000}, "FP32 min subnormal"},
       {0x00018000u, {0x0002, 0x0002, 0x0001, 0x0002, 0x0001}, "subnormal tie 1|2 -> even 2"},
-      {0x007F8000u, {0x0080, 0x0080, 0x007F, 0x0080, 0x007F}, "tie max subnormal | min normal -> 0x0080"},
+      {0x007F8000u,
+       {0x0080, 0x0080, 0x007F, 0x0080, 0x007F},
+       "tie max subnormal | min normal -> 0x0080"},
       {0x00800000u, {0x0080, 0x0080, 0x0080, 0x0080, 0x0080}, "min normal 2^-126"},
   };
   check_rows<bf16>(rows, std::size(rows));
@@ -246,12 +277,13 @@ TEST(Float16, InfInputsEveryPolicy) {
     NanEncoding e;
     int fp16, bf16;  // for +Inf; -Inf = | 0x8000
   };
-  const R rows[] = {{Overflow::kInf, NanEncoding::kCuda, 0x7C00, 0x7F80},
-                    {Overflow::kSaturate, NanEncoding::kCuda, 0x7BFF, 0x7F7F},        // satfinite: Inf -> max
-                    {Overflow::kSaturateFinite, NanEncoding::kMlDtypes, 0x7C00, 0x7F80},  // Inf kept
-                    {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7E00, 0x7FC0},
-                    {Overflow::kNaN, NanEncoding::kCuda, 0x7FFF, 0x7FFF},
-                    {Overflow::kNaN, NanEncoding::kIeee, 0x7E00, 0x7FC0}};
+  const R rows[] = {
+      {Overflow::kInf, NanEncoding::kCuda, 0x7C00, 0x7F80},
+      {Overflow::kSaturate, NanEncoding::kCuda, 0x7BFF, 0x7F7F},            // satfinite: Inf -> max
+      {Overflow::kSaturateFinite, NanEncoding::kMlDtypes, 0x7C00, 0x7F80},  // Inf kept
+      {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7E00, 0x7FC0},
+      {Overflow::kNaN, NanEncoding::kCuda, 0x7FFF, 0x7FFF},
+      {Overflow::kNaN, NanEncoding::kIeee, 0x7E00, 0x7FC0}};
   for (const R& r : rows) {
     for (Round rd : kRounds) {
       const Policy p{rd, r.o, r.e};
@@ -274,9 +306,18 @@ TEST(Float16, NanInputsEveryEncoding) {
   };
   const R rows[] = {
       {0x7FC00000u, {0x7FFF, 0x7E00, 0x7E00}, {0x7FFF, 0x7FC0, 0x7FC0}, "+qNaN"},
-      {0xFFC00000u, {0x7FFF, 0xFE00, 0xFE00}, {0x7FFF, 0xFFC0, 0xFFC0}, "-qNaN: CUDA drops the sign"},
-      {0x7F800001u, {0x7FFF, 0x7E00, 0x7E00}, {0x7FFF, 0x7FC0, 0x7FC0}, "+sNaN, payload below both formats"},
-      {0xFFA00000u, {0x7FFF, 0xFE00, 0xFF00}, {0x7FFF, 0xFFC0, 0xFFE0}, "-sNaN 01...: ieee keeps top bits"},
+      {0xFFC00000u,
+       {0x7FFF, 0xFE00, 0xFE00},
+       {0x7FFF, 0xFFC0, 0xFFC0},
+       "-qNaN: CUDA drops the sign"},
+      {0x7F800001u,
+       {0x7FFF, 0x7E00, 0x7E00},
+       {0x7FFF, 0x7FC0, 0x7FC0},
+       "+sNaN, payload below both formats"},
+      {0xFFA00000u,
+       {0x7FFF, 0xFE00, 0xFF00},
+       {0x7FFF, 0xFFC0, 0xFFE0},
+       "-sNaN 01...: ieee keeps top bits"},
       {0x7FFFFFFFu, {0x7FFF, 0x7E00, 0x7FFF}, {0x7FFF, 0x7FC0, 0x7FFF}, "all-ones payload"},
       {0x7F812345u, {0x7FFF, 0x7E00, 0x7E09}, {0x7FFF, 0x7FC0, 0x7FC1}, "sNaN payload 0x012345"},
       {0xFFD55555u, {0x7FFF, 0xFE00, 0xFEAA}, {0x7FFF, 0xFFC0, 0xFFD5}, "-qNaN payload 0x555555"},
@@ -322,10 +363,12 @@ TEST(Float16, Fp64SourcesRoundOnce) {
   EXPECT_EQ(encode<bf16>(top_tie * (1 + 0x1p-40), rne), 0x7F80);
   // Outside FP32: bf16 has FP32's exponent range, so 1e39 overflows and 1e-50 underflows; RZ/RU
   // tell a one-step conversion from one through FP32 (which would give Inf / +0).
-  EXPECT_EQ(encode<bf16>(1e39, Policy{Round::kTowardZero, Overflow::kInf, NanEncoding::kIeee}), 0x7F7F);
+  EXPECT_EQ(encode<bf16>(1e39, Policy{Round::kTowardZero, Overflow::kInf, NanEncoding::kIeee}),
+            0x7F7F);
   EXPECT_EQ(encode<bf16>(1e-50, Policy{Round::kUp, Overflow::kInf, NanEncoding::kIeee}), 0x0001);
   EXPECT_EQ(encode<bf16>(-1e-50, Policy{Round::kUp, Overflow::kInf, NanEncoding::kIeee}), 0x8000);
-  EXPECT_EQ(encode<fp16>(-1e-300, Policy{Round::kDown, Overflow::kInf, NanEncoding::kIeee}), 0x8001);
+  EXPECT_EQ(encode<fp16>(-1e-300, Policy{Round::kDown, Overflow::kInf, NanEncoding::kIeee}),
+            0x8001);
 }
 
 }  // namespace

@@ -22,7 +22,8 @@
 namespace attnsim {
 namespace {
 
-const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp, Round::kDown};
+const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp,
+                         Round::kDown};
 const char* kRoundName[] = {"rne", "rna", "rz", "ru", "rd"};
 
 // Rounds x (finite, non-NaN) to a binary format with `man` explicit mantissa bits, min quantum
@@ -33,21 +34,32 @@ double scale_floor_round(double x, int man, int qmin, double max, Round r) {
   const bool neg = std::signbit(x);
   const double a = std::fabs(x);
   int e;
-  std::frexp(a, &e);                    // a = f * 2^e, f in [0.5, 1): leading bit 2^(e-1)
+  std::frexp(a, &e);  // a = f * 2^e, f in [0.5, 1): leading bit 2^(e-1)
   const int q = std::max(e - 1 - man, qmin);
-  const double s = std::ldexp(a, -q);   // exact: a power-of-two scaling of a double
+  const double s = std::ldexp(a, -q);  // exact: a power-of-two scaling of a double
   const double fl = std::floor(s), frac = s - fl;
   bool up = false;
   switch (r) {
-    case Round::kNearestEven: up = frac > 0.5 || (frac == 0.5 && std::fmod(fl, 2.0) != 0); break;
-    case Round::kNearestAway: up = frac >= 0.5; break;
-    case Round::kTowardZero: up = false; break;
-    case Round::kUp: up = !neg && frac != 0; break;
-    case Round::kDown: up = neg && frac != 0; break;
+    case Round::kNearestEven:
+      up = frac > 0.5 || (frac == 0.5 && std::fmod(fl, 2.0) != 0);
+      break;
+    case Round::kNearestAway:
+      up = frac >= 0.5;
+      break;
+    case Round::kTowardZero:
+      up = false;
+      break;
+    case Round::kUp:
+      up = !neg && frac != 0;
+      break;
+    case Round::kDown:
+      up = neg && frac != 0;
+      break;
   }
   double v = std::ldexp(fl + (up ? 1 : 0), q);
   if (v > max) {
-    const bool toward_zero = r == Round::kTowardZero || (r == Round::kDown && !neg) || (r == Round::kUp && neg);
+    const bool toward_zero =
+        r == Round::kTowardZero || (r == Round::kDown && !neg) || (r == Round::kUp && neg);
     v = toward_zero ? max : HUGE_VAL;
   }
   return neg ? -v : v;
@@ -64,11 +76,16 @@ __attribute__((target("avx512f"))) float hw_d2f(double x, Round r) {
   const __m128 z = _mm_setzero_ps();
   const __m128d d = _mm_set_sd(x);
   switch (r) {
-    case Round::kNearestEven: return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    case Round::kTowardZero: return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
-    case Round::kUp: return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
-    case Round::kDown: return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
-    default: return 0;
+    case Round::kNearestEven:
+      return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    case Round::kTowardZero:
+      return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC));
+    case Round::kUp:
+      return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_POS_INF | _MM_FROUND_NO_EXC));
+    case Round::kDown:
+      return _mm_cvtss_f32(_mm_cvt_roundsd_ss(z, d, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC));
+    default:
+      return 0;
   }
 }
 
@@ -79,7 +96,8 @@ std::vector<double> f64_probes() {
   std::vector<double> xs;
   std::mt19937_64 rng(17);
   auto add = [&](double v) {
-    for (double d : {v, std::nextafter(v, 1e308), std::nextafter(v, 0.0), std::nextafter(std::nextafter(v, 1e308), 1e308)}) {
+    for (double d : {v, std::nextafter(v, 1e308), std::nextafter(v, 0.0),
+                     std::nextafter(std::nextafter(v, 1e308), 1e308)}) {
       xs.push_back(d);
       xs.push_back(-d);
     }
@@ -116,8 +134,8 @@ TEST(Float32, Fp64ToFp32MatchesCpuEmbeddedRounding) {
       const std::uint32_t got = encode<fp32>(x, Policy{r, Overflow::kInf, NanEncoding::kIeee});
       ++n;
       if (got != want && ++bad <= 8) {
-        ADD_FAILURE() << kRoundName[int(r)] << " " << std::hexfloat << x << ": cpu 0x" << std::hex << want
-                      << ", attnsim 0x" << got;
+        ADD_FAILURE() << kRoundName[int(r)] << " " << std::hexfloat << x << ": cpu 0x" << std::hex
+                      << want << ", attnsim 0x" << got;
       }
     }
   }
@@ -132,8 +150,8 @@ TEST(Float32, Fp64ToFp32AllModesScaleFloorOracle) {
       const double want = scale_floor_round(x, 23, -149, kF32Max, r);
       const std::uint32_t got = encode<fp32>(x, Policy{r, Overflow::kInf, NanEncoding::kIeee});
       if (std::bit_cast<std::uint32_t>(float(want)) != got && ++bad <= 8) {  // float(want) exact
-        ADD_FAILURE() << kRoundName[int(r)] << " " << std::hexfloat << x << ": oracle " << want << ", attnsim 0x"
-                      << std::hex << got;
+        ADD_FAILURE() << kRoundName[int(r)] << " " << std::hexfloat << x << ": oracle " << want
+                      << ", attnsim 0x" << std::hex << got;
       }
     }
   }
@@ -150,11 +168,16 @@ TEST(Float32, Fp64NanToFp32) {
     const double d = std::bit_cast<double>(b);
     const std::uint32_t sign = std::uint32_t(b >> 32) & 0x80000000u;
     const std::uint32_t ieee = sign | 0x7FC00000u | std::uint32_t((b & 0xFFFFFFFFFFFFFull) >> 29);
-    EXPECT_EQ(encode<fp32>(d, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kIeee}), ieee) << std::hex << b;
-    EXPECT_EQ(encode<fp32>(d, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}), 0x7FFFFFFFu);
-    EXPECT_EQ(encode<fp32>(d, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kMlDtypes}), sign | 0x7FC00000u);
+    EXPECT_EQ(encode<fp32>(d, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kIeee}),
+              ieee)
+        << std::hex << b;
+    EXPECT_EQ(encode<fp32>(d, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}),
+              0x7FFFFFFFu);
+    EXPECT_EQ(encode<fp32>(d, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kMlDtypes}),
+              sign | 0x7FC00000u);
     if (have_avx512()) {
-      EXPECT_EQ(std::bit_cast<std::uint32_t>(hw_d2f(d, Round::kNearestEven)), ieee) << std::hex << b;
+      EXPECT_EQ(std::bit_cast<std::uint32_t>(hw_d2f(d, Round::kNearestEven)), ieee)
+          << std::hex << b;
     }
   }
 }
@@ -170,7 +193,9 @@ TEST(Float32, DecodeFp32IsExactWidening) {
       const float f = std::bit_cast<float>(b);
       volatile float vf = f;  // keep the cast at run time (the CPU's, not the compiler's)
       const double want = vf;
-      ASSERT_EQ(std::bit_cast<std::uint64_t>(decode_f64<fp32>(b)), std::bit_cast<std::uint64_t>(want)) << std::hex << b;
+      ASSERT_EQ(std::bit_cast<std::uint64_t>(decode_f64<fp32>(b)),
+                std::bit_cast<std::uint64_t>(want))
+          << std::hex << b;
       const std::uint32_t want32 = std::isnan(f) ? (b | 0x00400000u) : b;  // quiet bit forced
       ASSERT_EQ(std::bit_cast<std::uint32_t>(decode_f32<fp32>(b)), want32) << std::hex << b;
     }
@@ -182,17 +207,30 @@ TEST(Float32, Fp32IdentityAndInf) {
   // saturate.
   for (std::uint32_t b : {0x3F800001u, 0x00000001u, 0x807FFFFFu, 0x7F7FFFFFu, 0x80000000u}) {
     for (Round r : kRounds) {
-      EXPECT_EQ(encode<fp32>(std::bit_cast<float>(b), Policy{r, Overflow::kNaN, NanEncoding::kCuda}), b);
+      EXPECT_EQ(
+          encode<fp32>(std::bit_cast<float>(b), Policy{r, Overflow::kNaN, NanEncoding::kCuda}), b);
     }
   }
-  EXPECT_EQ(encode<fp32>(-HUGE_VAL, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}), 0xFF800000u);
-  EXPECT_EQ(encode<fp32>(HUGE_VAL, Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda}), 0x7F7FFFFFu);
-  EXPECT_EQ(encode<fp32>(1e300, Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda}), 0x7F7FFFFFu);
+  EXPECT_EQ(
+      encode<fp32>(-HUGE_VAL, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}),
+      0xFF800000u);
+  EXPECT_EQ(
+      encode<fp32>(HUGE_VAL, Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda}),
+      0x7F7FFFFFu);
+  EXPECT_EQ(
+      encode<fp32>(1e300, Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda}),
+      0x7F7FFFFFu);
   // 2^128 - 2^103 is the FP32 overflow tie: max (odd mantissa) vs 2^128 -> even = Inf.
-  EXPECT_EQ(encode<fp32>(kF32Max + 0x1p103, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}), 0x7F800000u);
-  EXPECT_EQ(encode<fp32>(kF32Max + 0x1p103, Policy{Round::kTowardZero, Overflow::kInf, NanEncoding::kCuda}), 0x7F7FFFFFu);
-  EXPECT_EQ(encode<fp32>(0x1p-150, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}), 0x00000000u);
-  EXPECT_EQ(encode<fp32>(0x1p-150, Policy{Round::kNearestAway, Overflow::kInf, NanEncoding::kCuda}), 0x00000001u);
+  EXPECT_EQ(encode<fp32>(kF32Max + 0x1p103,
+                         Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}),
+            0x7F800000u);
+  EXPECT_EQ(encode<fp32>(kF32Max + 0x1p103,
+                         Policy{Round::kTowardZero, Overflow::kInf, NanEncoding::kCuda}),
+            0x7F7FFFFFu);
+  EXPECT_EQ(encode<fp32>(0x1p-150, Policy{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda}),
+            0x00000000u);
+  EXPECT_EQ(encode<fp32>(0x1p-150, Policy{Round::kNearestAway, Overflow::kInf, NanEncoding::kCuda}),
+            0x00000001u);
 }
 
 // ------------------------------------------------------------------ fp22 (1-8-13)
@@ -225,12 +263,12 @@ TEST(Float32, Fp22FromFp32AllModes) {
       const float x = std::bit_cast<float>(b);
       for (Round r : kRounds) {
         const double want = scale_floor_round(x, 13, -139, kF22Max, r);
-        const std::uint32_t got =
-            fp22_to_fp32_bits(std::uint32_t(convert<fp22, fp32>(b, Policy{r, Overflow::kInf, NanEncoding::kIeee})));
+        const std::uint32_t got = fp22_to_fp32_bits(
+            std::uint32_t(convert<fp22, fp32>(b, Policy{r, Overflow::kInf, NanEncoding::kIeee})));
         ++n;
         if (std::bit_cast<std::uint32_t>(float(want)) != got && ++bad <= 8) {
-          ADD_FAILURE() << kRoundName[int(r)] << " 0x" << std::hex << b << ": oracle " << std::hexfloat << want
-                        << ", attnsim 0x" << got;
+          ADD_FAILURE() << kRoundName[int(r)] << " 0x" << std::hex << b << ": oracle "
+                        << std::hexfloat << want << ", attnsim 0x" << got;
         }
       }
     }
@@ -238,7 +276,8 @@ TEST(Float32, Fp22FromFp32AllModes) {
   EXPECT_EQ(bad, 0u) << "of " << n;
   // Golden: 1 + 2^-14 (FP32 0x3F800200) is the fp22 tie 1 | 1 + 2^-13: RNE even -> 1, RNA up.
   const auto to22 = [](std::uint32_t b, Round r) {
-    return fp22_to_fp32_bits(std::uint32_t(convert<fp22, fp32>(b, Policy{r, Overflow::kInf, NanEncoding::kIeee})));
+    return fp22_to_fp32_bits(
+        std::uint32_t(convert<fp22, fp32>(b, Policy{r, Overflow::kInf, NanEncoding::kIeee})));
   };
   EXPECT_EQ(to22(0x3F800200u, Round::kNearestEven), 0x3F800000u);
   EXPECT_EQ(to22(0x3F800200u, Round::kNearestAway), 0x3F800400u);
@@ -269,7 +308,8 @@ TEST(Float32, Fp22TruncationIsRzAndKeepsNaN) {
         ASSERT_EQ(got, b);
         continue;
       }
-      ASSERT_EQ(std::bit_cast<float>(got), float(scale_floor_round(x, 13, -139, kF22Max, Round::kTowardZero)))
+      ASSERT_EQ(std::bit_cast<float>(got),
+                float(scale_floor_round(x, 13, -139, kF22Max, Round::kTowardZero)))
           << std::hex << b;
       ASSERT_EQ(std::signbit(std::bit_cast<float>(got)), std::signbit(x));
     }

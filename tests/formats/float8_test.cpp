@@ -20,7 +20,8 @@ namespace attnsim {
 namespace {
 
 const float kInf = std::numeric_limits<float>::infinity();
-const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp, Round::kDown};
+const Round kRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp,
+                         Round::kDown};
 const char* kRoundName[] = {"rne", "rna", "rz", "ru", "rd"};
 
 // A row: input, then the result under rne, rna, rz, ru, rd. kOv marks "overflow": the result is
@@ -39,12 +40,12 @@ struct OvPolicy {
   int e4m3fn_result, e5m2_result;
 };
 const OvPolicy kOvPolicies[] = {
-    {Overflow::kSaturate, NanEncoding::kCuda, 0x7E, 0x7B},        // CUDA satfinite: +-max
+    {Overflow::kSaturate, NanEncoding::kCuda, 0x7E, 0x7B},            // CUDA satfinite: +-max
     {Overflow::kSaturateFinite, NanEncoding::kMlDtypes, 0x7E, 0x7B},  // finite overflow clamps too
-    {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7F, 0x7E},         // ml_dtypes: NaN, e5m2 quiet 0x7E
-    {Overflow::kNaN, NanEncoding::kCuda, 0x7F, 0x7F},             // __NV_NOSAT-style all-ones NaN
-    {Overflow::kNaN, NanEncoding::kIeee, 0x7F, 0x7E},             // IEEE quiet NaN
-    {Overflow::kInf, NanEncoding::kMlDtypes, 0x7F, 0x7C},         // e4m3fn has no Inf: NaN
+    {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7F, 0x7E},  // ml_dtypes: NaN, e5m2 quiet 0x7E
+    {Overflow::kNaN, NanEncoding::kCuda, 0x7F, 0x7F},      // __NV_NOSAT-style all-ones NaN
+    {Overflow::kNaN, NanEncoding::kIeee, 0x7F, 0x7E},      // IEEE quiet NaN
+    {Overflow::kInf, NanEncoding::kMlDtypes, 0x7F, 0x7C},  // e4m3fn has no Inf: NaN
 };
 
 template <class Fmt>
@@ -61,8 +62,10 @@ void check_rows(const Row* rows, std::size_t n, bool is_e4m3) {
           const Policy p{kRounds[ri], op.o, op.n};
           const float x = neg ? -rows[i].x : rows[i].x;
           EXPECT_EQ(int(encode<Fmt>(x, p)), want)
-              << rows[i].why << ": x=" << x << " " << kRoundName[ri] << " overflow " << int(op.o) << " nan " << int(op.n);
-          EXPECT_EQ(int(encode<Fmt>(double(x), p)), want) << rows[i].why << " (from f64): x=" << x << " " << kRoundName[ri];
+              << rows[i].why << ": x=" << x << " " << kRoundName[ri] << " overflow " << int(op.o)
+              << " nan " << int(op.n);
+          EXPECT_EQ(int(encode<Fmt>(double(x), p)), want)
+              << rows[i].why << " (from f64): x=" << x << " " << kRoundName[ri];
         }
       }
     }
@@ -78,8 +81,12 @@ TEST(Float8, E4m3fnBoundariesAllModes) {
       {432.0f, {0x7E, 0x7E, 0x7D, 0x7E, 0x7D}, "tie 416|448: even 110 wins, away also 448"},
       {440.0f, {0x7E, 0x7E, 0x7D, 0x7E, 0x7D}, "between 416 and 448, nearer 448"},
       {449.0f, {0x7E, 0x7E, 0x7E, kOv, 0x7E}, "just above max: RU overflows, others keep 448"},
-      {464.0f, {0x7E, kOv, 0x7E, kOv, 0x7E}, "tie 448|480: RNE even (110) -> 448, RNA -> 480 = overflow"},
-      {std::nextafter(464.0f, 1e9f), {kOv, kOv, 0x7E, kOv, 0x7E}, "464 + 1 ulp: past the tie, overflow"},
+      {464.0f,
+       {0x7E, kOv, 0x7E, kOv, 0x7E},
+       "tie 448|480: RNE even (110) -> 448, RNA -> 480 = overflow"},
+      {std::nextafter(464.0f, 1e9f),
+       {kOv, kOv, 0x7E, kOv, 0x7E},
+       "464 + 1 ulp: past the tie, overflow"},
       {479.99f, {kOv, kOv, 0x7E, kOv, 0x7E}, "just below 480: overflow unless toward zero"},
       {480.0f, {kOv, kOv, 0x7E, kOv, 0x7E}, "480: first value past max"},
       {496.0f, {kOv, kOv, 0x7E, kOv, 0x7E}, "496: CPFloat's NaN threshold; here plain overflow"},
@@ -92,7 +99,9 @@ TEST(Float8, E4m3fnBoundariesAllModes) {
       {1e-45f, {0x00, 0x00, 0x00, 0x01, 0x00}, "FP32 min subnormal input"},
       {0x1.8p-9f, {0x02, 0x02, 0x01, 0x02, 0x01}, "tie codes 1|2 (subnormal): even 2"},
       {0x1.4p-8f, {0x02, 0x03, 0x02, 0x03, 0x02}, "tie codes 2|3 (subnormal): even 2, away 3"},
-      {0x1.ep-7f, {0x08, 0x08, 0x07, 0x08, 0x07}, "tie max subnormal 0x07 | min normal 0x08: even 0x08"},
+      {0x1.ep-7f,
+       {0x08, 0x08, 0x07, 0x08, 0x07},
+       "tie max subnormal 0x07 | min normal 0x08: even 0x08"},
       {0x1p-6f, {0x08, 0x08, 0x08, 0x08, 0x08}, "min normal, exact"},
       {0x1.1p0f, {0x38, 0x39, 0x38, 0x39, 0x38}, "1.0625: tie 1|1.125, even 0x38"},
       {0x1.3p0f, {0x3A, 0x3A, 0x39, 0x3A, 0x39}, "1.1875: tie 1.125|1.25, even 0x3A"},
@@ -107,14 +116,18 @@ TEST(Float8, E5m2BoundariesAllModes) {
       {57344.0f, {0x7B, 0x7B, 0x7B, 0x7B, 0x7B}, "max finite, exact"},
       {58000.0f, {0x7B, 0x7B, 0x7B, kOv, 0x7B}, "above max, below the tie"},
       {61439.99f, {0x7B, 0x7B, 0x7B, kOv, 0x7B}, "just below the tie"},
-      {61440.0f, {kOv, kOv, 0x7B, kOv, 0x7B}, "tie 57344 (odd 11) | 65536: RNE picks even -> overflow"},
+      {61440.0f,
+       {kOv, kOv, 0x7B, kOv, 0x7B},
+       "tie 57344 (odd 11) | 65536: RNE picks even -> overflow"},
       {65536.0f, {kOv, kOv, 0x7B, kOv, 0x7B}, "2^16: Inf's value"},
       {53248.0f, {0x7A, 0x7B, 0x7A, 0x7B, 0x7A}, "tie 49152 (10) | 57344 (11): even 0x7A"},
       {0x1p-16f, {0x01, 0x01, 0x01, 0x01, 0x01}, "min subnormal"},
       {0x1p-17f, {0x00, 0x01, 0x00, 0x01, 0x00}, "tie 0|2^-16: even 0"},
       {std::nextafter(0x1p-17f, 1.f), {0x01, 0x01, 0x00, 0x01, 0x00}, "above the tie"},
       {0x1.8p-16f, {0x02, 0x02, 0x01, 0x02, 0x01}, "tie 1|2: even 2"},
-      {0x1.cp-15f, {0x04, 0x04, 0x03, 0x04, 0x03}, "tie max subnormal 0x03 | min normal 0x04: even 0x04"},
+      {0x1.cp-15f,
+       {0x04, 0x04, 0x03, 0x04, 0x03},
+       "tie max subnormal 0x03 | min normal 0x04: even 0x04"},
       {0x1p-14f, {0x04, 0x04, 0x04, 0x04, 0x04}, "min normal"},
   };
   check_rows<e5m2>(rows, std::size(rows), false);
@@ -148,19 +161,29 @@ TEST(Float8, NanInputsEveryEncoding) {
   const NanRow rows[] = {
       {0x7FC00000u, {0x7F, 0x7F, 0x7F}, {0x7F, 0x7E, 0x7E}, "+qNaN, empty payload"},
       {0xFFC00000u, {0x7F, 0xFF, 0xFF}, {0x7F, 0xFE, 0xFE}, "-qNaN: CUDA drops the sign"},
-      {0x7F800001u, {0x7F, 0x7F, 0x7F}, {0x7F, 0x7E, 0x7E}, "+sNaN, low payload: truncated away, quieted"},
+      {0x7F800001u,
+       {0x7F, 0x7F, 0x7F},
+       {0x7F, 0x7E, 0x7E},
+       "+sNaN, low payload: truncated away, quieted"},
       {0xFF800001u, {0x7F, 0xFF, 0xFF}, {0x7F, 0xFE, 0xFE}, "-sNaN low payload"},
-      {0x7FA00000u, {0x7F, 0x7F, 0x7F}, {0x7F, 0x7E, 0x7F}, "+sNaN payload 01..: ieee keeps mantissa 11"},
+      {0x7FA00000u,
+       {0x7F, 0x7F, 0x7F},
+       {0x7F, 0x7E, 0x7F},
+       "+sNaN payload 01..: ieee keeps mantissa 11"},
       {0xFFE00000u, {0x7F, 0xFF, 0xFF}, {0x7F, 0xFE, 0xFF}, "-qNaN payload 11..: ieee 0xFF"},
       {0x7FFFFFFFu, {0x7F, 0x7F, 0x7F}, {0x7F, 0x7E, 0x7F}, "+NaN all ones (CUDA's canonical)"},
-      {0x7F900000u, {0x7F, 0x7F, 0x7F}, {0x7F, 0x7E, 0x7E}, "+sNaN payload 001: top 2 bits 00 -> quiet 0x7E"},
+      {0x7F900000u,
+       {0x7F, 0x7F, 0x7F},
+       {0x7F, 0x7E, 0x7E},
+       "+sNaN payload 001: top 2 bits 00 -> quiet 0x7E"},
   };
   const NanEncoding encs[] = {NanEncoding::kCuda, NanEncoding::kMlDtypes, NanEncoding::kIeee};
   for (const NanRow& r : rows) {
     const float x = std::bit_cast<float>(r.in);
     for (int k = 0; k < 3; ++k) {
       for (Round rd : kRounds) {
-        for (Overflow o : {Overflow::kSaturate, Overflow::kSaturateFinite, Overflow::kNaN, Overflow::kInf}) {
+        for (Overflow o :
+             {Overflow::kSaturate, Overflow::kSaturateFinite, Overflow::kNaN, Overflow::kInf}) {
           const Policy p{rd, o, encs[k]};  // rounding and overflow policy must not matter for NaN
           EXPECT_EQ(int(encode<e4m3fn>(x, p)), r.e4[k]) << r.why << " enc " << k;
           EXPECT_EQ(int(encode<e5m2>(x, p)), r.e5[k]) << r.why << " enc " << k;
@@ -184,10 +207,13 @@ TEST(Float8, InfInputsEveryPolicy) {
       {Overflow::kSaturate, NanEncoding::kCuda, 0x7E, 0xFE, 0x7B, 0xFB, "satfinite: Inf -> +-max"},
       {Overflow::kSaturateFinite, NanEncoding::kMlDtypes, 0x7F, 0xFF, 0x7C, 0xFC,
        "ml_dtypes kSaturate: Inf stays Inf; e4m3fn has none -> NaN"},
-      {Overflow::kSaturateFinite, NanEncoding::kCuda, 0x7F, 0xFF, 0x7C, 0xFC, "same, CUDA NaN magnitude (sign kept)"},
-      {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7F, 0xFF, 0x7E, 0xFE, "nan policy: Inf -> NaN, quiet, sign kept"},
+      {Overflow::kSaturateFinite, NanEncoding::kCuda, 0x7F, 0xFF, 0x7C, 0xFC,
+       "same, CUDA NaN magnitude (sign kept)"},
+      {Overflow::kNaN, NanEncoding::kMlDtypes, 0x7F, 0xFF, 0x7E, 0xFE,
+       "nan policy: Inf -> NaN, quiet, sign kept"},
       {Overflow::kNaN, NanEncoding::kCuda, 0x7F, 0xFF, 0x7F, 0xFF, "nan policy, all-ones NaN"},
-      {Overflow::kInf, NanEncoding::kMlDtypes, 0x7F, 0xFF, 0x7C, 0xFC, "IEEE: Inf stays Inf (NaN for e4m3fn)"},
+      {Overflow::kInf, NanEncoding::kMlDtypes, 0x7F, 0xFF, 0x7C, 0xFC,
+       "IEEE: Inf stays Inf (NaN for e4m3fn)"},
   };
   for (const InfRow& r : rows) {
     for (Round rd : kRounds) {
@@ -219,10 +245,10 @@ TEST(Float8, AnchorsTables34And35) {
   };
   const R t34[] = {
       //  input                 SATFINITE NOSAT  ml_dtypes  ml kSaturate
-      {464.0f, 0x7E, 0x7E, 0x7E, 0x7E},    // tie -> even 448 everywhere
-      {465.0f, 0x7E, 0x7F, 0x7F, 0x7E},    // 465..479: overflow
+      {464.0f, 0x7E, 0x7E, 0x7E, 0x7E},  // tie -> even 448 everywhere
+      {465.0f, 0x7E, 0x7F, 0x7F, 0x7E},  // 465..479: overflow
       {479.0f, 0x7E, 0x7F, 0x7F, 0x7E},
-      {480.0f, 0x7E, 0x7F, 0x7F, 0x7E},    // >= 480 finite
+      {480.0f, 0x7E, 0x7F, 0x7F, 0x7E},  // >= 480 finite
       {1e38f, 0x7E, 0x7F, 0x7F, 0x7E},
       {-1000.0f, 0xFE, 0xFF, 0xFF, 0xFE},  // negative overflow: NaN keeps the sign
       {kInf, 0x7E, 0x7F, 0x7F, 0x7F},      // ml_dtypes kSaturate still maps Inf -> NaN
@@ -244,9 +270,9 @@ TEST(Float8, AnchorsTables34And35) {
       {61439.99f, 0x7B, 0x7B, 0x7B, 0x7B},
       {61440.0f, 0x7B, 0x7C, 0x7C, 0x7B},  // tie -> even = 65536 = overflow
       {1e10f, 0x7B, 0x7C, 0x7C, 0x7B},
-      {kInf, 0x7B, 0x7C, 0x7C, 0x7C},      // kSaturate keeps Inf
+      {kInf, 0x7B, 0x7C, 0x7C, 0x7C},  // kSaturate keeps Inf
       {-kInf, 0xFB, 0xFC, 0xFC, 0xFC},
-      {qnan, 0x7F, 0x7F, 0x7E, 0x7E},      // ml_dtypes quiet NaN 0x7E vs CUDA 0x7F
+      {qnan, 0x7F, 0x7F, 0x7E, 0x7E},  // ml_dtypes quiet NaN 0x7E vs CUDA 0x7F
       {nqnan, 0x7F, 0x7F, 0xFE, 0xFE},
       {0x1p-17f, 0x00, 0x00, 0x00, 0x00},  // <= 2^-17 -> 0
       {-0x1p-17f, 0x80, 0x80, 0x80, 0x80},
@@ -278,12 +304,15 @@ TEST(Float8, Fp64SourcesRoundOnce) {
   // (which flushes it to +0) RU would give 0x00.
   EXPECT_EQ(encode<e4m3fn>(1e-300, Policy{Round::kUp, Overflow::kNaN, NanEncoding::kCuda}), 0x01);
   EXPECT_EQ(encode<e5m2>(-1e-300, Policy{Round::kDown, Overflow::kInf, NanEncoding::kCuda}), 0x81);
-  EXPECT_EQ(encode<e5m2>(4.9e-324, Policy{Round::kNearestAway, Overflow::kInf, NanEncoding::kCuda}), 0x00);
+  EXPECT_EQ(encode<e5m2>(4.9e-324, Policy{Round::kNearestAway, Overflow::kInf, NanEncoding::kCuda}),
+            0x00);
   // Above FP32's range: 1e300 under RZ is a finite overflow -> max (0x7B), not the Inf an
   // FP32 intermediate would make (which RZ must keep as Inf).
-  EXPECT_EQ(encode<e5m2>(1e300, Policy{Round::kTowardZero, Overflow::kInf, NanEncoding::kCuda}), 0x7B);
+  EXPECT_EQ(encode<e5m2>(1e300, Policy{Round::kTowardZero, Overflow::kInf, NanEncoding::kCuda}),
+            0x7B);
   EXPECT_EQ(encode<e5m2>(-1e300, Policy{Round::kUp, Overflow::kInf, NanEncoding::kCuda}), 0xFB);
-  EXPECT_EQ(encode<e4m3fn>(1e300, Policy{Round::kTowardZero, Overflow::kNaN, NanEncoding::kCuda}), 0x7E);
+  EXPECT_EQ(encode<e4m3fn>(1e300, Policy{Round::kTowardZero, Overflow::kNaN, NanEncoding::kCuda}),
+            0x7E);
 }
 
 // The named CUDA entry points equal {rne, saturate, cuda} on a sweep of FP32 bit patterns

@@ -4,11 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
-#include <algorithm>
 
 namespace attnsim {
 namespace {
@@ -19,11 +19,16 @@ std::int64_t expect_round(double x, Round r) {
   if (f == c) return std::int64_t(f);
   const double frac = x - f;
   switch (r) {
-    case Round::kNearestEven: return std::int64_t(frac < 0.5 ? f : frac > 0.5 ? c : (std::fmod(f, 2.0) == 0 ? f : c));
-    case Round::kNearestAway: return std::int64_t(frac < 0.5 ? f : frac > 0.5 ? c : (x < 0 ? f : c));
-    case Round::kTowardZero: return std::int64_t(x < 0 ? c : f);
-    case Round::kUp: return std::int64_t(c);
-    case Round::kDown: return std::int64_t(f);
+    case Round::kNearestEven:
+      return std::int64_t(frac < 0.5 ? f : frac > 0.5 ? c : (std::fmod(f, 2.0) == 0 ? f : c));
+    case Round::kNearestAway:
+      return std::int64_t(frac < 0.5 ? f : frac > 0.5 ? c : (x < 0 ? f : c));
+    case Round::kTowardZero:
+      return std::int64_t(x < 0 ? c : f);
+    case Round::kUp:
+      return std::int64_t(c);
+    case Round::kDown:
+      return std::int64_t(f);
   }
   return 0;
 }
@@ -36,7 +41,8 @@ std::int32_t clamp(std::int64_t v) {
 TEST(Intn, RoundToIntMatchesFloorCeilOracle) {
   std::mt19937 rng(3);
   std::uniform_real_distribution<float> u(-300.f, 300.f);
-  const Round rounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp, Round::kDown};
+  const Round rounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp,
+                          Round::kDown};
   std::vector<float> xs;
   for (int i = 0; i < 200000; ++i) xs.push_back(u(rng));
   for (int k = -140; k <= 140; ++k) {  // exact ties and their neighbours
@@ -55,17 +61,17 @@ TEST(Intn, RoundToIntMatchesFloorCeilOracle) {
 }
 
 TEST(Intn, HandPickedCases) {
-  EXPECT_EQ(cvt_rni_sat_s8(2.5f), 2);           // tie -> even
+  EXPECT_EQ(cvt_rni_sat_s8(2.5f), 2);  // tie -> even
   EXPECT_EQ(cvt_rni_sat_s8(-3.5f), -4);
-  EXPECT_EQ(cvt_rni_sat_s8(0.49999997f), 0);    // largest float below 0.5
-  EXPECT_EQ(cvt_rni_sat_s8(127.5f), 127);       // saturates
-  EXPECT_EQ(cvt_rni_sat_s8(-127.5f), -128);     // -128 (tie to even) is in range
+  EXPECT_EQ(cvt_rni_sat_s8(0.49999997f), 0);  // largest float below 0.5
+  EXPECT_EQ(cvt_rni_sat_s8(127.5f), 127);     // saturates
+  EXPECT_EQ(cvt_rni_sat_s8(-127.5f), -128);   // -128 (tie to even) is in range
   EXPECT_EQ(cvt_rni_sat_s8(-128.5f), -128);
   EXPECT_EQ(cvt_rni_sat_s8(std::numeric_limits<float>::quiet_NaN()), 0);  // PTX: NaN -> 0
   EXPECT_EQ(cvt_rni_sat_s8(std::numeric_limits<float>::infinity()), 127);
   EXPECT_EQ(cvt_rni_sat_s8(-std::numeric_limits<float>::infinity()), -128);
-  EXPECT_EQ(cvt_rni_sat_s8(3e9f), 127);         // >= 2^31: saturates (a C cast would be UB)
-  EXPECT_EQ(cvt_rni_sat_s8(1e-45f), 0);         // subnormal
+  EXPECT_EQ(cvt_rni_sat_s8(3e9f), 127);  // >= 2^31: saturates (a C cast would be UB)
+  EXPECT_EQ(cvt_rni_sat_s8(1e-45f), 0);  // subnormal
   EXPECT_EQ(round_to_int<s4>(9.0f, Round::kNearestEven, IntOverflow::kWrap), -7);  // 9 mod 16 -> -7
   EXPECT_EQ(round_to_int<s2>(2.0f, Round::kNearestEven, IntOverflow::kWrap), -2);
   EXPECT_EQ(round_to_int<u4>(-1.0f, Round::kNearestEven, IntOverflow::kSaturate), 0);
@@ -111,12 +117,14 @@ std::int32_t wrap(std::int64_t v) {
   return std::int32_t(r);
 }
 
-const Round kAllRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero, Round::kUp, Round::kDown};
+const Round kAllRounds[] = {Round::kNearestEven, Round::kNearestAway, Round::kTowardZero,
+                            Round::kUp, Round::kDown};
 
 // Golden table for s8 and u8, saturating, all five modes: ties at even and odd integers, the
 // largest float below 0.5, the +-127.5 / 255.5 saturation ties, values >= 2^31, NaN and Inf.
 TEST(Intn, GoldenAllModesSaturate) {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   struct R {
     float x;
     int s8[5], u8[5];  // rne rna rz ru rd
@@ -129,7 +137,10 @@ TEST(Intn, GoldenAllModesSaturate) {
       {-0.5f, {0, -1, 0, 0, -1}, {0, 0, 0, 0, 0}, "negative tie: -0 -> 0; u8 clamps -1 to 0"},
       {-1.5f, {-2, -2, -1, -1, -2}, {0, 0, 0, 0, 0}, "negative tie at odd -> -2"},
       {-2.5f, {-2, -3, -2, -2, -3}, {0, 0, 0, 0, 0}, "negative tie at even"},
-      {0.49999997f, {0, 0, 0, 1, 0}, {0, 0, 0, 1, 0}, "largest float < 0.5: exact RNA gives 0 (not 1 as x+0.5 in FP32 would)"},
+      {0.49999997f,
+       {0, 0, 0, 1, 0},
+       {0, 0, 0, 1, 0},
+       "largest float < 0.5: exact RNA gives 0 (not 1 as x+0.5 in FP32 would)"},
       {-0.49999997f, {0, 0, 0, 0, -1}, {0, 0, 0, 0, 0}, "mirror"},
       {126.5f, {126, 127, 126, 127, 126}, {126, 127, 126, 127, 126}, "tie below the top"},
       {127.5f, {127, 127, 127, 127, 127}, {128, 128, 127, 128, 127}, "s8: 128 saturates to 127"},
@@ -138,7 +149,10 @@ TEST(Intn, GoldenAllModesSaturate) {
       {255.5f, {127, 127, 127, 127, 127}, {255, 255, 255, 255, 255}, "u8 top tie: 256 saturates"},
       {1e-45f, {0, 0, 0, 1, 0}, {0, 0, 0, 1, 0}, "FP32 min subnormal: only RU moves"},
       {-1e-45f, {0, 0, 0, 0, -1}, {0, 0, 0, 0, 0}, "negative subnormal: RD -> -1"},
-      {0x1p31f, {127, 127, 127, 127, 127}, {255, 255, 255, 255, 255}, "2^31: saturates (a C cast is UB)"},
+      {0x1p31f,
+       {127, 127, 127, 127, 127},
+       {255, 255, 255, 255, 255},
+       "2^31: saturates (a C cast is UB)"},
       {-3e9f, {-128, -128, -128, -128, -128}, {0, 0, 0, 0, 0}, "-3e9"},
       {0x1p100f, {127, 127, 127, 127, 127}, {255, 255, 255, 255, 255}, "2^100"},
       {inf, {127, 127, 127, 127, 127}, {255, 255, 255, 255, 255}, "+Inf saturates (PTX cvt)"},
@@ -148,9 +162,12 @@ TEST(Intn, GoldenAllModesSaturate) {
   };
   for (const R& r : rows) {
     for (int k = 0; k < 5; ++k) {
-      EXPECT_EQ(round_to_int<s8>(r.x, kAllRounds[k], IntOverflow::kSaturate), r.s8[k]) << r.why << " mode " << k;
-      EXPECT_EQ(round_to_int<u8>(r.x, kAllRounds[k], IntOverflow::kSaturate), r.u8[k]) << r.why << " mode " << k;
-      EXPECT_EQ(round_to_int<s8>(double(r.x), kAllRounds[k], IntOverflow::kSaturate), r.s8[k]) << r.why << " f64";
+      EXPECT_EQ(round_to_int<s8>(r.x, kAllRounds[k], IntOverflow::kSaturate), r.s8[k])
+          << r.why << " mode " << k;
+      EXPECT_EQ(round_to_int<u8>(r.x, kAllRounds[k], IntOverflow::kSaturate), r.u8[k])
+          << r.why << " mode " << k;
+      EXPECT_EQ(round_to_int<s8>(double(r.x), kAllRounds[k], IntOverflow::kSaturate), r.s8[k])
+          << r.why << " f64";
     }
     EXPECT_EQ(cvt_rni_sat_s8(r.x), r.s8[0]) << r.why;
   }
@@ -161,7 +178,8 @@ TEST(Intn, GoldenAllModesSaturate) {
 // are all zero, so 0.
 template <class I>
 void check_specials() {
-  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN(),
+              inf = std::numeric_limits<float>::infinity();
   for (Round r : kAllRounds) {
     for (IntOverflow o : {IntOverflow::kSaturate, IntOverflow::kWrap}) {
       EXPECT_EQ(round_to_int<I>(nan, r, o), 0);
@@ -197,11 +215,12 @@ void check_wrap_and_saturate(std::mt19937_64& rng) {
   for (double x : xs) {
     for (Round r : kAllRounds) {
       const std::int64_t e = expect_round(x, r);
-      const std::int32_t sat = std::int32_t(std::max<std::int64_t>(I::kMin, std::min<std::int64_t>(I::kMax, e)));
+      const std::int32_t sat =
+          std::int32_t(std::max<std::int64_t>(I::kMin, std::min<std::int64_t>(I::kMax, e)));
       bad += round_to_int<I>(x, r, IntOverflow::kSaturate) != sat;
       if (round_to_int<I>(x, r, IntOverflow::kWrap) != wrap<I>(e) && ++bad <= 5) {
-        ADD_FAILURE() << "wrap " << I::kBits << (I::kSigned ? "s" : "u") << " x=" << std::hexfloat << x
-                      << " mode " << int(r) << ": want " << std::dec << wrap<I>(e) << ", got "
+        ADD_FAILURE() << "wrap " << I::kBits << (I::kSigned ? "s" : "u") << " x=" << std::hexfloat
+                      << x << " mode " << int(r) << ": want " << std::dec << wrap<I>(e) << ", got "
                       << round_to_int<I>(x, r, IntOverflow::kWrap);
       }
       if (double(float(x)) == x) {
@@ -228,14 +247,16 @@ TEST(Intn, GoldenWrap) {
   EXPECT_EQ(round_to_int<s8>(200.0f, Round::kNearestEven, IntOverflow::kWrap), -56);  // 200 - 256
   EXPECT_EQ(round_to_int<s8>(-129.0f, Round::kNearestEven, IntOverflow::kWrap), 127);
   EXPECT_EQ(round_to_int<u4>(-1.0f, Round::kNearestEven, IntOverflow::kWrap), 15);
-  EXPECT_EQ(round_to_int<u2>(5.5f, Round::kNearestEven, IntOverflow::kWrap), 2);     // 6 mod 4
-  EXPECT_EQ(round_to_int<s8>(0x1p31 + 5, Round::kNearestEven, IntOverflow::kWrap), 5);  // >= 2^31, FP64
+  EXPECT_EQ(round_to_int<u2>(5.5f, Round::kNearestEven, IntOverflow::kWrap), 2);  // 6 mod 4
+  EXPECT_EQ(round_to_int<s8>(0x1p31 + 5, Round::kNearestEven, IntOverflow::kWrap),
+            5);  // >= 2^31, FP64
   // FP64 integers beyond 2^40 still wrap by their low bits: 2^40 + 1 -> 1, 2^52 + 3 -> 3,
   // -(2^45 + 130) -> -130 mod 256 = 126.
   EXPECT_EQ(round_to_int<s8>(0x1p40 + 1, Round::kNearestEven, IntOverflow::kWrap), 1);
   EXPECT_EQ(round_to_int<s8>(0x1p52 + 3, Round::kNearestEven, IntOverflow::kWrap), 3);
   EXPECT_EQ(round_to_int<s8>(-(0x1p45 + 130), Round::kNearestEven, IntOverflow::kWrap), 126);
-  EXPECT_EQ(round_to_int<s8>(0x1p41 + 2.5, Round::kNearestEven, IntOverflow::kWrap), 2);  // tie -> even 2
+  EXPECT_EQ(round_to_int<s8>(0x1p41 + 2.5, Round::kNearestEven, IntOverflow::kWrap),
+            2);  // tie -> even 2
   EXPECT_EQ(round_to_int<s8>(0x1p41 + 2.5, Round::kNearestAway, IntOverflow::kWrap), 3);
 }
 
@@ -256,9 +277,9 @@ void check_pack() {
         // The only set bits are v's field at bit offset pos * kBits of the byte stream.
         for (std::size_t b = 0; b + 1 < bytes.size(); ++b) {
           const std::uint32_t field_byte = std::uint32_t(pos * I::kBits / 8);
-          const std::uint8_t want = b == field_byte
-                                        ? std::uint8_t((std::uint32_t(v) & I::kMask) << (pos * I::kBits % 8))
-                                        : 0;
+          const std::uint8_t want =
+              b == field_byte ? std::uint8_t((std::uint32_t(v) & I::kMask) << (pos * I::kBits % 8))
+                              : 0;
           ASSERT_EQ(bytes[b], want) << "n=" << n << " pos=" << pos << " v=" << v << " byte " << b;
         }
         unpack<I>(bytes.data(), n, back.data());

@@ -21,7 +21,8 @@ struct Spec {
   int bits() const { return 1 + exp_bits + man_bits; }
 };
 
-inline constexpr Spec kE4m3fn{4, 3, false}, kE5m2{5, 2, true}, kBf16{8, 7, true}, kFp16{5, 10, true};
+inline constexpr Spec kE4m3fn{4, 3, false}, kE5m2{5, 2, true}, kBf16{8, 7, true},
+    kFp16{5, 10, true};
 
 enum class Class { kFinite, kInf, kNaN };
 
@@ -86,13 +87,15 @@ std::uint32_t expected_abs(const Table& t, const T& a, bool neg, Policy p) {
   auto overflow = [&]() -> std::uint32_t {
     const bool toward_zero = p.round == Round::kTowardZero || (p.round == Round::kDown && !neg) ||
                              (p.round == Round::kUp && neg);
-    if (toward_zero || p.overflow == Overflow::kSaturate || p.overflow == Overflow::kSaturateFinite) {
+    if (toward_zero || p.overflow == Overflow::kSaturate ||
+        p.overflow == Overflow::kSaturateFinite) {
       return sign | t.max_code();
     }
     if (p.overflow == Overflow::kInf && t.spec.ieee) return sign | t.inf_code();
     return sign | (p.nan == NanEncoding::kCuda ? t.nan_all_ones() : t.quiet_nan());
   };
-  std::size_t hi_i = std::size_t(std::lower_bound(t.values.begin(), t.values.end(), a) - t.values.begin());
+  std::size_t hi_i =
+      std::size_t(std::lower_bound(t.values.begin(), t.values.end(), a) - t.values.begin());
   if (hi_i < t.values.size() && t.values[hi_i] == a) return sign | t.codes[hi_i];
   double lo, hi;
   std::uint32_t lo_code, hi_code;
@@ -113,11 +116,21 @@ std::uint32_t expected_abs(const Table& t, const T& a, bool neg, Policy p) {
   bool up = false;
   const double mid = (lo + hi) / 2;  // exact: both have few significant bits
   switch (p.round) {
-    case Round::kNearestEven: up = a > mid || (a == mid && (hi_code & 1) == 0); break;
-    case Round::kNearestAway: up = a >= mid; break;
-    case Round::kTowardZero: up = false; break;
-    case Round::kUp: up = !neg; break;
-    case Round::kDown: up = neg; break;
+    case Round::kNearestEven:
+      up = a > mid || (a == mid && (hi_code & 1) == 0);
+      break;
+    case Round::kNearestAway:
+      up = a >= mid;
+      break;
+    case Round::kTowardZero:
+      up = false;
+      break;
+    case Round::kUp:
+      up = !neg;
+      break;
+    case Round::kDown:
+      up = neg;
+      break;
   }
   if (!up) return sign | lo_code;
   if (hi_is_overflow) return overflow();
@@ -146,7 +159,8 @@ inline std::uint32_t expected_inf(const Table& t, bool neg, Policy p) {
 // NanEncoding comments of formats/policy.hpp: kCuda drops the sign, all-ones magnitude;
 // kMlDtypes keeps the sign, quiet NaN; kIeee keeps the sign and the top payload bits and forces
 // the quiet bit (an fn format has a single NaN magnitude).
-inline std::uint32_t expected_nan(const Table& t, bool neg, std::uint64_t payload, int src_man_bits, NanEncoding e) {
+inline std::uint32_t expected_nan(const Table& t, bool neg, std::uint64_t payload, int src_man_bits,
+                                  NanEncoding e) {
   const std::uint32_t sign = neg ? t.sign_bit() : 0;
   if (e == NanEncoding::kCuda) return t.nan_all_ones();
   if (e == NanEncoding::kMlDtypes || !t.spec.ieee) return sign | t.quiet_nan();

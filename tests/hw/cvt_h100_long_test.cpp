@@ -54,8 +54,8 @@ void check_all_inputs(const std::string& op, F model) {
   int bad = 0;
   for (int c = 0; c < kDigestChunks; ++c) {
     if (got[c] != want[c] && ++bad <= 5) {
-      ADD_FAILURE() << op << ": chunk " << c << " (inputs 0x" << std::hex << (std::uint32_t(c) << 24)
-                    << "..) differs from the H100 recording";
+      ADD_FAILURE() << op << ": chunk " << c << " (inputs 0x" << std::hex
+                    << (std::uint32_t(c) << 24) << "..) differs from the H100 recording";
     }
   }
   EXPECT_EQ(bad, 0) << op << ": chunks that differ from the H100";
@@ -71,28 +71,38 @@ TEST(CvtH100AllInputs, DigestParserReadsRecording) {
   EXPECT_TRUE(recorded_digests("no_such_op").empty());
 }
 TEST(CvtH100AllInputs, E4m3Satfinite) {
-  check_all_inputs("e4m3_satfinite", [](std::uint32_t b) { return std::uint32_t(convert<e4m3fn, fp32>(b, kCudaSatfinite)); });
+  check_all_inputs("e4m3_satfinite", [](std::uint32_t b) {
+    return std::uint32_t(convert<e4m3fn, fp32>(b, kCudaSatfinite));
+  });
 }
 TEST(CvtH100AllInputs, E5m2Satfinite) {
-  check_all_inputs("e5m2_satfinite", [](std::uint32_t b) { return std::uint32_t(convert<e5m2, fp32>(b, kCudaSatfinite)); });
+  check_all_inputs("e5m2_satfinite", [](std::uint32_t b) {
+    return std::uint32_t(convert<e5m2, fp32>(b, kCudaSatfinite));
+  });
 }
 TEST(CvtH100AllInputs, Bf16Rn) {
-  check_all_inputs("bf16_rn", [](std::uint32_t b) { return std::uint32_t(convert<bf16, fp32>(b, kRn)); });
+  check_all_inputs("bf16_rn",
+                   [](std::uint32_t b) { return std::uint32_t(convert<bf16, fp32>(b, kRn)); });
 }
 TEST(CvtH100AllInputs, Bf16Rz) {
-  check_all_inputs("bf16_rz", [](std::uint32_t b) { return std::uint32_t(convert<bf16, fp32>(b, kRz)); });
+  check_all_inputs("bf16_rz",
+                   [](std::uint32_t b) { return std::uint32_t(convert<bf16, fp32>(b, kRz)); });
 }
 TEST(CvtH100AllInputs, F16Rn) {
-  check_all_inputs("f16_rn", [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRn)); });
+  check_all_inputs("f16_rn",
+                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRn)); });
 }
 TEST(CvtH100AllInputs, F16Rz) {
-  check_all_inputs("f16_rz", [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRz)); });
+  check_all_inputs("f16_rz",
+                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRz)); });
 }
 TEST(CvtH100AllInputs, F16Rm) {
-  check_all_inputs("f16_rm", [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRm)); });
+  check_all_inputs("f16_rm",
+                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRm)); });
 }
 TEST(CvtH100AllInputs, F16Rp) {
-  check_all_inputs("f16_rp", [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRp)); });
+  check_all_inputs("f16_rp",
+                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRp)); });
 }
 TEST(CvtH100AllInputs, RcpApproxFtzModel) {
   const RcpApproxFtz& rcp = RcpApproxFtz::h100();
@@ -117,7 +127,9 @@ TEST(CvtH100AllInputs, Lg2ApproxModel) {
   check_all_inputs("lg2_approx", [](std::uint32_t b) { return lg2_approx_bits(b); });
 }
 TEST(CvtH100AllInputs, S8RniSat) {
-  check_all_inputs("s8_rni_sat", [](std::uint32_t b) { return std::uint32_t(cvt_rni_sat_s8(f32_from_bits(b))) & 0xFFu; });
+  check_all_inputs("s8_rni_sat", [](std::uint32_t b) {
+    return std::uint32_t(cvt_rni_sat_s8(f32_from_bits(b))) & 0xFFu;
+  });
 }
 
 }  // namespace

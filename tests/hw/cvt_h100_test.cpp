@@ -46,14 +46,16 @@ TEST_P(CvtH100, SampleMatchesBitForBit) {
   ASSERT_EQ(input.size(), std::size_t(kSampleSize));
   ASSERT_EQ(hw.size(), input.size());
   // The recording's inputs are the documented sample (guards against a stale or foreign file).
-  for (std::uint32_t i = 0; i < kSampleSize; i += 997) ASSERT_EQ(std::uint32_t(input[i]), sample_input(i));
+  for (std::uint32_t i = 0; i < kSampleSize; i += 997)
+    ASSERT_EQ(std::uint32_t(input[i]), sample_input(i));
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < input.size(); ++i) {
     const std::uint32_t bits = std::uint32_t(input[i]);
     const std::uint32_t want = std::uint32_t(hw[i]);
     const std::uint32_t got = model(op, bits);
     if (got != want && ++mismatches <= 10) {
-      ADD_FAILURE() << op << " input 0x" << std::hex << bits << ": H100 0x" << want << ", attnsim 0x" << got;
+      ADD_FAILURE() << op << " input 0x" << std::hex << bits << ": H100 0x" << want
+                    << ", attnsim 0x" << got;
     }
   }
   EXPECT_EQ(mismatches, 0u) << op << " over " << input.size() << " recorded inputs";
@@ -67,8 +69,9 @@ INSTANTIATE_TEST_SUITE_P(AllConversions, CvtH100,
 TEST(CvtH100, NanEncodingsAreCanonicalAllOnes) {
   H5Reader r(kSample);
   const std::vector<std::int64_t> input = r.read_i64("input");
-  const std::vector<std::int64_t> e4 = r.read_i64("e4m3_satfinite"), e5 = r.read_i64("e5m2_satfinite"),
-                                  b16 = r.read_i64("bf16_rn"), h16 = r.read_i64("f16_rn");
+  const std::vector<std::int64_t> e4 = r.read_i64("e4m3_satfinite"),
+                                  e5 = r.read_i64("e5m2_satfinite"), b16 = r.read_i64("bf16_rn"),
+                                  h16 = r.read_i64("f16_rn");
   int nans = 0;
   for (std::size_t i = 0; i < input.size(); ++i) {
     if ((input[i] & 0x7FFFFFFF) <= 0x7F800000) continue;

@@ -36,7 +36,8 @@ TEST(RcpApproxFtzH100, MatchesTheCvtProbeSample) {
   for (std::size_t i = 0; i < in.size(); ++i) {
     const std::uint32_t got = rcp.bits(std::uint32_t(in[i]));
     if (got != std::uint32_t(out[i]) && ++bad <= 5) {
-      ADD_FAILURE() << "input 0x" << std::hex << in[i] << ": H100 0x" << out[i] << ", model 0x" << got;
+      ADD_FAILURE() << "input 0x" << std::hex << in[i] << ": H100 0x" << out[i] << ", model 0x"
+                    << got;
     }
   }
   EXPECT_EQ(bad, 0u) << in.size() << " recorded inputs";
@@ -61,7 +62,8 @@ TEST(Ex2ApproxFtzH100, MatchesTheCvtProbeSample) {
   for (std::size_t i = 0; i < in.size(); ++i) {
     const std::uint32_t got = ex2.bits(std::uint32_t(in[i]));
     if (got != std::uint32_t(out[i]) && ++bad <= 5) {
-      ADD_FAILURE() << "input 0x" << std::hex << in[i] << ": H100 0x" << out[i] << ", model 0x" << got;
+      ADD_FAILURE() << "input 0x" << std::hex << in[i] << ": H100 0x" << out[i] << ", model 0x"
+                    << got;
     }
   }
   EXPECT_EQ(bad, 0u) << in.size() << " recorded inputs";
@@ -145,13 +147,15 @@ TEST(ApproxNoFtzH100, MatchesTheCvtProbeSample) {
                     {"rcp_approx", [](std::uint32_t x) { return rcp_approx_bits(x); }},
                     {"lg2_approx", [](std::uint32_t x) { return lg2_approx_bits(x); }}};
   for (const Fn& fn : fns) {
-    const std::vector<std::int64_t> out = r.read_i64(fn.name), ftz = r.read_i64(std::string(fn.name) + "_ftz");
+    const std::vector<std::int64_t> out = r.read_i64(fn.name),
+                                    ftz = r.read_i64(std::string(fn.name) + "_ftz");
     std::size_t bad = 0, differs_from_ftz = 0;
     for (std::size_t i = 0; i < in.size(); ++i) {
       const std::uint32_t got = fn.model(std::uint32_t(in[i]));
       differs_from_ftz += out[i] != ftz[i];
       if (got != std::uint32_t(out[i]) && ++bad <= 5) {
-        ADD_FAILURE() << fn.name << " input 0x" << std::hex << in[i] << ": H100 0x" << out[i] << ", model 0x" << got;
+        ADD_FAILURE() << fn.name << " input 0x" << std::hex << in[i] << ": H100 0x" << out[i]
+                      << ", model 0x" << got;
       }
     }
     EXPECT_EQ(bad, 0u) << fn.name;
@@ -174,12 +178,13 @@ TEST(RcpApproxFtzH100, FastDivisionIsAMultiplyByTheReciprocal) {
   // here the composition's own invariants: exact for powers of two, within 2 ulp of a/b.
   EXPECT_EQ(div_approx_ftz(3.0f, 2.0f), 1.5f);
   EXPECT_EQ(div_approx_ftz(1.0f, 0.0f), INFINITY);
-  EXPECT_EQ(fmul_ftz(1e-20f, 1e-20f), 0.0f);             // subnormal result flushed
+  EXPECT_EQ(fmul_ftz(1e-20f, 1e-20f), 0.0f);               // subnormal result flushed
   EXPECT_EQ(std::signbit(fmul_ftz(-1e-45f, 1.0f)), true);  // subnormal input flushed, sign kept
   for (float a : {1.0f, 3.0f, 0.1f, 7.77f}) {
     for (float b : {3.0f, 0.7f, 1e-3f, 123.456f}) {
       const float q = div_approx_ftz(a, b);
-      EXPECT_LE(std::fabs(double(q) - double(a) / double(b)), 2.5 * std::ldexp(1.0, std::ilogb(q) - 23));
+      EXPECT_LE(std::fabs(double(q) - double(a) / double(b)),
+                2.5 * std::ldexp(1.0, std::ilogb(q) - 23));
     }
   }
 }

@@ -15,7 +15,8 @@ namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // State of a set of (base-2 score, value-vector) pairs, built directly from the definition.
-SoftmaxState<double> state_of(const std::vector<double>& s, const std::vector<std::vector<double>>& v) {
+SoftmaxState<double> state_of(const std::vector<double>& s,
+                              const std::vector<std::vector<double>>& v) {
   SoftmaxState<double> st(int(v.empty() ? 0 : v[0].size()));
   if (s.empty()) return st;
   double m = s[0];
@@ -93,7 +94,8 @@ TEST(SoftmaxState, MergeOfSplitsEqualsWholeInExactCases) {
   b.merge(left);
   expect_same(a, whole);
   expect_same(b, whole);
-  auto p1 = state_of({1, 4}, {v[0], v[1]}), p2 = state_of({2, 4}, {v[2], v[3]}), p3 = state_of({-3, 0}, {v[4], v[5]});
+  auto p1 = state_of({1, 4}, {v[0], v[1]}), p2 = state_of({2, 4}, {v[2], v[3]}),
+       p3 = state_of({-3, 0}, {v[4], v[5]});
   auto x = p1;  // (p1 + p2) + p3
   x.merge(p2);
   x.merge(p3);

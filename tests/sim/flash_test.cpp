@@ -199,8 +199,9 @@ TEST(Flash, FullyMaskedRowIsZeroWithInfiniteLse) {
       cfg.block_kv = bk;
       const FlashResult r = flash_attention(in, cfg);
       for (int i = 0; i < 4; ++i) {
-        for (int c = 0; c < 8; ++c) EXPECT_EQ(bits(r.o[i * 8 + c]), 0u) << bq << " " << bk;  // +0, not NaN
-        EXPECT_TRUE(std::isinf(r.lse[i]) && r.lse[i] > 0);  // FA2 writes +inf
+        for (int c = 0; c < 8; ++c)
+          EXPECT_EQ(bits(r.o[i * 8 + c]), 0u) << bq << " " << bk;  // +0, not NaN
+        EXPECT_TRUE(std::isinf(r.lse[i]) && r.lse[i] > 0);         // FA2 writes +inf
       }
       for (float x : r.o) EXPECT_FALSE(std::isnan(x));
       EXPECT_EQ(r.o[4 * 8], in.v[0]);  // row 4 sees key 0 only: O = v[0] · 1 · (1/1)
@@ -228,8 +229,8 @@ TEST(Flash, ResultDoesNotDependOnThreadCount) {
 }
 
 TEST(Flash, RoundToStorageFollowsTheConfiguredConversions) {
-  EXPECT_EQ(round_to_storage(1000.0f, Storage::kE4m3fn), 448.0f);      // satfinite
-  EXPECT_EQ(round_to_storage(-1e6f, Storage::kE5m2), -57344.0f);       // satfinite
+  EXPECT_EQ(round_to_storage(1000.0f, Storage::kE4m3fn), 448.0f);       // satfinite
+  EXPECT_EQ(round_to_storage(-1e6f, Storage::kE5m2), -57344.0f);        // satfinite
   EXPECT_TRUE(std::isinf(round_to_storage(70000.0f, Storage::kFp16)));  // cvt.rn: IEEE overflow
   // 1 + 2^-8 is the bf16 midpoint between 1 and 1 + 2^-7: tie to even (down).
   EXPECT_EQ(bits(round_to_storage(1.00390625f, Storage::kBf16)), 0x3F800000u);

@@ -5,8 +5,8 @@
 #include <omp.h>
 
 #include <cmath>
-#include <cstdio>
 #include <cstdint>
+#include <cstdio>
 #include <random>
 
 #include "sim/golden/golden_mp.hpp"
@@ -49,9 +49,9 @@ AttentionInput case_input(const Case& c) {
 
 class GoldenVsMultiprecision : public ::testing::TestWithParam<Case> {};
 
-constexpr double kNormBound = 5e-15;  // normwise ||g - m|| / ||m||
+constexpr double kNormBound = 5e-15;   // normwise ||g - m|| / ||m||
 constexpr double kAbsBound = 1.5e-14;  // max |g - m| / max |m|
-constexpr double kLseBound = 2e-15;   // max |lse_g - lse_m| / max(1, |lse_m|)
+constexpr double kLseBound = 2e-15;    // max |lse_g - lse_m| / max(1, |lse_m|)
 
 // The bounds asserted are what was measured, with margin (sim/golden/README.md): FP64 golden is
 // accurate to a few FP64 ulps normwise, far below anything an FP32, 16-bit or 8-bit kernel can
@@ -63,11 +63,13 @@ TEST_P(GoldenVsMultiprecision, ErrorIsBounded) {
   double o_max = 0;
   for (double x : golden_attention_ref(in)) o_max = std::max(o_max, std::abs(x));
   char buf[160];
-  std::snprintf(buf, sizeof buf, "%.3e / %.3e / %.3e / %.3e / %.3e", e.rel_norm, e.max_rel_elementwise,
-                e.max_abs / o_max, e.lse_max_rel, e.lse_max_abs);
+  std::snprintf(buf, sizeof buf, "%.3e / %.3e / %.3e / %.3e / %.3e", e.rel_norm,
+                e.max_rel_elementwise, e.max_abs / o_max, e.lse_max_rel, e.lse_max_abs);
   RecordProperty("norm_elemrel_absovermax_lserel_lseabs", buf);
-  std::printf("[ golden-mp ] %-26s normwise %.2e  elementwise rel %.2e  abs/max|O| %.2e  lse rel %.2e  lse abs %.2e\n",
-              c.name, e.rel_norm, e.max_rel_elementwise, e.max_abs / o_max, e.lse_max_rel, e.lse_max_abs);
+  std::printf(
+      "[ golden-mp ] %-26s normwise %.2e  elementwise rel %.2e  abs/max|O| %.2e  lse rel %.2e  lse "
+      "abs %.2e\n",
+      c.name, e.rel_norm, e.max_rel_elementwise, e.max_abs / o_max, e.lse_max_rel, e.lse_max_abs);
   EXPECT_LT(e.rel_norm, kNormBound) << c.name;
   EXPECT_LT(e.max_abs, kAbsBound * o_max) << c.name;
   EXPECT_LT(e.lse_max_rel, kLseBound) << c.name;

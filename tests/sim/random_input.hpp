@@ -8,7 +8,8 @@
 
 namespace attnsim::simtest {
 
-inline AttentionInput random_input(AttentionShape s, bool causal, std::uint32_t seed, double sigma = 1.0) {
+inline AttentionInput random_input(AttentionShape s, bool causal, std::uint32_t seed,
+                                   double sigma = 1.0) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> n(0.0f, float(sigma));
   AttentionInput in;

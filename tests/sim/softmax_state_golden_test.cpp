@@ -37,10 +37,12 @@ TEST(SoftmaxStateVsGolden, SplitKvMergeReproducesAttention) {
             std::vector<T> sc;
             for (int j = splits[c]; j < splits[c + 1]; ++j) {
               double dot = 0;
-              for (int d = 0; d < s.head_dim; ++d) dot += double(in.q[row * s.head_dim + d]) * in.k[std::size_t(j) * s.head_dim + d];
+              for (int d = 0; d < s.head_dim; ++d)
+                dot += double(in.q[row * s.head_dim + d]) * in.k[std::size_t(j) * s.head_dim + d];
               sc.push_back(in.visible(i, j) ? T(dot * to_log2) : -T(INFINITY));
             }
-            part.update(sc.data(), int(sc.size()), in.v.data() + std::size_t(splits[c]) * s.head_dim_v, s.head_dim_v,
+            part.update(sc.data(), int(sc.size()),
+                        in.v.data() + std::size_t(splits[c]) * s.head_dim_v, s.head_dim_v,
                         ExpModel<T>{});
             total.merge(part);
           }
@@ -57,7 +59,8 @@ TEST(SoftmaxStateVsGolden, SplitKvMergeReproducesAttention) {
     }
     const double e = error_metrics(o, g.o).rel_fro;
     double lse_err = 0;
-    for (std::size_t r = 0; r < lse.size(); ++r) lse_err = std::max(lse_err, std::abs(lse[r] - g.lse[r]));
+    for (std::size_t r = 0; r < lse.size(); ++r)
+      lse_err = std::max(lse_err, std::abs(lse[r] - g.lse[r]));
     std::printf("[ state-vs-golden ] %s rel_fro %.3e  lse max abs %.3e\n", mode, e, lse_err);
     if (std::string(mode) == "fp64") {
       EXPECT_LT(e, 1e-14);
