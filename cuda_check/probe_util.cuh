@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <string>
 
-#define ATTNSIM_CUDA_CHECK(call)                                                         \
-  do {                                                                                   \
-    cudaError_t err_ = (call);                                                           \
-    if (err_ != cudaSuccess) {                                                           \
+#define ATTNSIM_CUDA_CHECK(call)                                                       \
+  do {                                                                                 \
+    cudaError_t err_ = (call);                                                         \
+    if (err_ != cudaSuccess) {                                                         \
       std::fprintf(stderr, "probe: %s failed: %s\n", #call, cudaGetErrorString(err_)); \
-      std::exit(1);                                                                      \
-    }                                                                                    \
+      std::exit(1);                                                                    \
+    }                                                                                  \
   } while (0)
 
 namespace attnsim::probe {

@@ -15,7 +15,6 @@
 //
 // Usage: special_probe OUTDIR. Writes OUTDIR/rcp_table.bin (2^23 uint32 results for x in [1, 2)),
 // OUTDIR/{ex2,lg2,lg2_half}_table.bin, OUTDIR/lg2_mismatches.bin and OUTDIR/special_summary.txt.
-#include "cuda_check/probe_util.cuh"
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -24,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_check/probe_util.cuh"
 
 __device__ __forceinline__ float rcp_hw(float x) {
   float r;
@@ -87,43 +87,55 @@ __device__ __forceinline__ std::uint32_t ex2_model(const std::uint32_t* t, std::
 // The candidate model, computed from the table.
 __device__ __forceinline__ std::uint32_t rcp_model(const std::uint32_t* t, std::uint32_t x) {
   const std::uint32_t sign = x & 0x80000000u, e = (x >> 23) & 0xFF, m = x & 0x7FFFFF;
-  if (e == 0xFF) return m ? 0x7FFFFFFFu : sign;            // NaN -> canonical; Inf -> 0
-  if (e == 0) return sign | 0x7F800000u;                   // zero or flushed subnormal -> Inf
-  const std::uint32_t tm = t[m];                           // result for 1.m, exponent field 126 or 127
-  const int te = int((tm >> 23) & 0xFF) - 127;             // -1, or 0 when m == 0
-  const int re = te - (int(e) - 127);                      // result exponent
-  if (re < -126) return sign;                              // subnormal result flushed to zero
+  if (e == 0xFF) return m ? 0x7FFFFFFFu : sign;  // NaN -> canonical; Inf -> 0
+  if (e == 0) return sign | 0x7F800000u;         // zero or flushed subnormal -> Inf
+  const std::uint32_t tm = t[m];                 // result for 1.m, exponent field 126 or 127
+  const int te = int((tm >> 23) & 0xFF) - 127;   // -1, or 0 when m == 0
+  const int re = te - (int(e) - 127);            // result exponent
+  if (re < -126) return sign;                    // subnormal result flushed to zero
   if (re > 127) return sign | 0x7F800000u;
   return sign | (std::uint32_t(re + 127) << 23) | (tm & 0x7FFFFF);
 }
 
 struct Counters2 {
-  unsigned long long ex2_mismatches, ex2_recorded, lg2_rn_mismatches, lg2_rz_mismatches, lg2_recorded;
+  unsigned long long ex2_mismatches, ex2_recorded, lg2_rn_mismatches, lg2_rz_mismatches,
+      lg2_recorded;
   std::uint32_t ex2_in[16], ex2_hw_r[16], ex2_model_r[16], lg2_in[16], lg2_hw_r[16], lg2_rn[16];
 };
 
 // lg2 hypotheses for normal x = 2^e * 1.m: fl(e + L[m]) with FP32 RN or RZ addition.
-__global__ void check2_kernel(const std::uint32_t* te, const std::uint32_t* tl, std::uint32_t chunk, Counters2* c) {
+__global__ void check2_kernel(const std::uint32_t* te, const std::uint32_t* tl, std::uint32_t chunk,
+                              Counters2* c) {
   const std::uint32_t base = chunk << 24;
-  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < (1u << 24); k += gridDim.x * blockDim.x) {
+  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < (1u << 24);
+       k += gridDim.x * blockDim.x) {
     const std::uint32_t x = base + k;
     const std::uint32_t h = __float_as_uint(ex2_hw(__uint_as_float(x)));
     const std::uint32_t m = ex2_model(te, x);
     if (h != m) {
       atomicAdd(&c->ex2_mismatches, 1ull);
       const unsigned long long s = atomicAdd(&c->ex2_recorded, 1ull);
-      if (s < 16) { c->ex2_in[s] = x; c->ex2_hw_r[s] = h; c->ex2_model_r[s] = m; }
+      if (s < 16) {
+        c->ex2_in[s] = x;
+        c->ex2_hw_r[s] = h;
+        c->ex2_model_r[s] = m;
+      }
     }
     const std::uint32_t e = (x >> 23) & 0xFF;
     if ((x >> 31) == 0 && e > 0 && e < 255) {
       const float l = __uint_as_float(tl[x & 0x7FFFFF]);
       const float ef = float(int(e) - 127);
-      const std::uint32_t rn = __float_as_uint(__fadd_rn(ef, l)), rz = __float_as_uint(__fadd_rz(ef, l));
+      const std::uint32_t rn = __float_as_uint(__fadd_rn(ef, l)),
+                          rz = __float_as_uint(__fadd_rz(ef, l));
       const std::uint32_t hl = __float_as_uint(lg2_hw(__uint_as_float(x)));
       if (hl != rn) {
         atomicAdd(&c->lg2_rn_mismatches, 1ull);
         const unsigned long long s = atomicAdd(&c->lg2_recorded, 1ull);
-        if (s < 16) { c->lg2_in[s] = x; c->lg2_hw_r[s] = hl; c->lg2_rn[s] = rn; }
+        if (s < 16) {
+          c->lg2_in[s] = x;
+          c->lg2_hw_r[s] = hl;
+          c->lg2_rn[s] = rn;
+        }
       }
       if (hl != rz) atomicAdd(&c->lg2_rz_mismatches, 1ull);
     }
@@ -200,7 +212,8 @@ struct Counters {
 
 __global__ void check_kernel(const std::uint32_t* t, std::uint32_t chunk, Counters* c) {
   const std::uint32_t base = chunk << 24;
-  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < (1u << 24); k += gridDim.x * blockDim.x) {
+  for (std::uint32_t k = blockIdx.x * blockDim.x + threadIdx.x; k < (1u << 24);
+       k += gridDim.x * blockDim.x) {
     const std::uint32_t x = base + k;
     const std::uint32_t h = __float_as_uint(rcp_hw(__uint_as_float(x)));
     const std::uint32_t m = rcp_model(t, x);
@@ -274,23 +287,31 @@ int main(int argc, char** argv) {
   ATTNSIM_CUDA_CHECK(cudaMemset(d_c2, 0, sizeof(Counters2)));
   ex2_table_kernel<<<(1u << 23) / 256, 256>>>(d_te);
   lg2_table_kernel<<<(1u << 23) / 256, 256>>>(d_tl);
-  for (std::uint32_t chunk = 0; chunk < 256; ++chunk) check2_kernel<<<1024, 256>>>(d_te, d_tl, chunk, d_c2);
+  for (std::uint32_t chunk = 0; chunk < 256; ++chunk)
+    check2_kernel<<<1024, 256>>>(d_te, d_tl, chunk, d_c2);
   ATTNSIM_CUDA_CHECK(cudaGetLastError());
   ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
   Counters2 c2{};
   ATTNSIM_CUDA_CHECK(cudaMemcpy(&c2, d_c2, sizeof(Counters2), cudaMemcpyDeviceToHost));
   std::vector<std::uint32_t> te(1u << 24), tl(1u << 23);
-  ATTNSIM_CUDA_CHECK(cudaMemcpy(te.data(), d_te, sizeof(std::uint32_t) << 24, cudaMemcpyDeviceToHost));
-  ATTNSIM_CUDA_CHECK(cudaMemcpy(tl.data(), d_tl, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(
+      cudaMemcpy(te.data(), d_te, sizeof(std::uint32_t) << 24, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(
+      cudaMemcpy(tl.data(), d_tl, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
   attnsim::probe::write_bin(dir + "/ex2_table.bin", te.data(), te.size() * 4);
   attnsim::probe::write_bin(dir + "/lg2_table.bin", tl.data(), tl.size() * 4);
-  std::printf("ex2.approx.ftz.f32 fixed-point table model over all 2^32 inputs: %llu mismatches\n", c2.ex2_mismatches);
+  std::printf("ex2.approx.ftz.f32 fixed-point table model over all 2^32 inputs: %llu mismatches\n",
+              c2.ex2_mismatches);
   for (unsigned k = 0; k < c2.ex2_recorded && k < 16; ++k)
-    std::printf("  input 0x%08x: hw 0x%08x model 0x%08x\n", c2.ex2_in[k], c2.ex2_hw_r[k], c2.ex2_model_r[k]);
-  std::printf("lg2.approx.ftz.f32 = e + L[m] over positive normals: %llu mismatches with FADD.RN, %llu with RZ\n",
-              c2.lg2_rn_mismatches, c2.lg2_rz_mismatches);
+    std::printf("  input 0x%08x: hw 0x%08x model 0x%08x\n", c2.ex2_in[k], c2.ex2_hw_r[k],
+                c2.ex2_model_r[k]);
+  std::printf(
+      "lg2.approx.ftz.f32 = e + L[m] over positive normals: %llu mismatches with FADD.RN, %llu "
+      "with RZ\n",
+      c2.lg2_rn_mismatches, c2.lg2_rz_mismatches);
   for (unsigned k = 0; k < c2.lg2_recorded && k < 16; ++k)
-    std::printf("  input 0x%08x: hw 0x%08x rn-model 0x%08x\n", c2.lg2_in[k], c2.lg2_hw_r[k], c2.lg2_rn[k]);
+    std::printf("  input 0x%08x: hw 0x%08x rn-model 0x%08x\n", c2.lg2_in[k], c2.lg2_hw_r[k],
+                c2.lg2_rn[k]);
 
   // lg2.approx.ftz: record T1 (T0 is recorded above), check the fixed-point model over all 2^32
   // inputs, keep the first 4096 mismatches (input, hw, model) in lg2_mismatches.bin.
@@ -330,22 +351,27 @@ int main(int argc, char** argv) {
     std::printf("  input 0x%08x: hw 0x%08x model 0x%08x\n", c3.in[k], c3.hw[k], c3.model[k]);
   std::vector<std::uint32_t> t(1u << 23);
   Counters c{};
-  ATTNSIM_CUDA_CHECK(cudaMemcpy(t.data(), d_t, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(
+      cudaMemcpy(t.data(), d_t, sizeof(std::uint32_t) << 23, cudaMemcpyDeviceToHost));
   ATTNSIM_CUDA_CHECK(cudaMemcpy(&c, d_c, sizeof(Counters), cudaMemcpyDeviceToHost));
   attnsim::probe::write_bin(dir + "/rcp_table.bin", t.data(), t.size() * 4);
   FILE* s = std::fopen((dir + "/special_summary.txt").c_str(), "w");
   if (!s) return 1;
   for (FILE* o : {stdout, s}) {
-    std::fprintf(o, "rcp.approx.ftz.f32 table model over all 2^32 inputs: %llu mismatches, %llu NaN results\n",
-                 c.mismatches, c.nan_results);
+    std::fprintf(
+        o,
+        "rcp.approx.ftz.f32 table model over all 2^32 inputs: %llu mismatches, %llu NaN results\n",
+        c.mismatches, c.nan_results);
     for (unsigned k = 0; k < c.recorded && k < 32; ++k) {
-      std::fprintf(o, "  input 0x%08x: hw 0x%08x model 0x%08x\n", c.first_in[k], c.first_hw[k], c.first_model[k]);
+      std::fprintf(o, "  input 0x%08x: hw 0x%08x model 0x%08x\n", c.first_in[k], c.first_hw[k],
+                   c.first_model[k]);
     }
-    std::fprintf(o, "div.approx.ftz.f32 vs a * rcp.approx.ftz(b): %llu of %llu random pairs differ\n",
+    std::fprintf(o,
+                 "div.approx.ftz.f32 vs a * rcp.approx.ftz(b): %llu of %llu random pairs differ\n",
                  c.div_mismatches, c.div_checked);
     for (unsigned k = 0; k < c.div_mismatches && k < 8; ++k) {
-      std::fprintf(o, "  a 0x%08x b 0x%08x: hw 0x%08x model 0x%08x\n", c.div_a[k], c.div_b[k], c.div_hw_r[k],
-                   c.div_model_r[k]);
+      std::fprintf(o, "  a 0x%08x b 0x%08x: hw 0x%08x model 0x%08x\n", c.div_a[k], c.div_b[k],
+                   c.div_hw_r[k], c.div_model_r[k]);
     }
   }
   std::fclose(s);
