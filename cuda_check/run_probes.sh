@@ -32,11 +32,15 @@ gzip -9 -c "$work/mma_probe.sass" > "$out/mma_probe_sass.txt.gz"
 grep -oE '\b(HGMMA|QGMMA|IGMMA|HMMA|IMMA)[A-Z0-9._x]*' "$work/mma_probe.sass" | sort | uniq -c > "$out/mma_probe_log.txt"
 # The IGMMA lines themselves (operands and modifiers), as evidence for data/hw/README.md.
 grep -E '\bIGMMA' "$work/mma_probe.sass" | sed 's/^ *//' >> "$out/mma_probe_log.txt" || true
+# ... and the QGMMA lines (the f16-accumulating FP8 wgmma among them).
+grep -E '\bQGMMA' "$work/mma_probe.sass" | sed 's/^ *//' | sort -u >> "$out/mma_probe_log.txt" || true
 "$work/mma_probe" "$work" | tee -a "$out/mma_probe_log.txt" || true
 # The groups of data/hw/h100/mma_h100.h5 and mma_h100_special.h5 are re-recorded in the same run
 # and compared with them (both files come back only if a group differs); INT8 wgmma (IGMMA) goes
-# to mma_h100_igmma.h5.
+# to mma_h100_igmma.h5, FP8 wgmma with f16 accumulation and the two-level (promoted) chains to
+# mma_h100_f16acc.h5.
 python3 cuda_check/pack_mma.py "$work" "$work/mma_h100.h5" "$work/mma_h100_special.h5" "$out/mma_h100_igmma.h5" \
+  --out-f16acc "$out/mma_h100_f16acc.h5" \
   --compare data/hw/h100/mma_h100.h5 --compare-special data/hw/h100/mma_h100_special.h5 \
   | tee -a "$out/mma_probe_log.txt"
 if grep -q DIFFERENT "$out/mma_probe_log.txt"; then cp "$work/mma_h100.h5" "$work/mma_h100_special.h5" "$out/"; fi

@@ -2,9 +2,9 @@
 // tools use: see README.md and numerics/README.md).
 #include <chrono>
 #include <cstdio>
-#include <random>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <string>
 
 #include "experiments/commands.hpp"
@@ -58,27 +58,45 @@ void bench_models() {
         const float x = f32_from_bits(a[i]), y = f32_from_bits(b[i]);
         constexpr Policy kRn{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
         switch (info.in) {
-          case MmaIn::kFp16: a[i] = encode<fp16>(x, kRn); b[i] = encode<fp16>(y, kRn);
-            af[i] = decode_f32<fp16>(std::uint16_t(a[i])); bf[i] = decode_f32<fp16>(std::uint16_t(b[i])); break;
-          case MmaIn::kBf16: a[i] = encode<bf16>(x, kRn); b[i] = encode<bf16>(y, kRn);
-            af[i] = decode_f32<bf16>(std::uint16_t(a[i])); bf[i] = decode_f32<bf16>(std::uint16_t(b[i])); break;
-          case MmaIn::kE4m3: a[i] = encode<e4m3fn>(x, kRn); b[i] = encode<e4m3fn>(y, kRn);
-            af[i] = decode_f32<e4m3fn>(std::uint8_t(a[i])); bf[i] = decode_f32<e4m3fn>(std::uint8_t(b[i])); break;
-          default: a[i] = encode<e5m2>(x, kRn); b[i] = encode<e5m2>(y, kRn);
-            af[i] = decode_f32<e5m2>(std::uint8_t(a[i])); bf[i] = decode_f32<e5m2>(std::uint8_t(b[i])); break;
+          case MmaIn::kFp16:
+            a[i] = encode<fp16>(x, kRn);
+            b[i] = encode<fp16>(y, kRn);
+            af[i] = decode_f32<fp16>(std::uint16_t(a[i]));
+            bf[i] = decode_f32<fp16>(std::uint16_t(b[i]));
+            break;
+          case MmaIn::kBf16:
+            a[i] = encode<bf16>(x, kRn);
+            b[i] = encode<bf16>(y, kRn);
+            af[i] = decode_f32<bf16>(std::uint16_t(a[i]));
+            bf[i] = decode_f32<bf16>(std::uint16_t(b[i]));
+            break;
+          case MmaIn::kE4m3:
+            a[i] = encode<e4m3fn>(x, kRn);
+            b[i] = encode<e4m3fn>(y, kRn);
+            af[i] = decode_f32<e4m3fn>(std::uint8_t(a[i]));
+            bf[i] = decode_f32<e4m3fn>(std::uint8_t(b[i]));
+            break;
+          default:
+            a[i] = encode<e5m2>(x, kRn);
+            b[i] = encode<e5m2>(y, kRn);
+            af[i] = decode_f32<e5m2>(std::uint8_t(a[i]));
+            bf[i] = decode_f32<e5m2>(std::uint8_t(b[i]));
+            break;
         }
       }
     }
     volatile std::uint32_t sink = 0;
     volatile float fsink = 0;
     auto time_it = [&](auto&& f) { return double(K) / time_per_call(f, 0.2, reps_min); };
-    const double model = time_it([&] { sink = sink + mma_dot(info.instr, a.data(), b.data(), K, 0u); });
+    const double model =
+        time_it([&] { sink = sink + mma_dot(info.instr, a.data(), b.data(), K, 0u); });
     const double native = time_it([&] {
       float acc = 0.0f;
       for (int i = 0; i < K; ++i) acc = acc + af[i] * bf[i];
       fsink = fsink + acc;
     });
-    std::printf("%-28s %14.1f %14.1f %7.1fx\n", info.name, model / 1e6, native / 1e6, native / model);
+    std::printf("%-28s %14.1f %14.1f %7.1fx\n", info.name, model / 1e6, native / 1e6,
+                native / model);
   }
 }
 
@@ -89,10 +107,12 @@ void add_mma_command(CLI::App& app) {
   auto o = std::make_shared<MmaOptions>();
   CLI::App* cmd = app.add_subcommand(
       "mma",
-      "D = A·B + C through a bit-exact tensor-core instruction model. A: M x K row-major encodings; "
+      "D = A·B + C through a bit-exact tensor-core instruction model. A: M x K row-major "
+      "encodings; "
       "Bt: N x K row-major (B transposed); C, D: M x N row-major float32 (int32 for integer "
       "instructions, u16 fp16 bits for fp16 accumulation). Encodings: u16 for fp16/bf16, u8 for "
-      "fp8/int8/uint8, int4 packed two per byte (element 0 in the low nibble). K may be any multiple of the "
+      "fp8/int8/uint8, int4 packed two per byte (element 0 in the low nibble). K may be any "
+      "multiple of the "
       "instruction's k: instructions are chained in natural k order.");
   cmd->add_option("--instr", o->instr, "instruction model (see --list)");
   cmd->add_option("--m", o->m, "rows of A and D");
@@ -102,19 +122,25 @@ void add_mma_command(CLI::App& app) {
   cmd->add_option("--b", o->b, "Bt file (N x K)");
   cmd->add_option("--c", o->c, "C file");
   cmd->add_option("--out", o->out, "D file (written atomically)");
-  cmd->add_option("--batch", o->batch, "independent problems stored back to back")->capture_default_str();
-  cmd->add_option("--promote", o->promote,
-                  "two-level accumulation (DeepSeek-V3, SageAttention2++): chain the instruction over N "
-                  "elements from zero, add each chunk to an FP32 register (FADD.RN); C and D are then float32 "
-                  "(0: off)")
+  cmd->add_option("--batch", o->batch, "independent problems stored back to back")
       ->capture_default_str();
-  cmd->add_flag("--list", o->list, "list the instruction models with their parameters and evidence");
-  cmd->add_flag("--bench", o->bench, "products/s of each model vs a native FP32 dot product (one core)");
+  cmd->add_option(
+         "--promote", o->promote,
+         "two-level accumulation (DeepSeek-V3, SageAttention2++): chain the instruction over N "
+         "elements from zero, add each chunk to an FP32 register (FADD.RN); C and D are then "
+         "float32 "
+         "(0: off)")
+      ->capture_default_str();
+  cmd->add_flag("--list", o->list,
+                "list the instruction models with their parameters and evidence");
+  cmd->add_flag("--bench", o->bench,
+                "products/s of each model vs a native FP32 dot product (one core)");
   cmd->callback([o]() {
     if (o->list) {
       for (const auto& i : mma_instructions()) {
         std::printf("%-28s m%dn%dk%d%s  %s\n  %-26s evidence: %s\n", i.name, i.m, i.n, i.k,
-                    i.unverified ? "  [UNVERIFIED: not checked against any recording]" : "", i.model, "", i.evidence);
+                    i.unverified ? "  [UNVERIFIED: not checked against any recording]" : "",
+                    i.model, "", i.evidence);
       }
       return;
     }
@@ -126,7 +152,8 @@ void add_mma_command(CLI::App& app) {
     const auto instr = parse_mma_instr(o->instr);
     if (!instr) {
       std::string names;
-      for (const auto& i : mma_instructions()) names += (names.empty() ? "" : " ") + std::string(i.name);
+      for (const auto& i : mma_instructions())
+        names += (names.empty() ? "" : " ") + std::string(i.name);
       throw UsageError("unknown instruction '" + o->instr + "' (expected one of: " + names + ")");
     }
     const MmaInstrInfo& info = mma_info(*instr);
@@ -134,31 +161,35 @@ void add_mma_command(CLI::App& app) {
       throw UsageError("--m, --n, --k and --batch must be positive");
     }
     if (o->k % info.k != 0) {
-      throw UsageError("--k " + std::to_string(o->k) + " is not a multiple of " + info.name + "'s k = " +
-                       std::to_string(info.k));
+      throw UsageError("--k " + std::to_string(o->k) + " is not a multiple of " + info.name +
+                       "'s k = " + std::to_string(info.k));
     }
     if (o->a.empty() || o->b.empty() || o->c.empty() || o->out.empty()) {
       throw UsageError("mma needs --a, --b, --c and --out");
     }
-    if (o->promote < 0) throw UsageError("--promote must be 0 (off) or a positive number of elements");
+    if (o->promote < 0)
+      throw UsageError("--promote must be 0 (off) or a positive number of elements");
     if (o->promote > 0) {
       if (info.acc == 2) {
-        throw UsageError("--promote applies to floating-point accumulators; " + std::string(info.name) +
-                         " accumulates exactly in int32");
+        throw UsageError("--promote applies to floating-point accumulators; " +
+                         std::string(info.name) + " accumulates exactly in int32");
       }
       if (o->promote % info.k != 0 || o->k % o->promote != 0) {
-        throw UsageError("--promote " + std::to_string(o->promote) + " must be a multiple of " + info.name +
-                         "'s k = " + std::to_string(info.k) + " and divide --k " + std::to_string(o->k));
+        throw UsageError("--promote " + std::to_string(o->promote) + " must be a multiple of " +
+                         info.name + "'s k = " + std::to_string(info.k) + " and divide --k " +
+                         std::to_string(o->k));
       }
     }
     const std::size_t cw = o->promote > 0 ? 4 : acc_bytes(info);  // promoted: FP32 C and D
-    const std::size_t M = std::size_t(o->m), N = std::size_t(o->n), K = std::size_t(o->k), P = std::size_t(o->batch);
-    const std::size_t a_bytes = M * K * info.in_bits / 8, b_bytes = N * K * info.in_bits / 8, c_bytes = M * N * cw;
+    const std::size_t M = std::size_t(o->m), N = std::size_t(o->n), K = std::size_t(o->k),
+                      P = std::size_t(o->batch);
+    const std::size_t a_bytes = M * K * info.in_bits / 8, b_bytes = N * K * info.in_bits / 8,
+                      c_bytes = M * N * cw;
     auto read_exact = [](const std::string& path, std::size_t want, const char* what) {
       std::vector<std::uint8_t> v = read_file_bytes(path);
       if (v.size() != want) {
-        throw UsageError(std::string(what) + " file '" + path + "' has " + std::to_string(v.size()) +
-                         " bytes; expected " + std::to_string(want));
+        throw UsageError(std::string(what) + " file '" + path + "' has " +
+                         std::to_string(v.size()) + " bytes; expected " + std::to_string(want));
       }
       return v;
     };
@@ -174,8 +205,8 @@ void add_mma_command(CLI::App& app) {
       }
     }
     for (std::size_t p = 0; p < P; ++p) {
-      mma_gemm(*instr, o->m, o->n, o->k, A.data() + p * a_bytes, B.data() + p * b_bytes, C.data() + p * M * N,
-               D.data() + p * M * N, o->promote);
+      mma_gemm(*instr, o->m, o->n, o->k, A.data() + p * a_bytes, B.data() + p * b_bytes,
+               C.data() + p * M * N, D.data() + p * M * N, o->promote);
     }
     std::vector<std::uint8_t> out(c_bytes * P);
     for (std::size_t i = 0; i < D.size(); ++i) {

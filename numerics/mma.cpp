@@ -18,6 +18,14 @@ namespace {
 constexpr BlockFmaParams kHopperHmmaF32{16, 2, 23, false, -133, false};
 constexpr BlockFmaParams kHopperHmmaF16{16, 2, 10, true, -21, true};
 constexpr BlockFmaParams kHopperQgmmaF32{32, -10, 13, false, -133, false};
+// FP8 wgmma with an fp16 accumulator (QGMMA.64xNx32.F16, data/hw/h100/mma_h100_f16acc.h5): the
+// FP22 block of kHopperQgmmaF32 (32 products + C, 13-bit window, truncated terms) with the sum
+// rounded to nearest even into fp16 instead of truncated to 13 bits. 0 of 565,760 recorded outputs
+// missed; RZ, blocks of 16 or 8, windows of 11, 12, 14, 15 or 25 bits each miss hundreds to
+// thousands (tests/hw/mma_h100_test.cpp). The floor is only bounded: every floor at or below 2^-19
+// gives the same bits for every FP8 input (the smallest product, 2^-32, fits 13 bits below it),
+// 2^-18 and above miss designed subnormal outputs; -21 is HMMA's fp16-accumulator floor.
+constexpr BlockFmaParams kHopperQgmmaF16{32, -10, 10, true, -21, true};
 // UNVERIFIED sm_89 (Ada) QMMA m16n8k32, from public information only (tensor-core-numerics.md):
 // FP32 output: two chained 16-product blocks in natural k order (k 0-15 with C, then k 16-31),
 // 13-bit window, RZ to 13 bits (FP22), floor as Ada HMMA (-132): Khattak & Mikaitis' AdaTC/L40STC
@@ -30,11 +38,16 @@ constexpr BlockFmaParams kAdaQmmaF16{16, -10, 10, true, -20, true};
 
 FloatParts decode_bits(MmaIn in, std::uint32_t bits) {
   switch (in) {
-    case MmaIn::kFp16: return decompose<fp16>(std::uint16_t(bits));
-    case MmaIn::kBf16: return decompose<bf16>(std::uint16_t(bits));
-    case MmaIn::kE4m3: return decompose<e4m3fn>(std::uint8_t(bits));
-    case MmaIn::kE5m2: return decompose<e5m2>(std::uint8_t(bits));
-    default: break;
+    case MmaIn::kFp16:
+      return decompose<fp16>(std::uint16_t(bits));
+    case MmaIn::kBf16:
+      return decompose<bf16>(std::uint16_t(bits));
+    case MmaIn::kE4m3:
+      return decompose<e4m3fn>(std::uint8_t(bits));
+    case MmaIn::kE5m2:
+      return decompose<e5m2>(std::uint8_t(bits));
+    default:
+      break;
   }
   throw std::logic_error("decode_bits: integer format");
 }
@@ -52,22 +65,32 @@ const std::vector<FloatParts>& decode_table(MmaIn in) {
   static const std::vector<FloatParts> e4m3_t = build(MmaIn::kE4m3, 1u << 8);
   static const std::vector<FloatParts> e5m2_t = build(MmaIn::kE5m2, 1u << 8);
   switch (in) {
-    case MmaIn::kFp16: return fp16_t;
-    case MmaIn::kBf16: return bf16_t;
-    case MmaIn::kE4m3: return e4m3_t;
-    case MmaIn::kE5m2: return e5m2_t;
-    default: break;
+    case MmaIn::kFp16:
+      return fp16_t;
+    case MmaIn::kBf16:
+      return bf16_t;
+    case MmaIn::kE4m3:
+      return e4m3_t;
+    case MmaIn::kE5m2:
+      return e5m2_t;
+    default:
+      break;
   }
   throw std::logic_error("decode_table: integer format");
 }
 
 int man_bits(MmaIn in) {
   switch (in) {
-    case MmaIn::kFp16: return 10;
-    case MmaIn::kBf16: return 7;
-    case MmaIn::kE4m3: return 3;
-    case MmaIn::kE5m2: return 2;
-    default: return 0;
+    case MmaIn::kFp16:
+      return 10;
+    case MmaIn::kBf16:
+      return 7;
+    case MmaIn::kE4m3:
+      return 3;
+    case MmaIn::kE5m2:
+      return 2;
+    default:
+      return 0;
   }
 }
 
@@ -94,7 +117,8 @@ std::uint32_t pack_block_result(bool neg, int e, std::uint64_t q, const BlockFma
   if (e > bias) return sign | (p.acc_fp16 ? 0x7C00u : 0x7F800000u);
   const std::uint64_t unit = std::uint64_t{1} << p.out_man;
   if (q < unit) return sign | std::uint32_t(q << (fbits - p.out_man));  // subnormal
-  return sign | (std::uint32_t(e + bias) << fbits) | std::uint32_t((q - unit) << (fbits - p.out_man));
+  return sign | (std::uint32_t(e + bias) << fbits) |
+         std::uint32_t((q - unit) << (fbits - p.out_man));
 }
 
 // Normalises and rounds an exact block sum acc · 2^lsb into the accumulator format (shared by the
@@ -129,8 +153,8 @@ std::uint32_t round_block(std::int64_t acc, int lsb, const BlockFmaParams& p) {
 
 // C as a block term: significand with 23 fraction bits (fp16 C: shifted up by 13), the exponent
 // of its unit bit (kZeroExp for a zero), its sign. False for Inf/NaN.
-inline __attribute__((always_inline)) bool c_term(std::uint32_t c, bool acc_fp16, std::uint64_t* sig, int* e,
-                                                  bool* neg) {
+inline __attribute__((always_inline)) bool c_term(std::uint32_t c, bool acc_fp16,
+                                                  std::uint64_t* sig, int* e, bool* neg) {
   if (acc_fp16) {
     const std::uint32_t ef = (c >> 10) & 0x1F, m = c & 0x3FF;
     if (ef == 0x1F) return false;
@@ -148,12 +172,11 @@ inline __attribute__((always_inline)) bool c_term(std::uint32_t c, bool acc_fp16
   return true;
 }
 
-
 // block_fma when no operand and no C is Inf or NaN (nearly always): the same arithmetic in two
 // branch-free passes over the products (alignment exponent, then truncated aligned sum). Returns
 // false, computing nothing, when a special value is present; block_fma then takes the general
 // path. Tested against every H100 recording (tests/hw/mma_h100_test.cpp) and against the general
-// path (block_fma_reference) on random and adversarial blocks (tests/numerics/mma_test.cpp).
+// path (block_fma_ref) on random and adversarial blocks (tests/numerics/mma_test.cpp).
 // kN > 0: the block size as a compile-time constant, so the loops unroll; kN = 0: n at run time.
 // lp: the left shift that gives a product 23 + neab fraction bits
 // (23 - 2·mantissa bits + neab >= 0).
@@ -165,11 +188,15 @@ inline __attribute__((always_inline)) bool c_term(std::uint32_t c, bool acc_fp16
 // (formats/exmy.hpp): normal = (m | hidden) · 2^(e − bias − man), subnormal = m · 2^(1 − bias −
 // man); the specials are e = all ones (fp16, bf16, e5m2) and S.1111.111 (e4m3fn, NaN only).
 template <MmaIn kIn, int kN>
-inline __attribute__((always_inline)) bool block_products(const std::uint32_t* a, const std::uint32_t* b, int n_rt,
-                                                          int lp, std::int32_t* pe, std::uint32_t* pm,
+inline __attribute__((always_inline)) bool block_products(const std::uint32_t* a,
+                                                          const std::uint32_t* b, int n_rt, int lp,
+                                                          std::int32_t* pe, std::uint32_t* pm,
                                                           std::int32_t* sg, int* mx_out) {
   const int n = kN > 0 ? kN : n_rt;
-  constexpr int kMan = kIn == MmaIn::kFp16 ? 10 : kIn == MmaIn::kBf16 ? 7 : kIn == MmaIn::kE4m3 ? 3 : 2;
+  constexpr int kMan = kIn == MmaIn::kFp16   ? 10
+                       : kIn == MmaIn::kBf16 ? 7
+                       : kIn == MmaIn::kE4m3 ? 3
+                                             : 2;
   constexpr int kBits = (kIn == MmaIn::kFp16 || kIn == MmaIn::kBf16) ? 16 : 8;
   constexpr int kExpBits = kBits - 1 - kMan;
   constexpr std::uint32_t kEmax = (1u << kExpBits) - 1, kManMask = (1u << kMan) - 1;
@@ -199,9 +226,11 @@ inline __attribute__((always_inline)) bool block_products(const std::uint32_t* a
 }
 
 template <int kN, MmaIn kIn>
-inline __attribute__((always_inline)) bool block_fma_finite(
-    int lp, const std::uint32_t* a, const std::uint32_t* b, int n_rt, std::uint32_t c,
-    const BlockFmaParams& p, std::uint32_t* out) {
+inline __attribute__((always_inline)) bool block_fma_finite(int lp, const std::uint32_t* a,
+                                                            const std::uint32_t* b, int n_rt,
+                                                            std::uint32_t c,
+                                                            const BlockFmaParams& p,
+                                                            std::uint32_t* out) {
   const int n = kN > 0 ? kN : n_rt;
   std::uint64_t csig;
   int ce;
@@ -255,19 +284,21 @@ std::uint32_t block_fma_general(MmaIn in, const std::uint32_t* a, const std::uin
 // multi-versioning): with AVX2 the compiler vectorises the product and shift passes; both are the
 // same integer arithmetic, so results are identical.
 template <int kN, MmaIn kIn>
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(ATTNSIM_NO_TARGET_CLONES)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
+    !defined(ATTNSIM_NO_TARGET_CLONES)
 __attribute__((target_clones("avx2", "default")))
 #endif
-std::uint32_t chain_blocks(const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c,
-                           const BlockFmaParams& p) {
+std::uint32_t
+chain_blocks(const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c,
+             const BlockFmaParams& p) {
   const int lp = 23 - 2 * man_bits(kIn) + p.neab;
   if (lp < 0) {  // no configuration has this; kept for completeness
     for (int k0 = 0; k0 < K; k0 += kN) c = block_fma_general(kIn, a + k0, b + k0, kN, c, p);
     return c;
   }
   constexpr int kBatch = 8;
-  std::uint32_t w[kBatch][kN];   // product magnitudes aligned to their block's pmax
-  std::int32_t sg[kBatch][kN];   // 0 or -1
+  std::uint32_t w[kBatch][kN];  // product magnitudes aligned to their block's pmax
+  std::int32_t sg[kBatch][kN];  // 0 or -1
   int pmax[kBatch];
   bool special[kBatch];
   for (int k0 = 0; k0 < K; k0 += kBatch * kN) {
@@ -302,7 +333,8 @@ std::uint32_t chain_blocks(const std::uint32_t* a, const std::uint32_t* b, int K
       // Each aligned product magnitude is below 2^27 (fp16/bf16: 22/16-bit significand products
       // shifted left by 5/11) or 2^15 (fp8), so a block's sum fits in 32 bits when kN · bound
       // < 2^31 (every configuration here): 32-bit lanes vectorise twice as wide.
-      constexpr bool kNarrow = (kIn == MmaIn::kE4m3 || kIn == MmaIn::kE5m2) ? kN <= 65536 : kN <= 16;
+      constexpr bool kNarrow =
+          (kIn == MmaIn::kE4m3 || kIn == MmaIn::kE5m2) ? kN <= 65536 : kN <= 16;
       using Sum = std::conditional_t<kNarrow, std::int32_t, std::int64_t>;
       Sum part = 0;
       for (int i = 0; i < kN; ++i) {
@@ -323,14 +355,19 @@ std::uint32_t chain_blocks(const std::uint32_t* a, const std::uint32_t* b, int K
 
 // chain_blocks with the input format chosen at run time.
 template <int kN>
-std::uint32_t chain_blocks_rt(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c,
-                              const BlockFmaParams& p) {
+std::uint32_t chain_blocks_rt(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int K,
+                              std::uint32_t c, const BlockFmaParams& p) {
   switch (in) {
-    case MmaIn::kFp16: return chain_blocks<kN, MmaIn::kFp16>(a, b, K, c, p);
-    case MmaIn::kBf16: return chain_blocks<kN, MmaIn::kBf16>(a, b, K, c, p);
-    case MmaIn::kE4m3: return chain_blocks<kN, MmaIn::kE4m3>(a, b, K, c, p);
-    case MmaIn::kE5m2: return chain_blocks<kN, MmaIn::kE5m2>(a, b, K, c, p);
-    default: break;
+    case MmaIn::kFp16:
+      return chain_blocks<kN, MmaIn::kFp16>(a, b, K, c, p);
+    case MmaIn::kBf16:
+      return chain_blocks<kN, MmaIn::kBf16>(a, b, K, c, p);
+    case MmaIn::kE4m3:
+      return chain_blocks<kN, MmaIn::kE4m3>(a, b, K, c, p);
+    case MmaIn::kE5m2:
+      return chain_blocks<kN, MmaIn::kE5m2>(a, b, K, c, p);
+    default:
+      break;
   }
   throw std::logic_error("block_fma: integer format");
 }
@@ -344,23 +381,34 @@ bool block_fma_finite_rt(const std::uint32_t* a, const std::uint32_t* b, int n, 
 
 }  // namespace
 
-std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n, std::uint32_t c,
-                        const BlockFmaParams& p) {
-  if (n == 16 || n == 32) return n == 16 ? chain_blocks_rt<16>(in, a, b, 16, c, p) : chain_blocks_rt<32>(in, a, b, 32, c, p);
+std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
+                        std::uint32_t c, const BlockFmaParams& p) {
+  if (n == 16 || n == 32)
+    return n == 16 ? chain_blocks_rt<16>(in, a, b, 16, c, p)
+                   : chain_blocks_rt<32>(in, a, b, 32, c, p);
   std::uint32_t r;
   bool done = false;
   switch (in) {
-    case MmaIn::kFp16: done = block_fma_finite_rt<MmaIn::kFp16>(a, b, n, c, p, &r); break;
-    case MmaIn::kBf16: done = block_fma_finite_rt<MmaIn::kBf16>(a, b, n, c, p, &r); break;
-    case MmaIn::kE4m3: done = block_fma_finite_rt<MmaIn::kE4m3>(a, b, n, c, p, &r); break;
-    case MmaIn::kE5m2: done = block_fma_finite_rt<MmaIn::kE5m2>(a, b, n, c, p, &r); break;
-    default: break;
+    case MmaIn::kFp16:
+      done = block_fma_finite_rt<MmaIn::kFp16>(a, b, n, c, p, &r);
+      break;
+    case MmaIn::kBf16:
+      done = block_fma_finite_rt<MmaIn::kBf16>(a, b, n, c, p, &r);
+      break;
+    case MmaIn::kE4m3:
+      done = block_fma_finite_rt<MmaIn::kE4m3>(a, b, n, c, p, &r);
+      break;
+    case MmaIn::kE5m2:
+      done = block_fma_finite_rt<MmaIn::kE5m2>(a, b, n, c, p, &r);
+      break;
+    default:
+      break;
   }
   return done ? r : block_fma_general(in, a, b, n, c, p);
 }
 
-std::uint32_t block_fma_reference(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
-                                  std::uint32_t c, const BlockFmaParams& p) {
+std::uint32_t block_fma_ref(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
+                            std::uint32_t c, const BlockFmaParams& p) {
   return block_fma_general(in, a, b, n, c, p);
 }
 
@@ -443,25 +491,44 @@ const std::vector<MmaInstrInfo>& mma_instructions() {
        "block FMA: 16 products + fp16 C, window 23+2 bits, FP16 RNE, alignment floor 2^-21",
        "H100 recordings (K=16, K=128)"},
       {MmaInstr::kMmaSyncE4m3F32, "sm90.mma_sync.e4m3.f32", 16, 8, 32, MmaIn::kE4m3, 8, 0,
-       "ptxas emulation: P1 = HMMA(k in {4t,4t+1,16+4t,16+4t+1}, C=0); P2 = HMMA(other 16 k, C=P1); "
+       "ptxas emulation: P1 = HMMA(k in {4t,4t+1,16+4t,16+4t+1}, C=0); P2 = HMMA(other 16 k, "
+       "C=P1); "
        "D = fadd.rn(C, P2)",
-       "SASS F2FP.F16.E4M3.UNPACK_B + 2x HMMA.16816.F32 + FADD (data/hw/h100/mma_probe_sass.txt.gz); "
+       "SASS F2FP.F16.E4M3.UNPACK_B + 2x HMMA.16816.F32 + FADD "
+       "(data/hw/h100/mma_probe_sass.txt.gz); "
        "H100 recordings"},
       {MmaInstr::kMmaSyncE5m2F32, "sm90.mma_sync.e5m2.f32", 16, 8, 32, MmaIn::kE5m2, 8, 0,
-       "as sm90.mma_sync.e4m3.f32 with e5m2 inputs", "SASS F2FP.F16.E5M2.UNPACK_B + 2x HMMA + FADD; H100 recordings"},
+       "as sm90.mma_sync.e4m3.f32 with e5m2 inputs",
+       "SASS F2FP.F16.E5M2.UNPACK_B + 2x HMMA + FADD; H100 recordings"},
       {MmaInstr::kWgmmaE4m3F32, "sm90.wgmma.e4m3.f32", 64, 8, 32, MmaIn::kE4m3, 8, 0,
        "block FMA: 32 products + C, window 13 bits (FP22), truncated terms, result RZ to 13 bits",
        "SASS QGMMA.64x8x32.F32.E4M3.E4M3; H100 recordings"},
       {MmaInstr::kWgmmaE5m2F32, "sm90.wgmma.e5m2.f32", 64, 8, 32, MmaIn::kE5m2, 8, 0,
-       "as sm90.wgmma.e4m3.f32 with e5m2 inputs", "SASS QGMMA.64x8x32.F32.E5M2.E5M2; H100 recordings"},
+       "as sm90.wgmma.e4m3.f32 with e5m2 inputs",
+       "SASS QGMMA.64x8x32.F32.E5M2.E5M2; H100 recordings"},
+      {MmaInstr::kWgmmaE4m3F16, "sm90.wgmma.e4m3.f16", 64, 8, 32, MmaIn::kE4m3, 8, 1,
+       "block FMA: 32 products + fp16 C, window 13 bits, truncated terms, FP16 RNE, floor 2^-21 "
+       "(any <= 2^-19 "
+       "is equivalent for FP8)",
+       "SASS QGMMA.64x8x32.F16.E4M3.E4M3; H100 recordings data/hw/h100/mma_h100_f16acc.h5 "
+       "(small-integer layout "
+       "check, designed window/tie/overflow/subnormal/block-membership probes, random K=32/256, "
+       "special operands); "
+       "RZ, 16- or 8-product blocks, 11/12/14/15/25-bit windows disagree"},
+      {MmaInstr::kWgmmaE5m2F16, "sm90.wgmma.e5m2.f16", 64, 8, 32, MmaIn::kE5m2, 8, 1,
+       "as sm90.wgmma.e4m3.f16 with e5m2 inputs (floor 2^-18 and above disagree)",
+       "SASS QGMMA.64x8x32.F16.E5M2.E5M2; H100 recordings"},
       {MmaInstr::kWgmmaF16F32, "sm90.wgmma.f16.f32", 64, 8, 16, MmaIn::kFp16, 16, 0,
        "block FMA: 16 products + C per k16, window 23+2 bits, truncated terms, FP32 RZ (as HMMA)",
-       "SASS HGMMA.64x8x16.F32; H100 recordings data/hw/h100/mma_h100_special.h5 (small-integer layout "
-       "check, designed F1-F12, block-membership and window probes, random K=16/128, special operands)"},
+       "SASS HGMMA.64x8x16.F32; H100 recordings data/hw/h100/mma_h100_special.h5 (small-integer "
+       "layout "
+       "check, designed F1-F12, block-membership and window probes, random K=16/128, special "
+       "operands)"},
       {MmaInstr::kWgmmaBf16F32, "sm90.wgmma.bf16.f32", 64, 8, 16, MmaIn::kBf16, 16, 0,
        "as sm90.wgmma.f16.f32 with bf16 inputs", "SASS HGMMA.64x8x16.F32.BF16; H100 recordings"},
       {MmaInstr::kImmaS8, "sm90.imma.s8.s32", 16, 8, 32, MmaIn::kS8, 8, 2,
-       "exact integer dot product plus C, wrapping modulo 2^32", "SASS IMMA.16832.S8.S8; H100 recordings"},
+       "exact integer dot product plus C, wrapping modulo 2^32",
+       "SASS IMMA.16832.S8.S8; H100 recordings"},
       {MmaInstr::kImmaS8Sat, "sm90.imma.s8.s32.satfinite", 16, 8, 32, MmaIn::kS8, 8, 2,
        "exact integer dot product plus C, clamped to [INT32_MIN, INT32_MAX]",
        "SASS IMMA.16832.S8.S8.SAT; H100 recordings"},
@@ -470,12 +537,16 @@ const std::vector<MmaInstrInfo>& mma_instructions() {
        "SASS 2x IMMA.16832.S8.S8 ... RZ in the helper routine; H100 recordings"},
       {MmaInstr::kWgmmaS8, "sm90.wgmma.s8.s32", 64, 8, 32, MmaIn::kS8, 8, 2,
        "exact integer dot product of 32 s8 pairs plus C, wrapping modulo 2^32 (as IMMA)",
-       "SASS IGMMA.64x8x32.S8.S8; H100 recordings data/hw/h100/mma_h100_igmma.h5 (small-integer layout check, "
-       "designed int32-limit and partial-sum-order patterns, random, all-extreme operands; K=32 and chained K=256)"},
+       "SASS IGMMA.64x8x32.S8.S8; H100 recordings data/hw/h100/mma_h100_igmma.h5 (small-integer "
+       "layout check, "
+       "designed int32-limit and partial-sum-order patterns, random, all-extreme operands; K=32 "
+       "and chained K=256)"},
       {MmaInstr::kWgmmaS8Sat, "sm90.wgmma.s8.s32.satfinite", 64, 8, 32, MmaIn::kS8, 8, 2,
-       "exact integer dot product plus C, clamped once per instruction to [INT32_MIN, INT32_MAX] (no clamp of "
+       "exact integer dot product plus C, clamped once per instruction to [INT32_MIN, INT32_MAX] "
+       "(no clamp of "
        "partial sums; a chain clamps after every instruction)",
-       "SASS IGMMA.64x8x32.S8.S8.SAT; H100 recordings (wrapping, clamping per product or only at the chain's end "
+       "SASS IGMMA.64x8x32.S8.S8.SAT; H100 recordings (wrapping, clamping per product or only at "
+       "the chain's end "
        "each miss hundreds)"},
       {MmaInstr::kWgmmaU8, "sm90.wgmma.u8.s32", 64, 8, 32, MmaIn::kU8, 8, 2,
        "exact integer dot product of 32 u8 pairs plus C, wrapping modulo 2^32",
@@ -487,18 +558,23 @@ const std::vector<MmaInstrInfo>& mma_instructions() {
        "exact integer dot product, A u8 and B s8, plus C, wrapping modulo 2^32",
        "SASS IGMMA.64x8x32.U8.S8; H100 recordings", false, true},
       {MmaInstr::kSm89MmaSyncE4m3F16, "sm89.mma_sync.e4m3.f16", 16, 8, 32, MmaIn::kE4m3, 8, 1,
-       "UNVERIFIED: two 16-product blocks in natural k order (k0-15 + fp16 C, then k16-31), window 13 "
+       "UNVERIFIED: two 16-product blocks in natural k order (k0-15 + fp16 C, then k16-31), window "
+       "13 "
        "bits, truncated terms, each block RNE to fp16, floor 2^-20 (assumed)",
-       "UNVERIFIED, public information only (no Ada GPU): fit of the research note (tensor-core-numerics.md "
-       "5.3) to Khattak & Mikaitis' published Ada fp8->f16 outputs; special operands assumed as on sm_90",
+       "UNVERIFIED, public information only (no Ada GPU): fit of the research note "
+       "(tensor-core-numerics.md "
+       "5.3) to Khattak & Mikaitis' published Ada fp8->f16 outputs; special operands assumed as on "
+       "sm_90",
        true},
       {MmaInstr::kSm89MmaSyncE5m2F16, "sm89.mma_sync.e5m2.f16", 16, 8, 32, MmaIn::kE5m2, 8, 1,
        "UNVERIFIED: as sm89.mma_sync.e4m3.f16 with e5m2 inputs",
        "UNVERIFIED, public information only (as sm89.mma_sync.e4m3.f16)", true},
       {MmaInstr::kSm89MmaSyncE4m3F32, "sm89.mma_sync.e4m3.f32", 16, 8, 32, MmaIn::kE4m3, 8, 0,
-       "UNVERIFIED: two 16-product blocks in natural k order (C in the first), window 13 bits, truncated "
+       "UNVERIFIED: two 16-product blocks in natural k order (C in the first), window 13 bits, "
+       "truncated "
        "terms, RZ to 13 bits (FP22), floor 2^-132",
-       "UNVERIFIED, public information only (no Ada GPU): Khattak & Mikaitis AdaTC/L40STC parameters, "
+       "UNVERIFIED, public information only (no Ada GPU): Khattak & Mikaitis AdaTC/L40STC "
+       "parameters, "
        "re-checked by the research note on their published Ada/L40S outputs (C = 0)",
        true},
       {MmaInstr::kSm89MmaSyncE5m2F32, "sm89.mma_sync.e5m2.f32", 16, 8, 32, MmaIn::kE5m2, 8, 0,
@@ -545,18 +621,29 @@ MmaIn mma_in_b(const MmaInstrInfo& info) {
   return info.in == MmaIn::kS8 ? MmaIn::kU8 : MmaIn::kS8;
 }
 
-std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K, std::uint32_t c) {
+std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K,
+                      std::uint32_t c) {
   const MmaInstrInfo& info = mma_info(instr);
   if (K % info.k != 0) throw std::invalid_argument("K is not a multiple of the instruction's k");
   switch (instr) {  // one block per instruction: the whole chain in one call
     case MmaInstr::kHmmaF16F32:
-    case MmaInstr::kWgmmaF16F32: return chain_blocks<16, MmaIn::kFp16>(a, b, K, c, kHopperHmmaF32);
+    case MmaInstr::kWgmmaF16F32:
+      return chain_blocks<16, MmaIn::kFp16>(a, b, K, c, kHopperHmmaF32);
     case MmaInstr::kHmmaBf16F32:
-    case MmaInstr::kWgmmaBf16F32: return chain_blocks<16, MmaIn::kBf16>(a, b, K, c, kHopperHmmaF32);
-    case MmaInstr::kHmmaF16F16: return chain_blocks<16, MmaIn::kFp16>(a, b, K, c, kHopperHmmaF16);
-    case MmaInstr::kWgmmaE4m3F32: return chain_blocks<32, MmaIn::kE4m3>(a, b, K, c, kHopperQgmmaF32);
-    case MmaInstr::kWgmmaE5m2F32: return chain_blocks<32, MmaIn::kE5m2>(a, b, K, c, kHopperQgmmaF32);
-    default: break;
+    case MmaInstr::kWgmmaBf16F32:
+      return chain_blocks<16, MmaIn::kBf16>(a, b, K, c, kHopperHmmaF32);
+    case MmaInstr::kHmmaF16F16:
+      return chain_blocks<16, MmaIn::kFp16>(a, b, K, c, kHopperHmmaF16);
+    case MmaInstr::kWgmmaE4m3F32:
+      return chain_blocks<32, MmaIn::kE4m3>(a, b, K, c, kHopperQgmmaF32);
+    case MmaInstr::kWgmmaE5m2F32:
+      return chain_blocks<32, MmaIn::kE5m2>(a, b, K, c, kHopperQgmmaF32);
+    case MmaInstr::kWgmmaE4m3F16:
+      return chain_blocks<32, MmaIn::kE4m3>(a, b, K, c, kHopperQgmmaF16);
+    case MmaInstr::kWgmmaE5m2F16:
+      return chain_blocks<32, MmaIn::kE5m2>(a, b, K, c, kHopperQgmmaF16);
+    default:
+      break;
   }
   for (int k0 = 0; k0 < K; k0 += info.k) {
     const std::uint32_t* ak = a + k0;
@@ -617,6 +704,10 @@ std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_
       case MmaInstr::kWgmmaE5m2F32:
         c = block_fma(MmaIn::kE5m2, ak, bk, 32, c, kHopperQgmmaF32);
         break;
+      case MmaInstr::kWgmmaE4m3F16:
+      case MmaInstr::kWgmmaE5m2F16:
+        c = block_fma(info.in, ak, bk, 32, c, kHopperQgmmaF16);
+        break;
       case MmaInstr::kSm89MmaSyncE4m3F16:
       case MmaInstr::kSm89MmaSyncE5m2F16:
       case MmaInstr::kSm89MmaSyncE4m3F32:
@@ -656,12 +747,14 @@ std::uint32_t mma_dot(MmaInstr instr, const std::uint32_t* a, const std::uint32_
   return c;
 }
 
-std::uint32_t mma_dot_promoted(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b, int K,
-                               std::uint32_t c_f32, int every) {
+std::uint32_t mma_dot_promoted(MmaInstr instr, const std::uint32_t* a, const std::uint32_t* b,
+                               int K, std::uint32_t c_f32, int every) {
   const MmaInstrInfo& info = mma_info(instr);
-  if (info.acc == 2) throw std::invalid_argument("promotion applies to floating-point accumulators only");
+  if (info.acc == 2)
+    throw std::invalid_argument("promotion applies to floating-point accumulators only");
   if (every <= 0 || every % info.k != 0) {
-    throw std::invalid_argument("the promotion interval is not a positive multiple of the instruction's k");
+    throw std::invalid_argument(
+        "the promotion interval is not a positive multiple of the instruction's k");
   }
   if (K % every != 0) throw std::invalid_argument("K is not a multiple of the promotion interval");
   std::uint32_t acc = c_f32;
@@ -689,8 +782,9 @@ void mma_gemm(MmaInstr instr, int M, int N, int K, const std::uint8_t* A, const 
     for (int n = 0; n < N; ++n) {
       for (int j = 0; j < K; ++j) b[j] = mma_element(Bt + n * row_bytes, info.in_bits, j);
       const std::uint32_t c = C[std::size_t(m) * N + n];
-      D[std::size_t(m) * N + n] = promote_every > 0 ? mma_dot_promoted(instr, a.data(), b.data(), K, c, promote_every)
-                                                    : mma_dot(instr, a.data(), b.data(), K, c);
+      D[std::size_t(m) * N + n] =
+          promote_every > 0 ? mma_dot_promoted(instr, a.data(), b.data(), K, c, promote_every)
+                            : mma_dot(instr, a.data(), b.data(), K, c);
     }
   }
 }

@@ -25,10 +25,16 @@ struct Cfg {
 
 // The parameter sets the instruction models use (numerics/mma.cpp) plus a run-time block size.
 const Cfg kCfgs[] = {
-    {MmaIn::kFp16, 16, {16, 2, 23, false, -133, false}},  {MmaIn::kBf16, 16, {16, 2, 23, false, -133, false}},
-    {MmaIn::kFp16, 16, {16, 2, 10, true, -21, true}},     {MmaIn::kE4m3, 8, {32, -10, 13, false, -133, false}},
-    {MmaIn::kE5m2, 8, {32, -10, 13, false, -133, false}}, {MmaIn::kE4m3, 8, {16, -10, 10, true, -20, true}},
-    {MmaIn::kE5m2, 8, {16, -10, 13, false, -132, false}}, {MmaIn::kBf16, 16, {8, 2, 23, false, -133, false}},
+    {MmaIn::kFp16, 16, {16, 2, 23, false, -133, false}},
+    {MmaIn::kBf16, 16, {16, 2, 23, false, -133, false}},
+    {MmaIn::kFp16, 16, {16, 2, 10, true, -21, true}},
+    {MmaIn::kE4m3, 8, {32, -10, 13, false, -133, false}},
+    {MmaIn::kE5m2, 8, {32, -10, 13, false, -133, false}},
+    {MmaIn::kE4m3, 8, {16, -10, 10, true, -20, true}},
+    {MmaIn::kE5m2, 8, {16, -10, 13, false, -132, false}},
+    {MmaIn::kBf16, 16, {8, 2, 23, false, -133, false}},
+    {MmaIn::kE4m3, 8, {32, -10, 10, true, -21, true}},
+    {MmaIn::kE5m2, 8, {32, -10, 10, true, -21, true}},
 };
 
 // Operands drawn to stress the fast path: any encoding (specials included, so both paths are
@@ -42,7 +48,8 @@ std::uint32_t draw(std::mt19937& rng, int bits, int mode) {
     x = (x & ((1u << man) - 1)) | (e << man) | (x & (1u << (bits - 1)));
   } else if (mode == 2) {  // zeros and subnormals
     const int man = bits == 16 ? 10 : 3;
-    x = (rng() % 3 == 0) ? (x & (1u << (bits - 1))) : (x & ((1u << man) - 1)) | (x & (1u << (bits - 1)));
+    x = (rng() % 3 == 0) ? (x & (1u << (bits - 1)))
+                         : (x & ((1u << man) - 1)) | (x & (1u << (bits - 1)));
   }
   return x;
 }
@@ -64,20 +71,20 @@ TEST(MmaBlockFma, FastPathEqualsReference) {
         c = draw(rng, 16, trial % 3);
       } else {
         c = rng();
-        if (trial % 3 == 1) c &= 0x807FFFFFu;              // subnormal or zero C
+        if (trial % 3 == 1) c &= 0x807FFFFFu;                     // subnormal or zero C
         if (trial % 3 == 2) c = (c & 0x83FFFFFFu) | 0x3C000000u;  // C near 1, the usual chain case
       }
       ASSERT_EQ(block_fma(cfg.in, a.data(), b.data(), n, c, cfg.p),
-                block_fma_reference(cfg.in, a.data(), b.data(), n, c, cfg.p))
+                block_fma_ref(cfg.in, a.data(), b.data(), n, c, cfg.p))
           << "format " << int(cfg.in) << " block " << n << " trial " << trial;
       ++compared;
     }
   }
-  EXPECT_EQ(compared, 8 * 60000);
+  EXPECT_EQ(compared, long(sizeof(kCfgs) / sizeof(kCfgs[0])) * 60000);
 }
 
 // Whole chains (the batched path of mma_dot: blocks decoded ahead of the serial C dependency,
-// batches of 8 and a remainder) against block_fma_reference applied block by block, with
+// batches of 8 and a remainder) against block_fma_ref applied block by block, with
 // occasional special operands so a batch mixes fast and general blocks.
 TEST(MmaBlockFma, ChainsEqualReferenceBlockByBlock) {
   struct Chain {
@@ -92,6 +99,8 @@ TEST(MmaBlockFma, ChainsEqualReferenceBlockByBlock) {
       {MmaInstr::kHmmaF16F16, MmaIn::kFp16, 16, {16, 2, 10, true, -21, true}},
       {MmaInstr::kWgmmaE4m3F32, MmaIn::kE4m3, 8, {32, -10, 13, false, -133, false}},
       {MmaInstr::kWgmmaE5m2F32, MmaIn::kE5m2, 8, {32, -10, 13, false, -133, false}},
+      {MmaInstr::kWgmmaE4m3F16, MmaIn::kE4m3, 8, {32, -10, 10, true, -21, true}},
+      {MmaInstr::kWgmmaE5m2F16, MmaIn::kE5m2, 8, {32, -10, 10, true, -21, true}},
   };
   std::mt19937 rng(77);
   for (const Chain& ch : chains) {
@@ -105,10 +114,13 @@ TEST(MmaBlockFma, ChainsEqualReferenceBlockByBlock) {
         a[i] = draw(rng, ch.bits, special_ok ? 0 : 1 + (i % 7 == 0));
         b[i] = draw(rng, ch.bits, special_ok ? 0 : 1);
       }
-      const std::uint32_t c0 = ch.p.acc_fp16 ? draw(rng, 16, 1) : ((rng() & 0x83FFFFFFu) | 0x3C000000u);
+      const std::uint32_t c0 =
+          ch.p.acc_fp16 ? draw(rng, 16, 1) : ((rng() & 0x83FFFFFFu) | 0x3C000000u);
       std::uint32_t want = c0;
-      for (int k0 = 0; k0 < K; k0 += n) want = block_fma_reference(ch.in, a.data() + k0, b.data() + k0, n, want, ch.p);
-      ASSERT_EQ(mma_dot(ch.instr, a.data(), b.data(), K, c0), want) << mma_info(ch.instr).name << " trial " << trial;
+      for (int k0 = 0; k0 < K; k0 += n)
+        want = block_fma_ref(ch.in, a.data() + k0, b.data() + k0, n, want, ch.p);
+      ASSERT_EQ(mma_dot(ch.instr, a.data(), b.data(), K, c0), want)
+          << mma_info(ch.instr).name << " trial " << trial;
     }
   }
 }
@@ -125,8 +137,9 @@ TEST(MmaPromotion, RescuesWhatTheFp22WindowDrops) {
   EXPECT_EQ(mma_dot(MmaInstr::kWgmmaE4m3F32, a.data(), b.data(), 128, one), one);
   EXPECT_EQ(mma_dot_promoted(MmaInstr::kWgmmaE4m3F32, a.data(), b.data(), 128, one, 32),
             bits_of(1.0f + 0x1p-8f));
-  EXPECT_EQ(mma_dot_promoted(MmaInstr::kWgmmaE4m3F32, a.data(), b.data(), 128, one, 128),
-            bits_of(1.0f + 0x1p-8f));  // one chunk: 4 instructions from 0 sum 2^-8 exactly, then + 1
+  EXPECT_EQ(
+      mma_dot_promoted(MmaInstr::kWgmmaE4m3F32, a.data(), b.data(), 128, one, 128),
+      bits_of(1.0f + 0x1p-8f));  // one chunk: 4 instructions from 0 sum 2^-8 exactly, then + 1
 }
 
 // FP16 accumulation promoted to FP32 (SageAttention2++ "fp32+fp16", sm_89 model, UNVERIFIED
@@ -135,7 +148,8 @@ TEST(MmaPromotion, RescuesWhatTheFp22WindowDrops) {
 // in fp16 alone 2048 + 2^-3 is lost (fp16 ulp at 2048 is 2), in FP32 it is kept: 2049.
 TEST(MmaPromotion, Fp16ChunksWidenExactly) {
   std::vector<std::uint32_t> a(256, 0x18u), b(256, 0x18u);  // e4m3 2^-4
-  EXPECT_EQ(mma_dot_promoted(MmaInstr::kSm89MmaSyncE4m3F16, a.data(), b.data(), 256, bits_of(2048.0f), 32),
+  EXPECT_EQ(mma_dot_promoted(MmaInstr::kSm89MmaSyncE4m3F16, a.data(), b.data(), 256,
+                             bits_of(2048.0f), 32),
             bits_of(2049.0f));
   const std::uint32_t fp16_2048 = 0x6800;
   EXPECT_EQ(mma_dot(MmaInstr::kSm89MmaSyncE4m3F16, a.data(), b.data(), 256, fp16_2048), fp16_2048);
@@ -170,10 +184,14 @@ TEST(MmaPromotion, EqualsChunkChainsPlusHostFp32Adds) {
 
 TEST(MmaPromotion, RejectsBadIntervals) {
   std::vector<std::uint32_t> a(64, 0u), b(64, 0u);
-  EXPECT_THROW(mma_dot_promoted(MmaInstr::kImmaS8, a.data(), b.data(), 64, 0u, 32), std::invalid_argument);
-  EXPECT_THROW(mma_dot_promoted(MmaInstr::kWgmmaE4m3F32, a.data(), b.data(), 64, 0u, 16), std::invalid_argument);
-  EXPECT_THROW(mma_dot_promoted(MmaInstr::kHmmaF16F32, a.data(), b.data(), 64, 0u, 48), std::invalid_argument);
-  EXPECT_THROW(mma_dot_promoted(MmaInstr::kHmmaF16F32, a.data(), b.data(), 64, 0u, 0), std::invalid_argument);
+  EXPECT_THROW(mma_dot_promoted(MmaInstr::kImmaS8, a.data(), b.data(), 64, 0u, 32),
+               std::invalid_argument);
+  EXPECT_THROW(mma_dot_promoted(MmaInstr::kWgmmaE4m3F32, a.data(), b.data(), 64, 0u, 16),
+               std::invalid_argument);
+  EXPECT_THROW(mma_dot_promoted(MmaInstr::kHmmaF16F32, a.data(), b.data(), 64, 0u, 48),
+               std::invalid_argument);
+  EXPECT_THROW(mma_dot_promoted(MmaInstr::kHmmaF16F32, a.data(), b.data(), 64, 0u, 0),
+               std::invalid_argument);
 }
 
 }  // namespace
