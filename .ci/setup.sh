@@ -19,8 +19,9 @@ if ((${#missing[@]})); then
 fi
 
 # Python helpers from PyPI, into the python3 on PATH: the ml_dtypes cross-check, results loading
-# and notebooks (experiments/attnsim_results.py, experiments/notebooks/, run headless by nbclient),
-# and the real-model dumps (experiments/dump_real.py: gguf, safetensors, tokenizers).
+# and notebooks (experiments/python/attnsim_results.py, experiments/notebooks/, run headless by
+# nbclient), and the real-model dumps (experiments/python/dump_real.py: gguf, safetensors,
+# tokenizers).
 py_missing=()
 for m in numpy:numpy ml_dtypes:ml_dtypes h5py:h5py pandas:pandas matplotlib:matplotlib \
          gguf:gguf safetensors:safetensors tokenizers:tokenizers nbclient:nbclient \

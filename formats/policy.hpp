@@ -45,6 +45,19 @@ struct Policy {
   NanEncoding nan;
 };
 
+// The spellings of the policies, one table each, in enum order: the command line (`attnsim convert
+// --round/--overflow/--nan-encoding`), method strings and describe() lines all use these.
+inline constexpr const char* kRoundNames[] = {"rne", "rna", "rz", "ru", "rd"};
+inline constexpr const char* kOverflowNames[] = {"saturate", "saturate-finite", "nan", "inf"};
+inline constexpr const char* kNanEncodingNames[] = {"cuda", "ml_dtypes", "ieee"};
+static_assert(int(Round::kDown) == 4 && int(Overflow::kInf) == 3 && int(NanEncoding::kIeee) == 2);
+
+ATTNSIM_HD constexpr const char* round_spelling(Round r) { return kRoundNames[int(r)]; }
+ATTNSIM_HD constexpr const char* overflow_spelling(Overflow o) { return kOverflowNames[int(o)]; }
+ATTNSIM_HD constexpr const char* nan_encoding_spelling(NanEncoding n) {
+  return kNanEncodingNames[int(n)];
+}
+
 // Named policies for the conventions that real stacks use.
 // CUDA cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (every __nv_fp8_* constructor, SageAttention's V path).
 inline constexpr Policy kCudaSatfinite{Round::kNearestEven, Overflow::kSaturate,

@@ -1,8 +1,8 @@
 // Bit-exact models of tensor-core matrix instructions (mma.sync HMMA/IMMA, FP8 wgmma QGMMA,
 // f16/bf16 wgmma HGMMA, INT8 wgmma IGMMA, the compiler-emulated FP8 and INT4 mma.sync of sm_90),
-// one parameterised block-FMA model underneath for the floating-point ones; plus UNVERIFIED sm_89
-// (Ada) FP8 mma.sync configurations from public data only. FP8 wgmma with FP16 accumulation
-// (QGMMA .F16) is a configuration of the same block FMA.
+// each floating-point one a configuration or a short composition of the block FMA of
+// numerics/block_fma.hpp; plus UNVERIFIED sm_89 (Ada) FP8 mma.sync configurations from public data
+// only. This file holds the instruction table and the chains over K.
 #pragma once
 
 #include <cstdint>
@@ -10,94 +10,98 @@
 #include <string>
 #include <vector>
 
+#include "formats/encoding.hpp"
+#include "numerics/block_fma.hpp"
+
 namespace attnsim {
 
-// The block fused multiply-add of NVIDIA tensor cores (Fasi et al. 2021; Khattak & Mikaitis 2025;
-// shared/research/tensor-core-numerics.md section 6): within a block of `block` products plus the
-// incoming C, every product is exact; all terms are aligned to the largest exponent (floored at
-// `min_exp`) in a fixed-point window of 23 + neab fraction bits, each term truncated toward zero
-// (no sticky bit); the terms are summed exactly; the sum is normalised once and rounded to
-// `out_man` fraction bits (RZ, or RNE for FP16 outputs) in the accumulator format.
-struct BlockFmaParams {
-  int block;      // products per block
-  int neab;       // extra alignment bits (negative: window narrower than FP32, the FP22 path)
-  int out_man;    // fraction bits kept in each block result: 23 (fp32), 13 (fp22), 10 (fp16)
-  bool out_rne;   // false: truncate (RZ); true: round to nearest even
-  int min_exp;    // floor of the alignment exponent
-  bool acc_fp16;  // accumulator (C and D) in fp16 instead of fp32
-};
-
-// Input element formats.
-enum class MmaIn { kFp16, kBf16, kE4m3, kE5m2, kS8, kU8, kS4 };
-
+// Each enumerator: its `attnsim mma --instr` name, the PTX instruction and what ptxas makes of it.
 enum class MmaInstr {
-  kHmmaF16F32,      // sm90.hmma.f16.f32       mma.sync m16n8k16 .f32.f16.f16.f32  -> HMMA.16816.F32
-  kHmmaBf16F32,     // sm90.hmma.bf16.f32      mma.sync m16n8k16 .f32.bf16.bf16.f32 ->
-                    // HMMA.16816.F32.BF16
-  kHmmaF16F16,      // sm90.hmma.f16.f16       mma.sync m16n8k16 .f16.f16.f16.f16  -> HMMA.16816.F16
-  kMmaSyncE4m3F32,  // sm90.mma_sync.e4m3.f32  mma.sync m16n8k32 .f32.e4m3 (emulated, see mma.cpp)
-  kMmaSyncE5m2F32,  // sm90.mma_sync.e5m2.f32
-  kWgmmaE4m3F32,    // sm90.wgmma.e4m3.f32     wgmma m64nNk32 .f32.e4m3 -> QGMMA (FP22)
-  kWgmmaE5m2F32,    // sm90.wgmma.e5m2.f32
-  kWgmmaE4m3F16,  // sm90.wgmma.e4m3.f16     wgmma m64nNk32 .f16.e4m3 -> QGMMA.64xNx32.F16.E4M3.E4M3
-  kWgmmaE5m2F16,  // sm90.wgmma.e5m2.f16     wgmma m64nNk32 .f16.e5m2 -> QGMMA.64xNx32.F16.E5M2.E5M2
-  kWgmmaF16F32,   // sm90.wgmma.f16.f32      wgmma m64nNk16 .f32.f16.f16 -> HGMMA.64xNx16.F32
-  kWgmmaBf16F32,  // sm90.wgmma.bf16.f32     wgmma m64nNk16 .f32.bf16.bf16 -> HGMMA.64xNx16.F32.BF16
-  kImmaS8,        // sm90.imma.s8.s32        mma.sync m16n8k32 .s32.s8.s8.s32 (wraps mod 2^32)
-  kImmaS8Sat,     // sm90.imma.s8.s32.satfinite
-  kImmaS4,      // sm90.imma.s4.s32        mma.sync m16n8k64 .s32.s4.s4.s32 (emulated by 2 IMMA.S8)
-  kWgmmaS8,     // sm90.wgmma.s8.s32       wgmma m64nNk32 .s32.s8.s8 -> IGMMA.64xNx32.S8.S8 (wraps)
-  kWgmmaS8Sat,  // sm90.wgmma.s8.s32.satfinite  wgmma m64nNk32 .s32.s8.s8.satfinite -> IGMMA ...
-                // .SAT
-  kWgmmaU8,     // sm90.wgmma.u8.s32       wgmma m64nNk32 .s32.u8.u8 -> IGMMA.64xNx32.U8.U8
-  kWgmmaS8U8,  // sm90.wgmma.s8.u8.s32    wgmma m64nNk32 .s32.s8.u8 (A s8, B u8) -> IGMMA ... .S8.U8
-  kWgmmaU8S8,  // sm90.wgmma.u8.s8.s32    wgmma m64nNk32 .s32.u8.s8 (A u8, B s8) -> IGMMA ... .U8.S8
+  // sm90.hmma.f16.f32: mma.sync m16n8k16 .f32.f16.f16.f32 -> HMMA.16816.F32
+  kHmmaF16F32,
+  // sm90.hmma.bf16.f32: mma.sync m16n8k16 .f32.bf16.bf16.f32 -> HMMA.16816.F32.BF16
+  kHmmaBf16F32,
+  // sm90.hmma.f16.f16: mma.sync m16n8k16 .f16.f16.f16.f16 -> HMMA.16816.F16
+  kHmmaF16F16,
+  // sm90.mma_sync.e4m3.f32: mma.sync m16n8k32 .f32.e4m3.e4m3.f32 (emulated: see kFp8ViaHmma)
+  kMmaSyncE4m3F32,
+  // sm90.mma_sync.e5m2.f32: the same with e5m2 inputs
+  kMmaSyncE5m2F32,
+  // sm90.wgmma.e4m3.f32: wgmma m64nNk32 .f32.e4m3.e4m3 -> QGMMA.64xNx32.F32.E4M3.E4M3 (FP22)
+  kWgmmaE4m3F32,
+  // sm90.wgmma.e5m2.f32: wgmma m64nNk32 .f32.e5m2.e5m2 -> QGMMA.64xNx32.F32.E5M2.E5M2 (FP22)
+  kWgmmaE5m2F32,
+  // sm90.wgmma.e4m3.f16: wgmma m64nNk32 .f16.e4m3.e4m3 -> QGMMA.64xNx32.F16.E4M3.E4M3
+  kWgmmaE4m3F16,
+  // sm90.wgmma.e5m2.f16: wgmma m64nNk32 .f16.e5m2.e5m2 -> QGMMA.64xNx32.F16.E5M2.E5M2
+  kWgmmaE5m2F16,
+  // sm90.wgmma.f16.f32: wgmma m64nNk16 .f32.f16.f16 -> HGMMA.64xNx16.F32
+  kWgmmaF16F32,
+  // sm90.wgmma.bf16.f32: wgmma m64nNk16 .f32.bf16.bf16 -> HGMMA.64xNx16.F32.BF16
+  kWgmmaBf16F32,
+  // sm90.imma.s8.s32: mma.sync m16n8k32 .s32.s8.s8.s32 -> IMMA.16832.S8.S8 (wraps mod 2^32)
+  kImmaS8,
+  // sm90.imma.s8.s32.satfinite: mma.sync m16n8k32 .satfinite.s32.s8.s8.s32 -> IMMA.16832.S8.S8.SAT
+  kImmaS8Sat,
+  // sm90.imma.s4.s32: mma.sync m16n8k64 .s32.s4.s4.s32 (emulated by two IMMA.16832.S8.S8)
+  kImmaS4,
+  // sm90.wgmma.s8.s32: wgmma m64nNk32 .s32.s8.s8 -> IGMMA.64xNx32.S8.S8 (wraps)
+  kWgmmaS8,
+  // sm90.wgmma.s8.s32.satfinite: wgmma m64nNk32 .s32.s8.s8.satfinite -> IGMMA.64xNx32.S8.S8.SAT
+  kWgmmaS8Sat,
+  // sm90.wgmma.u8.s32: wgmma m64nNk32 .s32.u8.u8 -> IGMMA.64xNx32.U8.U8
+  kWgmmaU8,
+  // sm90.wgmma.s8.u8.s32: wgmma m64nNk32 .s32.s8.u8 (A s8, B u8) -> IGMMA.64xNx32.S8.U8
+  kWgmmaS8U8,
+  // sm90.wgmma.u8.s8.s32: wgmma m64nNk32 .s32.u8.s8 (A u8, B s8) -> IGMMA.64xNx32.U8.S8
+  kWgmmaU8S8,
   // UNVERIFIED (no Ada GPU here): sm_89 native FP8 mma.sync (QMMA.16832), parameters from public
   // data only (shared/research/tensor-core-numerics.md sections 3, 5.3, 6.1).
-  kSm89MmaSyncE4m3F16,  // sm89.mma_sync.e4m3.f16  mma.sync m16n8k32 .f16.e4m3.e4m3.f16
-                        // (SageAttention2++ fp16 acc.)
-  kSm89MmaSyncE5m2F16,  // sm89.mma_sync.e5m2.f16
-  kSm89MmaSyncE4m3F32,  // sm89.mma_sync.e4m3.f32  mma.sync m16n8k32 .f32.e4m3.e4m3.f32 (FP22, 2 x
-                        // 16 blocks)
-  kSm89MmaSyncE5m2F32,  // sm89.mma_sync.e5m2.f32
+  // sm89.mma_sync.e4m3.f16: mma.sync m16n8k32 .f16.e4m3.e4m3.f16 (SageAttention2++'s fp16 acc.)
+  kSm89MmaSyncE4m3F16,
+  // sm89.mma_sync.e5m2.f16: the same with e5m2 inputs
+  kSm89MmaSyncE5m2F16,
+  // sm89.mma_sync.e4m3.f32: mma.sync m16n8k32 .f32.e4m3.e4m3.f32 (FP22, two 16-product blocks)
+  kSm89MmaSyncE4m3F32,
+  // sm89.mma_sync.e5m2.f32: the same with e5m2 inputs
+  kSm89MmaSyncE5m2F32,
+};
+
+// How an instruction is built from block FMAs (numerics/block_fma.hpp).
+enum class MmaComposition : std::uint8_t {
+  // k / params.block blocks in natural k order, the D of one the C of the next, so a chain over K
+  // is one chain of blocks: HMMA, HGMMA and QGMMA (one block per instruction), sm_89 QMMA (two).
+  kBlockChain,
+  // sm_90 FP8 mma.sync as ptxas emulates it: the operands widened exactly to fp16, two HMMA blocks
+  // (params) over interleaved k, the first from zero, the second onto it, then an FADD of C.
+  kFp8ViaHmma,
+  // The exact integer dot product of the instruction's k pairs plus C, wrapped modulo 2^32.
+  kIntegerWrap,
+  // The same, the exact sum clamped once per instruction to [INT32_MIN, INT32_MAX] (.satfinite).
+  kIntegerSat,
 };
 
 struct MmaInstrInfo {
   MmaInstr instr;
-  const char* name;   // the `attnsim mma --instr` spelling
-  int m, n, k;        // instruction shape (m is informative; the model works per output element)
-  MmaIn in;           // A's element format (and B's, except for the mixed INT8 wgmma: see in_b)
-  int in_bits;        // 16, 8 or 4 bits per A/B element
-  int acc;            // 0: f32 bits, 1: f16 bits, 2: s32
-  const char* model;  // one line: parameters
+  const char* name;  // the `attnsim mma --instr` spelling
+  int m, n, k;       // instruction shape (m is informative; the model works per output element)
+  Encoding in;       // A's element format (and B's, except for the mixed INT8 wgmma: see mma_in_b)
+  int in_bits;       // bits per A/B element: encoding_traits(in).bits
+  int acc;           // 0: f32 bits, 1: f16 bits, 2: s32
+  MmaComposition composition;
+  BlockFmaParams params;  // the block FMA's parameters; all zero for the integer instructions
+  const char* model;      // one line: parameters
   const char* evidence;
-  bool unverified =
-      false;           // true: not checked against any recording of ours (public information only)
+  bool unverified = false;  // true: not checked against any recording of ours (public data only)
   bool mixed = false;  // A and B differ in signedness (wgmma .s8.u8 / .u8.s8): B is the other one
 };
 
 // B's element format: `in`, or for the mixed-signedness INT8 wgmma the other of kS8/kU8.
-MmaIn mma_in_b(const MmaInstrInfo& info);
+Encoding mma_in_b(const MmaInstrInfo& info);
 
 const std::vector<MmaInstrInfo>& mma_instructions();
 std::optional<MmaInstr> parse_mma_instr(const std::string& name);
 const MmaInstrInfo& mma_info(MmaInstr instr);
-
-// One block: sum_i a[i]*b[i] + c, where a/b are encodings of `in` (n <= params.block, a missing
-// tail counts as zeros) and c, the result are accumulator bits (fp32, or fp16 in the low 16 bits).
-// Special operands (recorded on the H100, data/hw/h100/mma_h100_special.h5): any NaN operand or C
-// (whatever its payload or sign), Inf*0 or +Inf together with -Inf gives the canonical NaN
-// 0x7FFFFFFF (0x7FFF); otherwise an Inf operand or C gives that Inf; a finite sum beyond the format
-// overflows to Inf even though the rounding is RZ; a zero result is always +0 (never -0, also for
-// C = -0 and for negative sums that round to zero); subnormal operands and C take part exactly.
-std::uint32_t block_fma(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
-                        std::uint32_t c, const BlockFmaParams& p);
-
-// The same block FMA by its straightforward formulation (decode, collect terms, align, sum), with
-// no fast path: block_fma takes a branch-free path when no operand is Inf or NaN and must agree
-// with this on every input (tests/numerics/mma_test.cpp).
-std::uint32_t block_fma_ref(MmaIn in, const std::uint32_t* a, const std::uint32_t* b, int n,
-                            std::uint32_t c, const BlockFmaParams& p);
 
 // One output element of an instruction chain: K (a multiple of the instruction's k) elements of a
 // row of A and a row of Bt, as encodings (fp16/bf16 bits, fp8 bytes, s8 bytes, s4 nibbles),

@@ -51,6 +51,10 @@ inline constexpr SymmetricQuantizer kSymmetricInt8{
 inline constexpr SymmetricQuantizer kSymmetricInt4{
     "symmetric_int4",   4, 7.0f, QuantRounding::kNearestEven, ScaleEpsilon::kNone,
     ScaleApply::kDivide};
+// Two-bit symmetric: levels −1, 0, 1 (scale = amax); s2's −2 is never produced.
+inline constexpr SymmetricQuantizer kSymmetricInt2{
+    "symmetric_int2",   2, 1.0f, QuantRounding::kNearestEven, ScaleEpsilon::kNone,
+    ScaleApply::kDivide};
 inline constexpr SymmetricQuantizer kSageCudaInt8{"sage_cuda_int8",
                                                   8,
                                                   127.0f,
@@ -76,6 +80,12 @@ inline constexpr SymmetricQuantizer kTurboInt8Eq4{
 inline constexpr SymmetricQuantizer kTurboInt8AlgCeil{
     "turbo_int8_119_ceil", 8, 119.0f, QuantRounding::kCeil, ScaleEpsilon::kNone,
     ScaleApply::kDivide};
+
+// Every named symmetric quantizer above, for lookup by name (method strings, tables).
+inline constexpr const SymmetricQuantizer* kSymmetricQuantizers[] = {
+    &kSymmetricInt8,  &kSymmetricInt4,   &kSymmetricInt2,          &kSageCudaInt8,
+    &kSageTritonInt8, &kSageTritonInt4,  &kSageTritonPerBlockInt8, &kTurboInt8Alg,
+    &kTurboInt8Eq4,   &kTurboInt8AlgCeil};
 
 // A quantized [tokens, channels] tensor: integers, one scale per group (and a zero point for
 // asymmetric groups).

@@ -22,7 +22,7 @@ mkdir -p "$tmp"
 
 python3 - "$tmp" <<'PY'
 import sys
-sys.path.insert(0, "experiments")
+sys.path.insert(0, "experiments/python")
 import attnsim_results as ar
 tmp = sys.argv[1]
 for n in (128, 256, 512, 1024):

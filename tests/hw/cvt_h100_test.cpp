@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/hdf5_io.hpp"
+#include "experiments/io/hdf5_io.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"

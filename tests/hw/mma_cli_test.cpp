@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/hdf5_io.hpp"
+#include "experiments/io/hdf5_io.hpp"
 
 namespace attnsim {
 namespace {

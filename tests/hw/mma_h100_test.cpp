@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "experiments/hdf5_io.hpp"
-#include "formats/float16.hpp"
-#include "formats/float8.hpp"
+#include "experiments/io/hdf5_io.hpp"
+#include "formats/encoding.hpp"
+#include "numerics/block_fma.hpp"
 #include "numerics/mma.hpp"
 
 namespace attnsim {
@@ -171,9 +171,9 @@ namespace attnsim {
 namespace {
 
 // Negative controls: plausible alternative models must disagree with the recordings, or the
-// recordings would not be evidence for the chosen one.
-std::size_t mismatches_of(const std::string& group, MmaIn in, const BlockFmaParams& prm,
-                          bool fp8_natural_halves) {
+// recordings would not be evidence for the chosen one. Each alternative is a chain of block FMAs
+// with other parameters, run over the recorded operands (in the instruction's input format).
+std::size_t mismatches_of(const std::string& group, Encoding in, const BlockFmaParams& prm) {
   H5Reader r(file_of(group));
   const int M = int(r.attr_f64(group, "M")), N = int(r.attr_f64(group, "N")),
             K = int(r.attr_f64(group, "K"));
@@ -194,7 +194,6 @@ std::size_t mismatches_of(const std::string& group, MmaIn in, const BlockFmaPara
         for (int k0 = 0; k0 < K; k0 += prm.block) {
           c = block_fma(in, ar.data() + k0, br.data() + k0, prm.block, c, prm);
         }
-        (void)fp8_natural_halves;
         bad += c != std::uint32_t(d64[idx]);
       }
     }
@@ -204,72 +203,82 @@ std::size_t mismatches_of(const std::string& group, MmaIn in, const BlockFmaPara
   return bad;
 }
 
+// A library parameter set with one field changed: most alternatives below differ from a model's
+// parameters (block_fma.hpp) in one named field.
+template <class T>
+BlockFmaParams with(BlockFmaParams p, T BlockFmaParams::*field, T value) {
+  p.*field = value;
+  return p;
+}
+
+// Ampere's HMMA as Fasi et al. and Khattak & Mikaitis describe it (8-product blocks, one extra
+// alignment bit): not a model of this library (no Ampere GPU in the evidence), an alternative only.
+constexpr BlockFmaParams kAmpereHmmaF32{
+    .block = 8, .neab = 1, .out_man = 23, .out_rne = false, .min_exp = -132, .acc_fp16 = false};
+
 TEST(MmaH100Controls, AlternativeModelsDisagreeWithTheHardware) {
-  // FP8 mma.sync as the published provisional model has it: natural k halves, C inside the first
-  // 16-block, no separate FADD.
-  const std::size_t natural = mismatches_of("sm90.mma_sync.e4m3.f32_k32", MmaIn::kE4m3,
-                                            {16, 2, 23, false, -133, false}, true);
-  EXPECT_GT(natural, 100u);
+  // FP8 mma.sync as the published provisional model has it: the HMMA parameters over the natural
+  // k halves of the e4m3 operands, C inside the first 16-block, no separate FADD.
+  EXPECT_GT(mismatches_of("sm90.mma_sync.e4m3.f32_k32", Encoding::kE4m3fn, kHopperHmmaF32), 100u);
   // HMMA with Ampere's 8-product blocks and one extra bit.
-  EXPECT_GT(
-      mismatches_of("sm90.hmma.f16.f32_k16", MmaIn::kFp16, {8, 1, 23, false, -132, false}, false),
-      100u);
+  EXPECT_GT(mismatches_of("sm90.hmma.f16.f32_k16", Encoding::kFp16, kAmpereHmmaF32), 100u);
   // HMMA rounding to nearest instead of truncating.
-  EXPECT_GT(
-      mismatches_of("sm90.hmma.bf16.f32_k16", MmaIn::kBf16, {16, 2, 23, true, -133, false}, false),
-      100u);
-  // QGMMA with a full FP32 window (no FP22 truncation).
-  EXPECT_GT(mismatches_of("sm90.wgmma.e4m3.f32_k32", MmaIn::kE4m3, {32, 2, 23, false, -133, false},
-                          false),
+  EXPECT_GT(mismatches_of("sm90.hmma.bf16.f32_k16", Encoding::kBf16,
+                          with(kHopperHmmaF32, &BlockFmaParams::out_rne, true)),
+            100u);
+  // QGMMA with a full FP32 window (no FP22 truncation): HMMA's parameters over 32 products.
+  EXPECT_GT(mismatches_of("sm90.wgmma.e4m3.f32_k32", Encoding::kE4m3fn,
+                          with(kHopperHmmaF32, &BlockFmaParams::block, 32)),
             100u);
   // QGMMA as two 16-product blocks.
-  EXPECT_GT(mismatches_of("sm90.wgmma.e4m3.f32_k32", MmaIn::kE4m3,
-                          {16, -10, 13, false, -133, false}, false),
+  EXPECT_GT(mismatches_of("sm90.wgmma.e4m3.f32_k32", Encoding::kE4m3fn,
+                          with(kHopperQgmmaF32, &BlockFmaParams::block, 16)),
             10u);
   // HGMMA (wgmma f16/bf16): the HMMA parameters fit; Ampere's blocks of 8 with one extra bit, a
-  // 26-bit window, round-to-nearest, or an FP22-like window do not.
-  EXPECT_GT(
-      mismatches_of("sm90.wgmma.f16.f32_k16", MmaIn::kFp16, {8, 1, 23, false, -132, false}, false),
-      100u);
-  EXPECT_GT(
-      mismatches_of("sm90.wgmma.f16.f32_k16", MmaIn::kFp16, {16, 3, 23, false, -133, false}, false),
-      100u);
-  EXPECT_GT(
-      mismatches_of("sm90.wgmma.bf16.f32_k16", MmaIn::kBf16, {16, 2, 23, true, -133, false}, false),
-      100u);
-  EXPECT_GT(mismatches_of("sm90.wgmma.bf16.f32_k16", MmaIn::kBf16,
-                          {16, -10, 13, false, -133, false}, false),
+  // 26-bit window (neab 3), round-to-nearest, or an FP22-like window do not.
+  EXPECT_GT(mismatches_of("sm90.wgmma.f16.f32_k16", Encoding::kFp16, kAmpereHmmaF32), 100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.f16.f32_k16", Encoding::kFp16,
+                          with(kHopperHmmaF32, &BlockFmaParams::neab, 3)),
             100u);
-  EXPECT_GT(
-      mismatches_of("sm90.wgmma.f16.f32_k128", MmaIn::kFp16, {8, 1, 23, false, -132, false}, false),
-      100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.bf16.f32_k16", Encoding::kBf16,
+                          with(kHopperHmmaF32, &BlockFmaParams::out_rne, true)),
+            100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.bf16.f32_k16", Encoding::kBf16,
+                          with(kHopperQgmmaF32, &BlockFmaParams::block, 16)),
+            100u);
+  EXPECT_GT(mismatches_of("sm90.wgmma.f16.f32_k128", Encoding::kFp16, kAmpereHmmaF32), 100u);
 }
 
 TEST(MmaH100Controls, QgmmaF16IsOneFp22BlockRoundedToNearestFp16) {
-  // The model's parameters, through the same generic block loop (0 here, as in
-  // EveryRecordedOutputMatches).
+  // The model's parameters (the instruction table's), through the same generic block loop (0
+  // here, as in EveryRecordedOutputMatches).
   for (const char* g : {"sm90.wgmma.e4m3.f16_k32", "sm90.wgmma.e4m3.f16_k256",
                         "sm90.wgmma.e5m2.f16_k32", "sm90.wgmma.e5m2.f16_k256_special"}) {
-    const MmaIn in = std::string(g).find("e4m3") != std::string::npos ? MmaIn::kE4m3 : MmaIn::kE5m2;
-    EXPECT_EQ(mismatches_of(g, in, {32, -10, 10, true, -21, true}, false), 0u) << g;
+    const MmaInstrInfo& info =
+        mma_info(std::string(g).find("e4m3") != std::string::npos ? MmaInstr::kWgmmaE4m3F16
+                                                                  : MmaInstr::kWgmmaE5m2F16);
+    const BlockFmaParams& model = info.params;
+    ASSERT_EQ(model.block, 32);
+    EXPECT_EQ(mismatches_of(g, info.in, model), 0u) << g;
     // Truncation (RZ) into fp16, as the FP32-accumulating QGMMA truncates to FP22.
-    EXPECT_GT(mismatches_of(g, in, {32, -10, 10, false, -21, true}, false), 100u) << g;
+    EXPECT_GT(mismatches_of(g, info.in, with(model, &BlockFmaParams::out_rne, false)), 100u) << g;
     // Two 16-product blocks (the UNVERIFIED sm_89 f16 configuration) or four of 8.
-    EXPECT_GT(mismatches_of(g, in, {16, -10, 10, true, -21, true}, false), 100u) << g;
-    EXPECT_GT(mismatches_of(g, in, {8, -10, 10, true, -21, true}, false), 100u) << g;
+    EXPECT_GT(mismatches_of(g, info.in, with(model, &BlockFmaParams::block, 16)), 100u) << g;
+    EXPECT_GT(mismatches_of(g, info.in, with(model, &BlockFmaParams::block, 8)), 100u) << g;
     // Windows one bit narrower or wider, or HMMA's 25 bits.
-    EXPECT_GT(mismatches_of(g, in, {32, -11, 10, true, -21, true}, false), 100u) << g;
-    EXPECT_GT(mismatches_of(g, in, {32, -9, 10, true, -21, true}, false), 100u) << g;
-    EXPECT_GT(mismatches_of(g, in, {32, 2, 10, true, -21, true}, false), 100u) << g;
+    EXPECT_GT(mismatches_of(g, info.in, with(model, &BlockFmaParams::neab, -11)), 100u) << g;
+    EXPECT_GT(mismatches_of(g, info.in, with(model, &BlockFmaParams::neab, -9)), 100u) << g;
+    EXPECT_GT(mismatches_of(g, info.in, with(model, &BlockFmaParams::neab, 2)), 100u) << g;
   }
   // The floor: 2^-18 and above lose designed subnormal sums of e5m2 products (2^-25 + 2^-32 and
   // the like); every floor at or below 2^-19 gives the same bits for FP8 inputs.
-  EXPECT_GT(
-      mismatches_of("sm90.wgmma.e5m2.f16_k32", MmaIn::kE5m2, {32, -10, 10, true, -18, true}, false),
-      0u);
-  EXPECT_EQ(
-      mismatches_of("sm90.wgmma.e5m2.f16_k32", MmaIn::kE5m2, {32, -10, 10, true, -19, true}, false),
-      0u);
+  const BlockFmaParams& e5m2_model = mma_info(MmaInstr::kWgmmaE5m2F16).params;
+  EXPECT_GT(mismatches_of("sm90.wgmma.e5m2.f16_k32", Encoding::kE5m2,
+                          with(e5m2_model, &BlockFmaParams::min_exp, -18)),
+            0u);
+  EXPECT_EQ(mismatches_of("sm90.wgmma.e5m2.f16_k32", Encoding::kE5m2,
+                          with(e5m2_model, &BlockFmaParams::min_exp, -19)),
+            0u);
 }
 
 // The promoted recordings against what they would be without promotion (one chain over all of K
@@ -333,22 +342,9 @@ struct SpecialEvidence {
   std::size_t sub_d = 0;        // D subnormal
 };
 
-FloatParts parts(MmaIn in, std::uint32_t bits) {
-  switch (in) {
-    case MmaIn::kFp16:
-      return decompose<fp16>(std::uint16_t(bits));
-    case MmaIn::kBf16:
-      return decompose<bf16>(std::uint16_t(bits));
-    case MmaIn::kE4m3:
-      return decompose<e4m3fn>(std::uint8_t(bits));
-    default:
-      return decompose<e5m2>(std::uint8_t(bits));
-  }
-}
-
-bool subnormal_bits(MmaIn in, std::uint32_t bits) {
-  const int eb = in == MmaIn::kFp16 || in == MmaIn::kE5m2 ? 5 : in == MmaIn::kBf16 ? 8 : 4;
-  const int mb = in == MmaIn::kFp16 ? 10 : in == MmaIn::kBf16 ? 7 : in == MmaIn::kE4m3 ? 3 : 2;
+bool subnormal_bits(Encoding in, std::uint32_t bits) {
+  const EncodingTraits& t = encoding_traits(in);
+  const int eb = t.exp_bits, mb = t.man_bits;
   return ((bits >> mb) & ((1u << eb) - 1)) == 0 && (bits & ((1u << mb) - 1)) != 0;
 }
 
@@ -381,7 +377,7 @@ SpecialEvidence special_evidence(const std::string& group) {
         for (int k = 0; k < K; ++k) {
           const std::uint32_t x = mma_element(a.data() + p * ab + m * (ab / M), bits, k);
           const std::uint32_t y = mma_element(b.data() + p * bb + n * (bb / N), bits, k);
-          const FloatParts px = parts(info.in, x), py = parts(info.in, y);
+          const FloatParts px = decompose_bits(info.in, x), py = decompose_bits(info.in, y);
           if (px.kind == FloatParts::kNaN || py.kind == FloatParts::kNaN) ab_nan = true;
           const bool xi = px.kind == FloatParts::kInf, yi = py.kind == FloatParts::kInf;
           const bool xz = px.kind == FloatParts::kZero, yz = py.kind == FloatParts::kZero;
@@ -431,7 +427,7 @@ TEST(MmaH100Special, RecordingsExerciseEverySpecialCase) {
                         "sm90.wgmma.e5m2.f32", "sm90.wgmma.f16.f32", "sm90.wgmma.bf16.f32",
                         "sm90.wgmma.e4m3.f16", "sm90.wgmma.e5m2.f16"}) {
     const MmaInstrInfo& info = mma_info(*parse_mma_instr(g));
-    const bool has_inf = info.in != MmaIn::kE4m3;
+    const bool has_inf = info.in != Encoding::kE4m3fn;  // e4m3fn has no Inf
     for (int steps : {1, 8}) {
       const std::string group = std::string(g) + "_k" + std::to_string(info.k * steps) + "_special";
       const SpecialEvidence ev = special_evidence(group);
@@ -453,7 +449,7 @@ TEST(MmaH100Special, RecordingsExerciseEverySpecialCase) {
           EXPECT_GT(ev.inf_cancel_steps, 0u) << group;
         }
       }
-      if (steps == 1 && (info.in == MmaIn::kBf16 || info.acc == 1)) {
+      if (steps == 1 && (info.in == Encoding::kBf16 || info.acc == 1)) {
         EXPECT_GT(ev.overflow, 0u) << group;
       }
     }
@@ -486,15 +482,15 @@ std::size_t int_rule_mismatches(const std::string& group, IntRule rule) {
   const int P = int(r.attr_f64(group, "problems"));
   const auto a = r.read_i64(group + "/a"), b = r.read_i64(group + "/b"),
              c = r.read_i64(group + "/c"), d = r.read_i64(group + "/d");
-  auto value = [&](MmaIn in, std::int64_t byte) -> std::int64_t {
+  auto value = [&](Encoding in, std::int64_t byte) -> std::int64_t {
     const bool u8 =
-        rule == IntRule::kAllUnsigned || (rule != IntRule::kAllSigned && in == MmaIn::kU8);
+        rule == IntRule::kAllUnsigned || (rule != IntRule::kAllSigned && in == Encoding::kU8);
     return u8 ? std::int64_t(std::uint8_t(byte)) : std::int64_t(std::int8_t(std::uint8_t(byte)));
   };
   auto clamp = [](std::int64_t v) -> std::int64_t {
     return v < INT32_MIN ? INT32_MIN : v > INT32_MAX ? INT32_MAX : v;
   };
-  const MmaIn in_a = info.in, in_b = mma_in_b(info);
+  const Encoding in_a = info.in, in_b = mma_in_b(info);
   std::size_t bad = 0;
   for (int p = 0; p < P; ++p) {
     for (int m = 0; m < M; ++m) {

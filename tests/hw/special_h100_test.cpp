@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/hdf5_io.hpp"
+#include "experiments/io/hdf5_io.hpp"
 #include "formats/float32.hpp"
 #include "numerics/digest.hpp"
 #include "numerics/special.hpp"

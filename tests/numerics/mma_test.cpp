@@ -1,7 +1,8 @@
-// numerics/mma: the fast block FMA against its reference formulation on random and adversarial
-// blocks, and the two-level (promoted) accumulation against hand-derived values and against an
-// independent composition with the host's FP32 addition. (The instruction models themselves are
-// checked against the H100 recordings in tests/hw/mma_h100_test.cpp.)
+// numerics/block_fma and numerics/mma: the fast block FMA against its reference formulation on
+// random and adversarial blocks (and the generator of those blocks against its own claims), and
+// the two-level (promoted) accumulation against hand-derived values and against an independent
+// composition with the host's FP32 addition. (The instruction models themselves are checked
+// against the H100 recordings in tests/hw/mma_h100_test.cpp.)
 #include "numerics/mma.hpp"
 
 #include <gtest/gtest.h>
@@ -14,61 +15,108 @@
 #include <stdexcept>
 #include <vector>
 
+#include "formats/encoding.hpp"
+#include "numerics/block_fma.hpp"
+
 namespace attnsim {
 namespace {
 
+// A block FMA configuration: an input format and a parameter set.
 struct Cfg {
-  MmaIn in;
-  int bits;
+  Encoding in;
   BlockFmaParams p;
 };
 
-// The parameter sets the instruction models use (numerics/mma.cpp) plus a run-time block size.
-const Cfg kCfgs[] = {
-    {MmaIn::kFp16, 16, {16, 2, 23, false, -133, false}},
-    {MmaIn::kBf16, 16, {16, 2, 23, false, -133, false}},
-    {MmaIn::kFp16, 16, {16, 2, 10, true, -21, true}},
-    {MmaIn::kE4m3, 8, {32, -10, 13, false, -133, false}},
-    {MmaIn::kE5m2, 8, {32, -10, 13, false, -133, false}},
-    {MmaIn::kE4m3, 8, {16, -10, 10, true, -20, true}},
-    {MmaIn::kE5m2, 8, {16, -10, 13, false, -132, false}},
-    {MmaIn::kBf16, 16, {8, 2, 23, false, -133, false}},
-    {MmaIn::kE4m3, 8, {32, -10, 10, true, -21, true}},
-    {MmaIn::kE5m2, 8, {32, -10, 10, true, -21, true}},
-};
+// The (format, parameters) pairs of the instruction models (numerics/mma.cpp's table: one per
+// block chain, fp16 for the two HMMAs of the emulated FP8 mma.sync), plus a run-time block size
+// (kHopperHmmaF32 with blocks of 8 bf16 products: block_fma's path for n other than 16 and 32).
+std::vector<Cfg> block_configs() {
+  std::vector<Cfg> cfgs;
+  auto add = [&cfgs](Encoding in, const BlockFmaParams& p) {
+    for (const Cfg& c : cfgs) {
+      if (c.in == in && std::memcmp(&c.p, &p, sizeof p) == 0) return;
+    }
+    cfgs.push_back({in, p});
+  };
+  for (const MmaInstrInfo& i : mma_instructions()) {
+    if (i.composition == MmaComposition::kBlockChain) add(i.in, i.params);
+    if (i.composition == MmaComposition::kFp8ViaHmma) add(Encoding::kFp16, i.params);
+  }
+  BlockFmaParams eight = kHopperHmmaF32;
+  eight.block = 8;
+  add(Encoding::kBf16, eight);
+  return cfgs;
+}
 
-// Operands drawn to stress the fast path: any encoding (specials included, so both paths are
-// taken), narrow exponent bands (cancellation, ties at the window edge), zeros and subnormals.
-std::uint32_t draw(std::mt19937& rng, int bits, int mode) {
-  const std::uint32_t mask = (1u << bits) - 1;
-  std::uint32_t x = rng() & mask;
-  if (mode == 1) {  // finite, exponent field within a band of 4 around the middle
-    const int man = bits == 16 ? 10 : 3, ebits = bits == 16 ? 5 : 4;
-    const std::uint32_t e = ((1u << (ebits - 1)) - 2 + rng() % 4) & ((1u << ebits) - 1);
-    x = (x & ((1u << man) - 1)) | (e << man) | (x & (1u << (bits - 1)));
-  } else if (mode == 2) {  // zeros and subnormals
-    const int man = bits == 16 ? 10 : 3;
-    x = (rng() % 3 == 0) ? (x & (1u << (bits - 1)))
-                         : (x & ((1u << man) - 1)) | (x & (1u << (bits - 1)));
+// Operands drawn to stress the fast path, for any float format of at most 16 bits, the field
+// widths taken from the format's traits:
+//   mode 0: any encoding (specials included, so both paths are taken);
+//   mode 1: finite, exponent field within a band of 4 around the bias (values in [2^-1, 2^3):
+//           cancellation, ties at the window edge);
+//   mode 2: zeros and subnormals only (exponent field 0).
+std::uint32_t draw(std::mt19937& rng, Encoding fmt, int mode) {
+  const EncodingTraits& t = encoding_traits(fmt);
+  const std::uint32_t sign = 1u << (t.bits - 1), man_mask = (1u << t.man_bits) - 1;
+  const int bias = (1 << (t.exp_bits - 1)) - 1;
+  std::uint32_t x = rng() & ((1u << t.bits) - 1);
+  if (mode == 1) {
+    const std::uint32_t e = std::uint32_t(bias - 1) + rng() % 4;
+    x = (x & (sign | man_mask)) | (e << t.man_bits);
+  } else if (mode == 2) {
+    x = (rng() % 3 == 0) ? (x & sign) : (x & (sign | man_mask));
   }
   return x;
+}
+
+// The generator does what its comments say, for every float format of at most 16 bits, checked
+// on the decoded values (formats/encoding.hpp), not on the masks draw uses.
+TEST(MmaBlockFma, GeneratorModesDrawWhatTheyClaim) {
+  std::mt19937 rng(1);
+  for (const EncodingTraits& t : kEncodingTraits) {
+    if (!t.is_float || t.bits > 16) continue;
+    const int bias = (1 << (t.exp_bits - 1)) - 1;
+    const float min_normal = std::ldexp(1.0f, 1 - bias);
+    int zeros = 0, subnormals = 0, exps_seen = 0, specials = 0;
+    for (int i = 0; i < 20000; ++i) {
+      const std::uint32_t x0 = draw(rng, t.enc, 0);
+      EXPECT_EQ(x0 >> t.bits, 0u) << t.name;
+      const float v0 = decode_float_bits(t.enc, x0);
+      specials += !std::isfinite(v0);
+
+      const std::uint32_t x1 = draw(rng, t.enc, 1);
+      const float v1 = std::fabs(decode_float_bits(t.enc, x1));
+      ASSERT_TRUE(v1 >= 0.5f && v1 < 8.0f) << t.name << " mode 1: 0x" << std::hex << x1;
+      exps_seen |= 1 << (std::ilogb(v1) + 1);
+
+      const std::uint32_t x2 = draw(rng, t.enc, 2);
+      const float v2 = std::fabs(decode_float_bits(t.enc, x2));
+      ASSERT_TRUE(v2 < min_normal) << t.name << " mode 2: 0x" << std::hex << x2;
+      zeros += v2 == 0.0f;
+      subnormals += v2 != 0.0f;
+    }
+    EXPECT_EQ(exps_seen, 0xF) << t.name << ": mode 1 covers the 4 exponents 2^-1 .. 2^2";
+    EXPECT_GT(zeros, 4000) << t.name;
+    EXPECT_GT(subnormals, 4000) << t.name;
+    EXPECT_GT(specials, 0) << t.name << ": mode 0 draws Inf/NaN encodings too";
+  }
 }
 
 TEST(MmaBlockFma, FastPathEqualsReference) {
   std::mt19937 rng(2024);
   long compared = 0;
-  for (const Cfg& cfg : kCfgs) {
+  const std::vector<Cfg> cfgs = block_configs();
+  for (const Cfg& cfg : cfgs) {
     const int n = cfg.p.block;
     std::vector<std::uint32_t> a(n), b(n);
     for (int trial = 0; trial < 60000; ++trial) {
       const int mode = trial % 4;
       for (int i = 0; i < n; ++i) {
-        a[i] = draw(rng, cfg.bits, mode == 3 ? 0 : mode);
-        b[i] = draw(rng, cfg.bits, mode == 3 ? 1 : mode);
+        a[i] = draw(rng, cfg.in, mode == 3 ? 0 : mode);
+        b[i] = draw(rng, cfg.in, mode == 3 ? 1 : mode);
       }
       std::uint32_t c;
       if (cfg.p.acc_fp16) {
-        c = draw(rng, 16, trial % 3);
+        c = draw(rng, Encoding::kFp16, trial % 3);
       } else {
         c = rng();
         if (trial % 3 == 1) c &= 0x807FFFFFu;                     // subnormal or zero C
@@ -76,53 +124,45 @@ TEST(MmaBlockFma, FastPathEqualsReference) {
       }
       ASSERT_EQ(block_fma(cfg.in, a.data(), b.data(), n, c, cfg.p),
                 block_fma_ref(cfg.in, a.data(), b.data(), n, c, cfg.p))
-          << "format " << int(cfg.in) << " block " << n << " trial " << trial;
+          << encoding_name(cfg.in) << " block " << n << " neab " << cfg.p.neab << " trial "
+          << trial;
       ++compared;
     }
   }
-  EXPECT_EQ(compared, long(sizeof(kCfgs) / sizeof(kCfgs[0])) * 60000);
+  EXPECT_GE(cfgs.size(), 12u);  // 11 instruction parameter sets and the run-time block size
+  EXPECT_EQ(compared, long(cfgs.size()) * 60000);
 }
 
 // Whole chains (the batched path of mma_dot: blocks decoded ahead of the serial C dependency,
 // batches of 8 and a remainder) against block_fma_ref applied block by block, with
-// occasional special operands so a batch mixes fast and general blocks.
+// occasional special operands so a batch mixes fast and general blocks; every instruction that
+// is a chain of blocks (HMMA, HGMMA, QGMMA, sm_89 QMMA), parameters from its table row.
 TEST(MmaBlockFma, ChainsEqualReferenceBlockByBlock) {
-  struct Chain {
-    MmaInstr instr;
-    MmaIn in;
-    int bits;
-    BlockFmaParams p;
-  };
-  const Chain chains[] = {
-      {MmaInstr::kHmmaF16F32, MmaIn::kFp16, 16, {16, 2, 23, false, -133, false}},
-      {MmaInstr::kHmmaBf16F32, MmaIn::kBf16, 16, {16, 2, 23, false, -133, false}},
-      {MmaInstr::kHmmaF16F16, MmaIn::kFp16, 16, {16, 2, 10, true, -21, true}},
-      {MmaInstr::kWgmmaE4m3F32, MmaIn::kE4m3, 8, {32, -10, 13, false, -133, false}},
-      {MmaInstr::kWgmmaE5m2F32, MmaIn::kE5m2, 8, {32, -10, 13, false, -133, false}},
-      {MmaInstr::kWgmmaE4m3F16, MmaIn::kE4m3, 8, {32, -10, 10, true, -21, true}},
-      {MmaInstr::kWgmmaE5m2F16, MmaIn::kE5m2, 8, {32, -10, 10, true, -21, true}},
-  };
   std::mt19937 rng(77);
-  for (const Chain& ch : chains) {
-    const int n = ch.p.block;
+  int chains = 0;
+  for (const MmaInstrInfo& info : mma_instructions()) {
+    if (info.composition != MmaComposition::kBlockChain) continue;
+    ++chains;
+    const int n = info.params.block;
     for (int trial = 0; trial < 3000; ++trial) {
       const int blocks = 1 + trial % 21;  // 1..21: full batches of 8 and remainders
-      const int K = blocks * n;
+      const int K = ((blocks * n + info.k - 1) / info.k) * info.k;
       std::vector<std::uint32_t> a(K), b(K);
       for (int i = 0; i < K; ++i) {
         const bool special_ok = trial % 5 == 0;
-        a[i] = draw(rng, ch.bits, special_ok ? 0 : 1 + (i % 7 == 0));
-        b[i] = draw(rng, ch.bits, special_ok ? 0 : 1);
+        a[i] = draw(rng, info.in, special_ok ? 0 : 1 + (i % 7 == 0));
+        b[i] = draw(rng, info.in, special_ok ? 0 : 1);
       }
-      const std::uint32_t c0 =
-          ch.p.acc_fp16 ? draw(rng, 16, 1) : ((rng() & 0x83FFFFFFu) | 0x3C000000u);
+      const std::uint32_t c0 = info.params.acc_fp16 ? draw(rng, Encoding::kFp16, 1)
+                                                    : ((rng() & 0x83FFFFFFu) | 0x3C000000u);
       std::uint32_t want = c0;
       for (int k0 = 0; k0 < K; k0 += n)
-        want = block_fma_ref(ch.in, a.data() + k0, b.data() + k0, n, want, ch.p);
-      ASSERT_EQ(mma_dot(ch.instr, a.data(), b.data(), K, c0), want)
-          << mma_info(ch.instr).name << " trial " << trial;
+        want = block_fma_ref(info.in, a.data() + k0, b.data() + k0, n, want, info.params);
+      ASSERT_EQ(mma_dot(info.instr, a.data(), b.data(), K, c0), want)
+          << info.name << " trial " << trial;
     }
   }
+  EXPECT_EQ(chains, 13);  // hmma x3, wgmma fp8 x4, hgmma x2, sm89 x4
 }
 
 std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
@@ -166,8 +206,8 @@ TEST(MmaPromotion, EqualsChunkChainsPlusHostFp32Adds) {
     std::vector<std::uint32_t> a(K), b(K);
     for (int trial = 0; trial < 2000; ++trial) {
       for (int i = 0; i < K; ++i) {
-        a[i] = draw(rng, info.in_bits, 1);
-        b[i] = draw(rng, info.in_bits, 1);
+        a[i] = draw(rng, info.in, 1);
+        b[i] = draw(rng, info.in, 1);
       }
       const float c = std::ldexp(float(rng() % 2001) - 1000.0f, -int(rng() % 12));
       for (int every : {info.k, 4 * info.k, K}) {

@@ -87,12 +87,12 @@ TEST(Flash, Fp64QkDotAloneHelps) {
 TEST(Flash, Bf16StorageErrorIsInTheBf16Range) {
   const AttentionInput in = random_input({1, 2, 2, 128, 128, 64, 64}, false, 4);
   FlashConfig c;
-  c.q = c.k = c.v = c.p = Storage::kBf16;
+  c.q = c.k = c.v = c.p = Encoding::kBf16;
   const double e = rel_fro_vs_golden(in, c);
   RecordProperty("rel_fro", std::to_string(e));
   EXPECT_GT(e, 1e-3);
   EXPECT_LT(e, 1e-2);
-  c.out = Storage::kBf16;  // the bf16 output rounding adds to it, still in range
+  c.out = Encoding::kBf16;  // the bf16 output rounding adds to it, still in range
   const double e_out = rel_fro_vs_golden(in, c);
   std::printf("[ flash ] bf16 q/k/v/p %.3e  + bf16 out %.3e\n", e, e_out);
   EXPECT_GT(e_out, 1e-3);
@@ -102,8 +102,8 @@ TEST(Flash, Bf16StorageErrorIsInTheBf16Range) {
 TEST(Flash, E4m3StorageIsWorseThanBf16) {
   const AttentionInput in = random_input({1, 1, 1, 64, 128, 64, 64}, false, 14);
   FlashConfig b, e;
-  b.q = b.k = b.v = b.p = Storage::kBf16;
-  e.q = e.k = e.v = e.p = Storage::kE4m3fn;
+  b.q = b.k = b.v = b.p = Encoding::kBf16;
+  e.q = e.k = e.v = e.p = Encoding::kE4m3fn;
   const double eb = rel_fro_vs_golden(in, b), ee = rel_fro_vs_golden(in, e);
   std::printf("[ flash ] bf16 %.3e  e4m3fn %.3e\n", eb, ee);
   EXPECT_GT(ee, 3 * eb);
@@ -215,7 +215,7 @@ TEST(Flash, ResultDoesNotDependOnThreadCount) {
   FlashConfig c;
   c.block_q = 32;
   c.block_kv = 32;
-  c.p = Storage::kE4m3fn;
+  c.p = Encoding::kE4m3fn;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   const FlashResult one = flash_attention(in, c);
@@ -229,18 +229,18 @@ TEST(Flash, ResultDoesNotDependOnThreadCount) {
 }
 
 TEST(Flash, RoundToStorageFollowsTheConfiguredConversions) {
-  EXPECT_EQ(round_to_storage(1000.0f, Storage::kE4m3fn), 448.0f);       // satfinite
-  EXPECT_EQ(round_to_storage(-1e6f, Storage::kE5m2), -57344.0f);        // satfinite
-  EXPECT_TRUE(std::isinf(round_to_storage(70000.0f, Storage::kFp16)));  // cvt.rn: IEEE overflow
+  EXPECT_EQ(round_to_storage(1000.0f, Encoding::kE4m3fn), 448.0f);       // satfinite
+  EXPECT_EQ(round_to_storage(-1e6f, Encoding::kE5m2), -57344.0f);        // satfinite
+  EXPECT_TRUE(std::isinf(round_to_storage(70000.0f, Encoding::kFp16)));  // cvt.rn: IEEE overflow
   // 1 + 2^-8 is the bf16 midpoint between 1 and 1 + 2^-7: tie to even (down).
-  EXPECT_EQ(bits(round_to_storage(1.00390625f, Storage::kBf16)), 0x3F800000u);
+  EXPECT_EQ(bits(round_to_storage(1.00390625f, Encoding::kBf16)), 0x3F800000u);
   // 1 + 3·2^-8 is the midpoint between 1 + 2^-7 (odd) and 1 + 2^-6 (even): tie up.
-  EXPECT_EQ(bits(round_to_storage(1.01171875f, Storage::kBf16)), 0x3F820000u);
+  EXPECT_EQ(bits(round_to_storage(1.01171875f, Encoding::kBf16)), 0x3F820000u);
   StoragePolicy p;
   p.fp8 = kMlDtypesE4m3;  // non-saturating OCP: overflow -> NaN
   p.half = Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
-  EXPECT_TRUE(std::isnan(round_to_storage(1000.0f, Storage::kE4m3fn, p)));
-  EXPECT_EQ(round_to_storage(70000.0f, Storage::kFp16, p), 65504.0f);
+  EXPECT_TRUE(std::isnan(round_to_storage(1000.0f, Encoding::kE4m3fn, p)));
+  EXPECT_EQ(round_to_storage(70000.0f, Encoding::kFp16, p), 65504.0f);
   // The policy reaches the kernel: V = 1000 with e4m3fn storage saturates to 448 by default and
   // becomes NaN under the OCP policy.
   AttentionInput in;
@@ -249,7 +249,7 @@ TEST(Flash, RoundToStorageFollowsTheConfiguredConversions) {
   in.k = {1.0f};
   in.v = {1000.0f};
   FlashConfig c;
-  c.v = Storage::kE4m3fn;
+  c.v = Encoding::kE4m3fn;
   EXPECT_EQ(flash_attention_ref(in, c)[0], 448.0f);
   c.conversion = p;
   EXPECT_TRUE(std::isnan(flash_attention_ref(in, c)[0]));
@@ -270,11 +270,11 @@ TEST(Flash, ExpVariantsAgreeToFp32Accuracy) {
 TEST(Flash, DescribeNamesEveryField) {
   FlashConfig c;
   EXPECT_EQ(describe(c),
-            "flash2 bq=64 bk=64 q=fp32 k=fp32 v=fp32 p=fp32 out=fp32 fp8=rne/sat half=rne/inf "
+            "flash2 bq=64 bk=64 q=fp32 k=fp32 v=fp32 p=fp32 out=fp32 fp8=rne/saturate half=rne/inf "
             "acc=fp32 qk=fp32 pv=fp32 exp=exp2 fma=on kv=desc rowsum=quad");
   c.acc = Accum::kFp64;
   c.qk_dot = DotChoice::kFp32;
-  c.p = Storage::kE4m3fn;
+  c.p = Encoding::kE4m3fn;
   const std::string d = describe(c);
   EXPECT_NE(d.find("acc=fp64 qk=fp32 pv=fp64"), std::string::npos) << d;
   EXPECT_NE(d.find("p=e4m3fn"), std::string::npos) << d;
@@ -283,7 +283,7 @@ TEST(Flash, DescribeNamesEveryField) {
 TEST(Flash, RejectsBadConfig) {
   const AttentionInput in = random_input({1, 1, 1, 4, 4, 4, 4}, false, 1);
   FlashConfig c;
-  c.out = Storage::kE4m3fn;
+  c.out = Encoding::kE4m3fn;
   EXPECT_THROW(flash_attention(in, c), std::invalid_argument);
   c = FlashConfig{};
   c.block_kv = 0;

@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <string>
 
-#include "experiments/compare.hpp"
-#include "experiments/dump.hpp"
-#include "experiments/error.hpp"
-#include "experiments/methods.hpp"
-#include "experiments/sweep_engine.hpp"
-#include "experiments/sweep_metrics.hpp"
+#include "experiments/cli/error.hpp"
+#include "experiments/io/dump.hpp"
+#include "experiments/methods/methods.hpp"
+#include "experiments/sweep/compare.hpp"
+#include "experiments/sweep/sweep_engine.hpp"
+#include "experiments/sweep/sweep_metrics.hpp"
 
 namespace {
 

@@ -1,0 +1,152 @@
+// `attnsim attribute`: where a method's error comes from, stage by stage (experiments/analysis/
+// attribute.hpp): per stage, the error of the method, of the method with only that stage exact,
+// and of everything exact but that stage, each against FP64 golden.
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experiments/analysis/attribute.hpp"
+#include "experiments/cli/commands.hpp"
+#include "experiments/cli/error.hpp"
+#include "experiments/io/dump.hpp"
+#include "experiments/methods/methods.hpp"
+#include "experiments/repro/repro.hpp"
+#include "sim/golden/golden.hpp"
+
+namespace attnsim {
+
+namespace {
+
+struct AttributeOptions {
+  std::string method, input, synthetic, group, out;
+  bool allow_nonfinite = false, quiet = false;
+};
+
+ReproTable attribution_table(const std::vector<AttributionRow>& rows) {
+  ReproTable t;
+  t.title =
+      "Per-stage error attribution against FP64 golden: (a) the method, (b) the method with only "
+      "this stage exact, (c) everything exact except this stage";
+  t.columns = {{"input", 's', "input (dump[:group] or synthetic:SPEC)"},
+               {"stage", 's', "pipeline stage (sim/pipeline/stages.hpp); all = every stage"},
+               {"method", 's', "the method's choice for the stage"},
+               {"exact", 's', "the stage's exact choice"},
+               {"differs", 'i', "1 when the method's choice is not the exact one"},
+               {"rel_fro", 'f', "(a) method: relative Frobenius error"},
+               {"cosine", 'f', "(a) method: cosine similarity"},
+               {"max_abs", 'f', "(a) method: max absolute error"},
+               {"exact_only_rel_fro", 'f', "(b) only this stage exact: relative Frobenius error"},
+               {"exact_only_cosine", 'f', "(b) only this stage exact: cosine similarity"},
+               {"exact_only_max_abs", 'f', "(b) only this stage exact: max absolute error"},
+               {"this_only_rel_fro", 'f', "(c) only this stage inexact: relative Frobenius error"},
+               {"this_only_cosine", 'f', "(c) only this stage inexact: cosine similarity"},
+               {"this_only_max_abs", 'f', "(c) only this stage inexact: max absolute error"},
+               {"note", 's', "coupled stages switched along in (b) or (c), and why"}};
+  for (const AttributionRow& r : rows) {
+    t.add_row({{r.input},
+               {r.stage},
+               {r.method_choice},
+               {r.exact_choice},
+               {"", double(r.differs)},
+               {"", r.full.rel_fro},
+               {"", r.full.cosine},
+               {"", r.full.max_abs},
+               {"", r.only_exact.rel_fro},
+               {"", r.only_exact.cosine},
+               {"", r.only_exact.max_abs},
+               {"", r.only_this.rel_fro},
+               {"", r.only_this.cosine},
+               {"", r.only_this.max_abs},
+               {r.note}});
+  }
+  return t;
+}
+
+void print_rows(const std::vector<AttributionRow>& rows) {
+  const AttributionRow& all = rows.front();
+  std::printf("%s\n  method      rel_fro %.3e  cosine %.9f  max_abs %.3e\n", all.input.c_str(),
+              all.full.rel_fro, all.full.cosine, all.full.max_abs);
+  std::printf("  all exact   rel_fro %.3e  cosine %.9f  max_abs %.3e\n", all.only_exact.rel_fro,
+              all.only_exact.cosine, all.only_exact.max_abs);
+  std::printf("  %-10s %-44s %12s %12s %12s %12s  %s\n", "stage", "method's choice", "(b) rel_fro",
+              "(b) cosine", "(c) rel_fro", "(c) cosine", "note");
+  for (std::size_t i = 1; i < rows.size(); ++i) {
+    const AttributionRow& r = rows[i];
+    std::string choice = r.method_choice + (r.differs ? "" : " (exact)");
+    std::printf("  %-10s %-44s %12.3e %12.9f %12.3e %12.9f  %s\n", r.stage.c_str(), choice.c_str(),
+                r.only_exact.rel_fro, r.only_exact.cosine, r.only_this.rel_fro, r.only_this.cosine,
+                r.note.c_str());
+  }
+}
+
+void run_attribute(const AttributeOptions& opt) {
+  if (opt.input.empty() == opt.synthetic.empty())
+    throw UsageError("attribute needs exactly one of --input and --synthetic");
+  if (!opt.group.empty() && opt.input.empty())
+    throw UsageError("--group applies to --input dumps only");
+  const MethodConfig method = parse_method(opt.method);
+  if (!method.spec->pipeline)
+    throw UsageError("method '" + method.spec->name +
+                     "' is not a pipeline: it has no stages to attribute");
+  const Pipeline pipeline = method.spec->pipeline(method.values);
+  std::vector<std::string> prefixes{""};
+  if (!opt.input.empty()) {
+    prefixes = dump_prefixes(opt.input);
+    if (!opt.group.empty()) {
+      const std::string want = opt.group + "/";
+      bool found = false;
+      for (const auto& p : prefixes) found = found || p == want;
+      if (!found)
+        throw UsageError("'" + opt.input + "' has no group '" + opt.group + "' with q, k, v");
+      prefixes = {want};
+    }
+  }
+  std::vector<AttributionRow> all_rows;
+  if (!opt.quiet) std::printf("method %s\n", method.canonical().c_str());
+  for (const std::string& prefix : prefixes) {
+    const AttentionInput in = opt.input.empty()
+                                  ? make_synthetic(opt.synthetic)
+                                  : read_attention_dump(opt.input, prefix, opt.allow_nonfinite);
+    const std::string name =
+        opt.input.empty()
+            ? "synthetic:" + opt.synthetic
+            : opt.input + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1));
+    std::vector<AttributionRow> rows;
+    try {
+      rows = attribute_stages(in, name, pipeline, golden_attention_ref(in));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+    if (!opt.quiet) print_rows(rows);
+    all_rows.insert(all_rows.end(), rows.begin(), rows.end());
+  }
+  if (!opt.out.empty()) {
+    attribution_table(all_rows).write_table(
+        opt.out, {{"method", method.canonical()}, {"command", "attribute"}});
+    if (!opt.quiet) std::printf("wrote %s\n", opt.out.c_str());
+  }
+}
+
+}  // namespace
+
+void add_attribute_command(CLI::App& app) {
+  auto opt = std::make_shared<AttributeOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "attribute",
+      "Per-stage error attribution of a method against FP64 golden: per stage, (a) the method, "
+      "(b) only that stage exact, (c) everything exact but that stage");
+  cmd->add_option("--method", opt->method, "method configuration (see `attnsim methods`)")
+      ->required();
+  cmd->add_option("--input", opt->input,
+                  "HDF5 dump with q, k, v (every layer_NN group unless --group)");
+  cmd->add_option("--group", opt->group, "one layer group of the dump, e.g. layer_03");
+  cmd->add_option("--synthetic", opt->synthetic, "synthetic input spec instead of a dump");
+  cmd->add_option("--out,--output", opt->out,
+                  "also write the rows to FILE.csv or FILE.h5 (atomically)");
+  cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
+  cmd->add_flag("--quiet", opt->quiet, "print nothing on success");
+  cmd->callback([opt]() { run_attribute(*opt); });
+}
+
+}  // namespace attnsim

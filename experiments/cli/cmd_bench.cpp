@@ -1,0 +1,205 @@
+// `attnsim bench`: throughput figures and the ratios the project's speed goals are stated in,
+// all measured in one run: per-core throughput pinned to 1 thread, then sweep throughput and
+// parallel efficiency
+#include <omp.h>
+#include <unistd.h>
+
+#include <Eigen/Core>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experiments/cli/commands.hpp"
+#include "experiments/cli/timing.hpp"
+#include "experiments/io/dump.hpp"
+#include "experiments/methods/methods.hpp"
+#include "experiments/sweep/mpi_env.hpp"
+#include "experiments/sweep/sweep_engine.hpp"
+#include "formats/float16.hpp"
+#include "formats/float8.hpp"
+#include "numerics/digest.hpp"
+#include "sim/flash/flash.hpp"
+#include "sim/golden/golden.hpp"
+
+namespace attnsim {
+
+namespace {
+
+volatile std::uint64_t g_sink;
+
+template <class Fmt>
+double conversions_per_s(const std::vector<float>& x, Policy p, double min_s) {
+  using S = typename Fmt::Storage;
+  std::vector<S> out(x.size());
+  const double t = time_per_call(
+      [&] {
+        for (std::size_t i = 0; i < x.size(); ++i) out[i] = encode<Fmt>(x[i], p);
+        g_sink = g_sink + out[x.size() / 2];
+      },
+      min_s);
+  return double(x.size()) / t;
+}
+
+// The standard small sweep of the throughput figures: golden and four FlashAttention storage
+// variants on N(0,1) inputs (2 heads, 256 tokens, d=64), `seeds` seeds.
+const char* kBenchMethods =
+    "golden,flash,flash:qkv=bf16,p=bf16,out=bf16,flash:qkv=fp16,p=fp16,flash:qkv=e4m3fn,p=e4m3fn";
+const char* kBenchSpec = "normal:hq=2,nq=256,d=64";
+
+double sweep_seconds_in_process(int threads, int seeds) {
+  omp_set_num_threads(threads);
+  const SweepPlan plan = make_plan({kBenchMethods}, {}, {}, {kBenchSpec}, seeds);
+  run_plan(plan, SweepRunOptions{});  // warm-up (page faults, first-touch)
+  const auto t0 = std::chrono::steady_clock::now();
+  run_plan(plan, SweepRunOptions{});
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs this executable's sweep under `mpirun -n ranks` (one thread per rank) and returns the
+// sweep's own timing (evaluation + gather, without MPI start-up), or a negative number on failure.
+double sweep_seconds_mpi(int ranks, int seeds, double* wall) {
+  char self[4096];
+  const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (len <= 0) return -1;
+  self[len] = '\0';
+  const std::string cmd =
+      std::string("env OMP_NUM_THREADS=1 mpirun -n ") + std::to_string(ranks) +
+      " --oversubscribe --bind-to none" + (::geteuid() == 0 ? " --allow-run-as-root" : "") + " '" +
+      self + "' sweep --quiet --report-time --methods '" + kBenchMethods + "' --synthetic '" +
+      kBenchSpec + "' --seeds " + std::to_string(seeds) + " 2>&1";
+  const auto t0 = std::chrono::steady_clock::now();
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) return -1;
+  double seconds = -1;
+  char line[1024];
+  while (std::fgets(line, sizeof line, p)) {
+    double v = 0;
+    if (std::sscanf(line, "sweep_seconds=%lf", &v) == 1) seconds = v;
+  }
+  const int rc = ::pclose(p);
+  *wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rc == 0 ? seconds : -1;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto quick = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Throughput of conversions, golden and flash attention (one core)");
+  cmd->add_flag("--quick", *quick, "shorter timings (noisier)");
+  cmd->callback([quick]() {
+    omp_set_num_threads(1);
+    Eigen::setNbThreads(1);
+    const double min_s = *quick ? 0.1 : 0.5;
+    // Conversions: inputs spread over every exponent (the sample of numerics/digest.hpp, finite
+    // values only), so the branchy special cases cost what they cost on real data.
+    std::vector<float> x;
+    for (std::uint32_t i = 0; i < kSampleSize; ++i) {
+      const float v = f32_from_bits(sample_input(i));
+      if (std::isfinite(v)) x.push_back(v);
+    }
+    std::printf("conversions, one core (%zu inputs spanning every FP32 exponent):\n", x.size());
+    constexpr Policy kIeee{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+    const double e4 = conversions_per_s<e4m3fn>(x, kCudaSatfinite, min_s);
+    std::printf("  fp32 -> e4m3fn satfinite  %8.1f M/s   (goal >= 200 M/s: %s)\n", e4 / 1e6,
+                e4 >= 200e6 ? "met" : "NOT met");
+    std::printf("  fp32 -> e5m2 satfinite    %8.1f M/s\n",
+                conversions_per_s<e5m2>(x, kCudaSatfinite, min_s) / 1e6);
+    std::printf("  fp32 -> bf16 rne          %8.1f M/s\n",
+                conversions_per_s<bf16>(x, kIeee, min_s) / 1e6);
+    std::printf("  fp32 -> fp16 rne          %8.1f M/s\n",
+                conversions_per_s<fp16>(x, kIeee, min_s) / 1e6);
+
+    // Golden FP64 attention against a plain Eigen FP64 GEMM of the same shape: attention does two
+    // GEMMs (Q Kᵀ and P V, 4·nq·nkv·d flops) plus the softmax.
+    const int n = 512, d = 128;
+    const AttentionInput in = make_synthetic("normal:nq=512,nkv=512,d=128", 1);
+    const double flops = 4.0 * n * n * d;
+    const double t_golden = time_per_call(
+        [&] { g_sink = g_sink + std::uint64_t(golden_attention_ref(in)[7] > 0); }, min_s);
+    Eigen::MatrixXd a = Eigen::MatrixXd::Random(n, d), b = Eigen::MatrixXd::Random(d, n), c(n, n);
+    const double t_gemm = time_per_call(
+        [&] {
+          c.noalias() = a * b;
+          g_sink = g_sink + std::uint64_t(c(1, 1) > 0);
+        },
+        min_s);
+    const double golden_rate = flops / t_golden, gemm_rate = 2.0 * n * n * d / t_gemm;
+    std::printf("\nattention %dx%d, d=%d, one core:\n", n, n, d);
+    std::printf("  Eigen FP64 GEMM           %8.2f GFLOP/s\n", gemm_rate / 1e9);
+    std::printf(
+        "  golden FP64 attention     %8.2f GFLOP/s   ratio to GEMM %.2f (goal >= 0.50: %s)\n",
+        golden_rate / 1e9, golden_rate / gemm_rate,
+        golden_rate / gemm_rate >= 0.5 ? "met" : "NOT met");
+    FlashConfig fc;
+    const double t_flash = time_per_call(
+        [&] { g_sink = g_sink + std::uint64_t(flash_attention_ref(in, fc)[7] > 0); }, min_s);
+    std::printf("  flash FP32 reference      %8.2f GFLOP/s   time ratio flash/golden %.2f\n",
+                flops / t_flash / 1e9, t_flash / t_golden);
+
+    // Pipeline configurations against the FP32 flash preset on the same input, in this run: the
+    // cost of each stage model (tensor-core models, MUFU tables, quantized operands). Method
+    // strings so that the figures name exactly what ran (attnsim methods).
+    std::printf("\npipeline stage models, same input, one core (time / flash FP32 time):\n");
+    const char* kPipelineBench[] = {
+        "flash:qkv=bf16,p=bf16,out=bf16",
+        "flash:qkv=bf16,p=bf16,out=bf16,qk_dot=sm90.hmma.bf16.f32,pv_dot=sm90.hmma.bf16.f32",
+        "flash:qkv=bf16,v=e4m3fn,p=e4m3fn,qk_dot=sm90.hmma.bf16.f32,pv_dot=sm90.wgmma.e4m3.f32,"
+        "pv_promote=128,exp=ex2.approx.ftz,max_round=ceil,rescale=int_add",
+        "flash:qkv=s8,v=e4m3fn,q_quant=sage_cuda_int8,k_quant=sage_cuda_int8,q_gran=per_thread,"
+        "k_gran=per_thread,q_block=16,k_block=128,k_mean=tokens,qk_dot=sm90.wgmma.s8.s32,"
+        "int_cvt=rz,dequant=fold,max=scaled,max_offset=8.807,exp=ex2.approx.ftz,p=e4m3fn,"
+        "pv_dot=sm90.wgmma.e4m3.f32,pv_acc=chunk,bk=128,norm=rcp.approx.ftz,out=bf16",
+        "flash:acc=fp64",
+    };
+    for (const char* m : kPipelineBench) {
+      const MethodConfig mc = parse_method(m);
+      const double t =
+          time_per_call([&] { g_sink = g_sink + std::uint64_t(mc.run(in).o[7] > 0); }, min_s);
+      std::printf("  %6.2fx  %s\n", t / t_flash, m);
+    }
+
+    // Sweep throughput and parallel efficiency: the same sweep at 1 and 2 OpenMP threads (in this
+    // process) and at 1 and 2 MPI ranks of one thread each (this executable re-run under mpirun).
+    // Efficiency = t(1) / (2 t(2)); the goal is >= 0.90 for both.
+    const int seeds = *quick ? 12 : 40;
+    const SweepPlan plan = make_plan({kBenchMethods}, {}, {}, {kBenchSpec}, seeds);
+    const double points = double(plan.points());
+    std::printf("\nsweep throughput (%s x %s, %d seeds: %.0f points):\n", kBenchMethods, kBenchSpec,
+                seeds, points);
+    const double t1 = sweep_seconds_in_process(1, seeds);
+    const double t2 = sweep_seconds_in_process(2, seeds);
+    omp_set_num_threads(1);
+    std::printf("  1 thread                  %8.1f points/s\n", points / t1);
+    std::printf("  2 threads                 %8.1f points/s   efficiency %.2f (goal >= 0.90: %s)\n",
+                points / t2, t1 / (2 * t2), t1 / (2 * t2) >= 0.9 ? "met" : "NOT met");
+    if (!mpi_built()) {
+      std::printf("  MPI ranks: not measured (attnsim built without MPI)\n");
+    } else if (mpi_active()) {
+      std::printf("  MPI ranks: not measured (bench is already running under mpirun)\n");
+    } else {
+      double w1 = 0, w2 = 0;
+      const double r1 = sweep_seconds_mpi(1, seeds, &w1);
+      const double r2 = sweep_seconds_mpi(2, seeds, &w2);
+      if (r1 <= 0 || r2 <= 0) {
+        std::printf("  MPI ranks: not measured (mpirun failed or is not installed)\n");
+      } else {
+        std::printf(
+            "  1 MPI rank                %8.1f points/s   (wall with mpirun start-up %.2fs)\n",
+            points / r1, w1);
+        std::printf(
+            "  2 MPI ranks               %8.1f points/s   efficiency %.2f (goal >= 0.90: %s); "
+            "with start-up %.2f\n",
+            points / r2, r1 / (2 * r2), r1 / (2 * r2) >= 0.9 ? "met" : "NOT met", w1 / (2 * w2));
+      }
+    }
+    std::printf(
+        "  (2 cores shared with other jobs make these ratios noisy; rerun on an idle machine)\n");
+  });
+}
+
+}  // namespace attnsim

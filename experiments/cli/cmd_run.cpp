@@ -1,0 +1,147 @@
+// `attnsim run`: one method on one dump (every layer group of it, or one), writing the output
+// tensor `o` in the method's output format and the metrics against FP64 golden attention.
+#include <cstdio>
+#include <ctime>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "experiments/cli/commands.hpp"
+#include "experiments/cli/error.hpp"
+#include "experiments/cli/provenance.hpp"
+#include "experiments/io/dump.hpp"
+#include "experiments/io/hdf5_io.hpp"
+#include "experiments/methods/methods.hpp"
+#include "experiments/sweep/sweep_metrics.hpp"
+#include "formats/float16.hpp"
+#include "sim/golden/golden.hpp"
+
+namespace attnsim {
+
+namespace {
+
+struct RunOptions {
+  std::string method, input, synthetic, group, output;
+  bool allow_nonfinite = false, quiet = false;
+};
+
+// Writes o as the method stores it: fp64/fp32 as HDF5 floats, fp16 as an HDF5 half, bf16 as uint16
+// bits with dtype="bfloat16" (the dump convention), e4m3fn/e5m2 as uint8 codes with their dtype.
+void write_output(H5Writer& w, const std::string& name, const std::vector<std::uint64_t>& dims,
+                  const MethodOutput& out) {
+  const std::size_t n = out.o.size();
+  constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kIeee};
+  std::string dtype;
+  if (out.format == "fp64") {
+    w.write_f64(name, dims, out.o.data());
+    dtype = "float64";
+  } else if (out.format == "fp32") {
+    std::vector<float> v(out.o.begin(), out.o.end());
+    w.write_f32(name, dims, v.data());
+    dtype = "float32";
+  } else if (out.format == "bf16" || out.format == "fp16") {
+    std::vector<std::uint16_t> bits(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      // The values are already in the format, so this rounding is exact.
+      bits[i] = out.format == "bf16" ? encode<bf16>(float(out.o[i]), kExact)
+                                     : encode<fp16>(float(out.o[i]), kExact);
+    }
+    if (out.format == "bf16") {
+      w.write_u16(name, dims, bits.data());
+      dtype = "bfloat16";
+    } else {
+      w.write_f16(name, dims, bits.data());
+      dtype = "float16";
+    }
+  } else {
+    throw UsageError("attnsim run cannot store output format '" + out.format + "' yet");
+  }
+  w.attr_string(name, "dtype", dtype);
+  w.attr_string(name, "format", out.format);
+}
+
+void run_one(const RunOptions& opt, const std::string& command_line) {
+  if (opt.input.empty() == opt.synthetic.empty())
+    throw UsageError("run needs exactly one of --input and --synthetic");
+  const MethodConfig method = parse_method(opt.method);
+  std::vector<std::string> prefixes{""};
+  if (!opt.input.empty()) {
+    prefixes = dump_prefixes(opt.input);
+    if (!opt.group.empty()) {
+      const std::string want = opt.group + "/";
+      bool found = false;
+      for (const auto& p : prefixes) found = found || p == want;
+      if (!found)
+        throw UsageError("'" + opt.input + "' has no group '" + opt.group + "' with q, k, v");
+      prefixes = {want};
+    }
+  } else if (!opt.group.empty()) {
+    throw UsageError("--group applies to --input dumps only");
+  }
+  std::unique_ptr<H5Writer> w;
+  if (!opt.output.empty()) w = std::make_unique<H5Writer>(opt.output);
+  ResultTable table;
+  for (std::size_t i = 0; i < prefixes.size(); ++i) {
+    const std::string& prefix = prefixes[i];
+    const AttentionInput in = opt.input.empty()
+                                  ? make_synthetic(opt.synthetic)
+                                  : read_attention_dump(opt.input, prefix, opt.allow_nonfinite);
+    const std::string name =
+        opt.input.empty()
+            ? "synthetic:" + opt.synthetic
+            : opt.input + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1));
+    const std::vector<double> golden = golden_attention_ref(in);
+    const MethodOutput out = method.run(in);
+    const std::int64_t seed = opt.input.empty() ? std::int64_t(synthetic_seed(opt.synthetic)) : 0;
+    PointRow row = measure_point(std::int64_t(i), method, name, seed, in, out, golden);
+    if (w) {
+      const AttentionShape& s = in.shape;
+      const std::string o = prefix + "o";
+      write_output(*w, o,
+                   {std::uint64_t(s.batch), std::uint64_t(s.heads_q), std::uint64_t(s.len_q),
+                    std::uint64_t(s.head_dim_v)},
+                   out);
+      w->attr_string(o, "method", method.canonical());
+      w->attr_string(o, "input", name);
+      w->attr_f64(o, "cosine", row.m.cosine);
+      w->attr_f64(o, "rel_l1", row.m.rel_l1);
+      w->attr_f64(o, "rmse", row.m.rmse);
+      w->attr_f64(o, "rel_fro", row.m.rel_fro);
+      w->attr_f64(o, "max_abs", row.m.max_abs);
+      w->attr_i64(o, "ulp_p50", row.m.ulp_p50);
+      w->attr_i64(o, "ulp_p99", row.m.ulp_p99);
+      w->attr_i64(o, "ulp_max", row.m.ulp_max);
+    }
+    table.add(std::move(row));
+  }
+  if (!opt.quiet) table.print(stdout);
+  if (w) {
+    table.write(*w, "metrics/");
+    w->attr_string("/", "method", method.canonical());
+    write_provenance(*w, command_line);
+    w->commit();
+    if (!opt.quiet) std::printf("wrote %s\n", opt.output.c_str());
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto opt = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run",
+                                     "Run one method on a dump: output tensor o in the method's "
+                                     "format + metrics against FP64 golden");
+  cmd->add_option("--method", opt->method, "method configuration (see `attnsim methods`)")
+      ->required();
+  cmd->add_option("--input", opt->input,
+                  "HDF5 dump with q, k, v (every layer_NN group unless --group)");
+  cmd->add_option("--synthetic", opt->synthetic, "synthetic input spec instead of a dump");
+  cmd->add_option("--group", opt->group, "one layer group of the dump, e.g. layer_03");
+  cmd->add_option("--output", opt->output,
+                  "output .h5: o (or GROUP/o) and metrics/ (written atomically)");
+  cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
+  cmd->add_flag("--quiet", opt->quiet, "print nothing on success");
+  cmd->callback([opt]() { run_one(*opt, command_line()); });
+}
+
+}  // namespace attnsim

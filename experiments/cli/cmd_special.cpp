@@ -1,0 +1,60 @@
+// `attnsim special`: the GPU's approximate special functions on raw float32 arrays (contract).
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "experiments/cli/commands.hpp"
+#include "experiments/cli/error.hpp"
+#include "experiments/io/file_io.hpp"
+#include "formats/float32.hpp"
+#include "numerics/special.hpp"
+
+namespace attnsim {
+
+void add_special_command(CLI::App& app) {
+  auto fn = std::make_shared<std::string>();
+  auto in = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "special",
+      "Evaluate the H100's approximate special functions bit-exactly on raw little-endian float32: "
+      "ex2 = ex2.approx.ftz.f32, rcp = rcp.approx.ftz.f32, lg2 = lg2.approx.ftz.f32, or with "
+      "--no-ftz "
+      "the variants without .ftz (models proven over all 2^32 inputs)");
+  auto no_ftz = std::make_shared<bool>(false);
+  cmd->add_option("--fn", *fn, "ex2, rcp or lg2")->required();
+  cmd->add_flag(
+      "--no-ftz", *no_ftz,
+      "the variants without .ftz (ex2.approx.f32 etc.: range scaling around the same MUFU, "
+      "subnormal inputs and results kept)");
+  cmd->add_option("--in", *in, "input float32 file")->required();
+  cmd->add_option("--out", *out, "output float32 file (written atomically)")->required();
+  cmd->callback([fn, in, out, no_ftz]() {
+    if (*fn != "ex2" && *fn != "rcp" && *fn != "lg2")
+      throw UsageError("unknown --fn '" + *fn + "' (expected ex2, rcp or lg2)");
+    std::vector<float> x = read_f32_file(*in);
+    try {
+      if (*no_ftz) {
+        std::uint32_t (*model)(std::uint32_t) =
+            *fn == "ex2"   ? [](std::uint32_t b) { return ex2_approx_bits(b); }
+            : *fn == "rcp" ? [](std::uint32_t b) { return rcp_approx_bits(b); }
+                           : [](std::uint32_t b) { return lg2_approx_bits(b); };
+        for (float& v : x) v = f32_from_bits(model(f32_bits(v)));
+      } else if (*fn == "ex2") {
+        const Ex2ApproxFtz& f = Ex2ApproxFtz::h100();
+        for (float& v : x) v = f(v);
+      } else if (*fn == "rcp") {
+        const RcpApproxFtz& f = RcpApproxFtz::h100();
+        for (float& v : x) v = f(v);
+      } else {
+        const Lg2ApproxFtz& f = Lg2ApproxFtz::h100();
+        for (float& v : x) v = f(v);
+      }
+    } catch (const std::runtime_error& e) {
+      throw UsageError(e.what());
+    }
+    write_file_atomic(*out, x.data(), x.size() * sizeof(float));
+  });
+}
+
+}  // namespace attnsim

@@ -1,0 +1,73 @@
+// The sweep engine shared by `attnsim sweep`, `attnsim repro` and `attnsim bench`: the point list
+// (methods after --grid expansion × inputs × seeds), its parallel evaluation over OpenMP threads
+// and MPI ranks, and the checkpoint that makes interrupted sweeps resumable.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "experiments/methods/methods.hpp"
+#include "experiments/sweep/sweep_metrics.hpp"
+
+namespace attnsim {
+
+// One input of a sweep: a dump (file and layer group) or a synthetic spec at one seed.
+struct SweepCase {
+  std::string name;  // file[:group] or synthetic:SPEC
+  std::string kind;  // dump | synthetic
+  std::string file, prefix, spec;
+  std::uint64_t seed = 0;
+};
+
+// --grid KEY=V1,V2,...: every method that has KEY is run at each value.
+struct GridAxis {
+  std::string key;
+  std::vector<std::string> values;
+};
+GridAxis parse_grid_axis(const std::string& text);
+// The cartesian product of the axes a method has (first axis outermost), applied to every
+// method in order; duplicates (same canonical string) are dropped. An axis no method has is a
+// UsageError.
+std::vector<MethodConfig> expand_grid(const std::vector<MethodConfig>& methods,
+                                      const std::vector<GridAxis>& grid);
+
+// Points are numbered case-major: point i runs method i % methods.size() on case
+// i / methods.size(). The numbering, not the schedule, fixes a row's place in the results.
+struct SweepPlan {
+  std::vector<MethodConfig> methods;
+  std::vector<SweepCase> cases;
+  std::int64_t points() const { return std::int64_t(cases.size() * methods.size()); }
+  // Identifies the point list (a checkpoint of another sweep is refused).
+  std::string fingerprint() const;
+};
+
+SweepPlan make_plan(const std::vector<std::string>& method_lists,
+                    const std::vector<std::string>& grid, const std::vector<std::string>& dumps,
+                    const std::vector<std::string>& synthetic, int seeds);
+
+struct SweepRunOptions {
+  bool allow_nonfinite = false;
+  bool progress = false;         // progress bar on stderr (rank 0)
+  std::string checkpoint_base;   // "" for none; else checkpoints are CHECKPOINT_BASE.ckpt.<rank>
+  bool resume = false;           // reuse the rows of existing checkpoints
+  std::int64_t max_points = -1;  // stop after computing this many points on each rank (then resume)
+};
+
+struct SweepOutcome {
+  ResultTable table;          // every row, in point order, on rank 0 when complete
+  bool complete = false;      // false when max_points stopped a rank
+  std::int64_t computed = 0;  // points computed by this rank in this run
+  std::int64_t restored = 0;  // points this rank took from checkpoints
+  double seconds = 0;         // wall time of the evaluation and the gather
+};
+
+// Evaluates the plan. Results do not depend on the OpenMP thread count, the number of MPI ranks
+// (point i runs on rank i % ranks; rank 0 gathers) or the order points finish in.
+SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt);
+
+// Removes the checkpoint files of CHECKPOINT_BASE (after the results file is in place).
+void remove_checkpoints(const std::string& checkpoint_base);
+std::vector<std::string> checkpoint_files(const std::string& checkpoint_base);
+
+}  // namespace attnsim

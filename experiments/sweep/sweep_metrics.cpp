@@ -1,0 +1,352 @@
+// The rows of a sweep (see sweep_metrics.hpp).
+#include "experiments/sweep/sweep_metrics.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdlib>
+
+#include "experiments/cli/error.hpp"
+
+namespace attnsim {
+
+MetricValues measure(const double* out, const double* golden, std::size_t n,
+                     const std::string& format) {
+  const ErrorMetrics e = error_metrics(out, golden, n);
+  // ULP distances are measured in the method's output format: how far the stored output is from
+  // the golden value rounded to that same format.
+  const UlpHistogram h = ulp_histogram(out, golden, n, parse_ulp_format(format));
+  MetricValues m;
+  m.cosine = e.cosine;
+  m.rel_l1 = e.rel_l1;
+  m.rmse = e.rmse;
+  m.rel_fro = e.rel_fro;
+  m.max_abs = e.max_abs;
+  m.nonfinite = std::int64_t(e.nonfinite);
+  m.ulp_p50 = std::int64_t(h.quantile_ulp(0.5));
+  m.ulp_p99 = std::int64_t(h.quantile_ulp(0.99));
+  m.ulp_max = std::int64_t(h.max_ulp);
+  m.ulp_hist.assign(h.counts.begin(), h.counts.end());
+  return m;
+}
+
+PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
+                       std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
+                       const std::vector<double>& golden) {
+  if (out.o.size() != golden.size()) {
+    throw UsageError("method " + method.canonical() + " returned " + std::to_string(out.o.size()) +
+                     " values, expected " + std::to_string(golden.size()));
+  }
+  PointRow r;
+  r.point = point;
+  r.method = method.canonical();
+  r.label = method.short_name();
+  r.input = input;
+  r.out_format = out.format;
+  r.seed = seed;
+  const AttentionShape& s = in.shape;
+  r.batch = s.batch;
+  r.heads_q = s.heads_q;
+  r.heads_kv = s.heads_kv;
+  r.len_q = s.len_q;
+  r.len_kv = s.len_kv;
+  r.head_dim = s.head_dim;
+  r.causal = in.causal ? 1 : 0;
+  r.m = measure(out.o.data(), golden.data(), golden.size(), out.format);
+  // O is [batch, heads_q, len_q, head_dim_v]: one head is a contiguous block.
+  const std::size_t per_head = std::size_t(s.len_q) * std::size_t(s.head_dim_v);
+  for (int b = 0; b < s.batch; ++b) {
+    for (int h = 0; h < s.heads_q; ++h) {
+      const std::size_t off = (std::size_t(b) * std::size_t(s.heads_q) + std::size_t(h)) * per_head;
+      r.heads.push_back(
+          {b, h, measure(out.o.data() + off, golden.data() + off, per_head, out.format)});
+    }
+  }
+  return r;
+}
+
+namespace {
+
+// Strings are percent-escaped so a record is one tab-separated line.
+std::string escape(const std::string& s) {
+  std::string o;
+  for (unsigned char c : s) {
+    if (c == '%' || c == '\t' || c == '\n' || c == '\r' || c < 0x20) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      o += buf;
+    } else {
+      o += char(c);
+    }
+  }
+  return o;
+}
+
+bool unescape(const std::string& s, std::string* out) {
+  out->clear();
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      *out += s[i];
+      continue;
+    }
+    if (i + 2 >= s.size()) return false;
+    const std::string hex = s.substr(i + 1, 2);
+    char* end = nullptr;
+    const long v = std::strtol(hex.c_str(), &end, 16);
+    if (hex.size() != 2 || end != hex.c_str() + 2) return false;
+    *out += char(v);
+    i += 2;
+  }
+  return true;
+}
+
+void put_f(std::string& o, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "\t%a", v);
+  o += buf;
+}
+void put_i(std::string& o, std::int64_t v) { o += "\t" + std::to_string(v); }
+
+void put_metrics(std::string& o, const MetricValues& m) {
+  put_f(o, m.cosine);
+  put_f(o, m.rel_l1);
+  put_f(o, m.rmse);
+  put_f(o, m.rel_fro);
+  put_f(o, m.max_abs);
+  put_i(o, m.nonfinite);
+  put_i(o, m.ulp_p50);
+  put_i(o, m.ulp_p99);
+  put_i(o, m.ulp_max);
+  put_i(o, std::int64_t(m.ulp_hist.size()));
+  for (auto c : m.ulp_hist) put_i(o, c);
+}
+
+struct Fields {
+  std::vector<std::string> f;
+  std::size_t i = 0;
+  bool ok = true;
+  const std::string* next() {
+    if (i >= f.size()) {
+      ok = false;
+      return nullptr;
+    }
+    return &f[i++];
+  }
+  double d() {
+    const std::string* s = next();
+    if (!s || s->empty()) return ok = false, 0.0;
+    char* end = nullptr;
+    const double v = std::strtod(s->c_str(), &end);
+    if (end != s->c_str() + s->size()) ok = false;
+    return v;
+  }
+  std::int64_t i64() {
+    const std::string* s = next();
+    if (!s || s->empty()) return ok = false, 0;
+    char* end = nullptr;
+    const long long v = std::strtoll(s->c_str(), &end, 10);
+    if (end != s->c_str() + s->size()) ok = false;
+    return v;
+  }
+  std::string str() {
+    const std::string* s = next();
+    std::string out;
+    if (!s || !unescape(*s, &out)) ok = false;
+    return out;
+  }
+};
+
+void get_metrics(Fields& f, MetricValues* m) {
+  m->cosine = f.d();
+  m->rel_l1 = f.d();
+  m->rmse = f.d();
+  m->rel_fro = f.d();
+  m->max_abs = f.d();
+  m->nonfinite = f.i64();
+  m->ulp_p50 = f.i64();
+  m->ulp_p99 = f.i64();
+  m->ulp_max = f.i64();
+  const std::int64_t n = f.i64();
+  if (n != UlpHistogram::kBuckets) {
+    f.ok = false;
+    return;
+  }
+  m->ulp_hist.resize(std::size_t(n));
+  for (auto& c : m->ulp_hist) c = f.i64();
+}
+
+constexpr const char* kRecordTag = "row1";
+
+}  // namespace
+
+std::string serialize_row(const PointRow& r) {
+  std::string o = kRecordTag;
+  put_i(o, r.point);
+  for (const std::string* s : {&r.method, &r.label, &r.input, &r.out_format})
+    o += "\t" + escape(*s);
+  for (std::int64_t v :
+       {r.seed, r.batch, r.heads_q, r.heads_kv, r.len_q, r.len_kv, r.head_dim, r.causal})
+    put_i(o, v);
+  put_metrics(o, r.m);
+  put_i(o, std::int64_t(r.heads.size()));
+  for (const auto& h : r.heads) {
+    put_i(o, h.batch_index);
+    put_i(o, h.head);
+    put_metrics(o, h.m);
+  }
+  o += "\tend";
+  return o;
+}
+
+bool parse_row(const std::string& line, PointRow* r) {
+  Fields f;
+  std::size_t pos = 0;
+  while (true) {
+    const auto tab = line.find('\t', pos);
+    f.f.push_back(line.substr(pos, tab == std::string::npos ? std::string::npos : tab - pos));
+    if (tab == std::string::npos) break;
+    pos = tab + 1;
+  }
+  const std::string* tag = f.next();
+  if (!tag || *tag != kRecordTag) return false;
+  r->point = f.i64();
+  r->method = f.str();
+  r->label = f.str();
+  r->input = f.str();
+  r->out_format = f.str();
+  for (std::int64_t* v : {&r->seed, &r->batch, &r->heads_q, &r->heads_kv, &r->len_q, &r->len_kv,
+                          &r->head_dim, &r->causal}) {
+    *v = f.i64();
+  }
+  get_metrics(f, &r->m);
+  const std::int64_t nh = f.i64();
+  if (!f.ok || nh < 0 || nh > (1 << 24)) return false;
+  r->heads.assign(std::size_t(nh), HeadRow{});
+  for (auto& h : r->heads) {
+    h.batch_index = f.i64();
+    h.head = f.i64();
+    get_metrics(f, &h.m);
+    if (!f.ok) return false;
+  }
+  const std::string* end = f.next();
+  return f.ok && end && *end == "end" && f.i == f.f.size();
+}
+
+void ResultTable::sort_by_point() {
+  std::stable_sort(rows_.begin(), rows_.end(),
+                   [](const PointRow& a, const PointRow& b) { return a.point < b.point; });
+}
+
+void ResultTable::print(std::FILE* f) const {
+  std::fprintf(f, "%-34s %-28s %4s %10s %10s %10s %10s %10s %6s %7s %8s\n", "method", "input",
+               "seed", "cos_sim", "rel_l1", "rmse", "rel_fro", "max_abs", "out", "ulp_p99",
+               "ulp_max");
+  for (const auto& r : rows_) {
+    std::string in = r.input;
+    if (in.size() > 28) in = in.substr(0, 25) + "...";
+    std::fprintf(f, "%-34s %-28s %4lld %10.8f %10.3e %10.3e %10.3e %10.3e %6s %7lld %8lld\n",
+                 r.label.c_str(), in.c_str(), (long long)r.seed, r.m.cosine, r.m.rel_l1, r.m.rmse,
+                 r.m.rel_fro, r.m.max_abs, r.out_format.c_str(), (long long)r.m.ulp_p99,
+                 (long long)r.m.ulp_max);
+  }
+}
+
+namespace {
+
+// Writes the metric columns of `ms` under `prefix`.
+void write_metrics(H5Writer& w, const std::string& prefix,
+                   const std::vector<const MetricValues*>& ms) {
+  const std::uint64_t n = ms.size();
+  auto f64 = [&](const char* name, double MetricValues::*field) {
+    std::vector<double> v;
+    for (const auto* m : ms) v.push_back(m->*field);
+    w.write_f64(prefix + name, {n}, v.data());
+  };
+  auto i64 = [&](const char* name, std::int64_t MetricValues::*field) {
+    std::vector<std::int64_t> v;
+    for (const auto* m : ms) v.push_back(m->*field);
+    w.write_i64(prefix + name, {n}, v.data());
+  };
+  f64("cosine", &MetricValues::cosine);
+  f64("rel_l1", &MetricValues::rel_l1);
+  f64("rmse", &MetricValues::rmse);
+  f64("rel_fro", &MetricValues::rel_fro);
+  f64("max_abs", &MetricValues::max_abs);
+  i64("nonfinite", &MetricValues::nonfinite);
+  i64("ulp_p50", &MetricValues::ulp_p50);
+  i64("ulp_p99", &MetricValues::ulp_p99);
+  i64("ulp_max", &MetricValues::ulp_max);
+  std::vector<std::int64_t> hist;
+  for (const auto* m : ms) {
+    std::vector<std::int64_t> h = m->ulp_hist;
+    h.resize(UlpHistogram::kBuckets, 0);
+    hist.insert(hist.end(), h.begin(), h.end());
+  }
+  w.write_i64(prefix + "ulp_hist", {n, std::uint64_t(UlpHistogram::kBuckets)}, hist.data());
+  std::string labels;
+  for (int k = 0; k < UlpHistogram::kBuckets; ++k)
+    labels += (k ? "," : "") + UlpHistogram::bucket_label(k);
+  w.attr_string(prefix + "ulp_hist", "buckets", labels);
+}
+
+}  // namespace
+
+void ResultTable::write(H5Writer& w, const std::string& prefix) const {
+  const std::uint64_t n = rows_.size();
+  auto strings = [&](const char* name, std::string PointRow::*field) {
+    std::vector<std::string> v;
+    for (const auto& r : rows_) v.push_back(r.*field);
+    w.write_strings(prefix + name, v);
+  };
+  auto i64 = [&](const char* name, std::int64_t PointRow::*field) {
+    std::vector<std::int64_t> v;
+    for (const auto& r : rows_) v.push_back(r.*field);
+    w.write_i64(prefix + name, {n}, v.data());
+  };
+  i64("point", &PointRow::point);
+  strings("method", &PointRow::method);
+  strings("label", &PointRow::label);
+  strings("input", &PointRow::input);
+  strings("out_format", &PointRow::out_format);
+  i64("seed", &PointRow::seed);
+  i64("batch", &PointRow::batch);
+  i64("heads_q", &PointRow::heads_q);
+  i64("heads_kv", &PointRow::heads_kv);
+  i64("len_q", &PointRow::len_q);
+  i64("len_kv", &PointRow::len_kv);
+  i64("head_dim", &PointRow::head_dim);
+  i64("causal", &PointRow::causal);
+  std::vector<const MetricValues*> ms;
+  for (const auto& r : rows_) ms.push_back(&r.m);
+  write_metrics(w, prefix, ms);
+
+  // Per head: `point` joins a head row to its point row.
+  const std::string ph = prefix + "per_head/";
+  std::vector<std::int64_t> point, batch_index, head;
+  std::vector<const MetricValues*> hm;
+  for (const auto& r : rows_) {
+    for (const auto& h : r.heads) {
+      point.push_back(r.point);
+      batch_index.push_back(h.batch_index);
+      head.push_back(h.head);
+      hm.push_back(&h.m);
+    }
+  }
+  const std::uint64_t nh = point.size();
+  w.write_i64(ph + "point", {nh}, point.data());
+  w.write_i64(ph + "batch_index", {nh}, batch_index.data());
+  w.write_i64(ph + "head", {nh}, head.data());
+  write_metrics(w, ph, hm);
+  w.attr_string(
+      prefix.empty() ? "/" : prefix.substr(0, prefix.size() - 1), "metrics",
+      "cosine, rel_l1 (SageAttention2 A.7), rmse, rel_fro (AMLA 5.1), max_abs against FP64 golden; "
+      "ULP distances in each row's out_format; per_head/ has one row per (point, batch_index, "
+      "head)");
+}
+
+const std::vector<std::string>& metric_columns() {
+  static const std::vector<std::string> k{"cosine",    "rel_l1",  "rmse",    "rel_fro", "max_abs",
+                                          "nonfinite", "ulp_p50", "ulp_p99", "ulp_max"};
+  return k;
+}
+
+}  // namespace attnsim

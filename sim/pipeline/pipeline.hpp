@@ -1,0 +1,273 @@
+// The one tiled attention skeleton every technique runs on: operand preparation, the QKᵀ and P·V
+// products, exp, the P cast, accumulation, rescale and epilogue are each a chosen model, so a
+// technique is a preset (a filled-in Pipeline plus its own preparation steps), never a copy of
+// the loop. sim/pipeline/README.md lists every stage, its choices and the kernels behind them.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/encoding.hpp"
+#include "formats/policy.hpp"
+#include "numerics/dot.hpp"
+#include "numerics/groups.hpp"
+#include "numerics/quantize.hpp"
+#include "numerics/softmax_state.hpp"
+#include "sim/problem.hpp"
+
+namespace attnsim {
+
+// ---------------------------------------------------------------------------------------------
+// Operand preparation (Q, K, V): done once per input, before any tile runs.
+
+// Where a mean is subtracted before quantization (smoothing), and what compensates it:
+//  kNone
+//  kTokens  per channel over all tokens of the head (SageAttention smooth K: `km = k.mean(dim=seq)`;
+//           smooth V): for K nothing (a per-row constant cancels in softmax; the LSE is corrected
+//           by q·mean·sm_scale as SageAttention's core.py does), for V the mean is added back in
+//           the epilogue (SageAttention fused.cu MeanScaleKernel + fuse_v_scale "+ v_mean").
+//  kBlock   per channel over each block of `mean_block` tokens (SageAttention2 §3.2 smooth Q by
+//           block mean): the scores get ΔS = mean_q(block) · Kᵀ added after dequantization.
+enum class MeanMode : std::uint8_t { kNone, kTokens, kBlock };
+
+// How a scaled operand's groups get their scale.
+//  kNone     no scale: a plain cast of the FP32 input to `enc` under `cast`.
+//  kInteger  symmetric integer quantization (numerics/quantize.hpp `quantizer`, whose bits must
+//            match `enc`).
+//  kFloat    a float encoding scaled per group to `float_max` (SageAttention per_channel_fp8:
+//            scale = amax / 448, q = cvt.rn.satfinite(x · (448 / amax)); 2.25 for SageAttention2++).
+enum class ScaleMode : std::uint8_t { kNone, kInteger, kFloat };
+
+// Where a scaled operand's scale is applied.
+//  kProduct  the product runs on the unscaled encodings and the kernel dequantizes its result:
+//            S = acc · s_q · s_k (Q, K), per chunk or in the epilogue (V) - every quantized kernel.
+//  kOperand  the operand is dequantized first, x̂ = fl(q · s) rounded to `dequant_to`, and the
+//            product runs on x̂ (KIVI's dequantize-then-FP16-GEMM).
+enum class ScaleAt : std::uint8_t { kProduct, kOperand };
+
+// A factor applied to the FP32 input before anything else (SageAttention 1 Triton per_block:
+// `q = q * (sm_scale * 1.44269504)` before quantization; the exp stage then uses scale 1).
+enum class Prescale : std::uint8_t { kNone, kSmScale, kSmScaleLog2e };
+
+struct OperandSpec {
+  Encoding enc = Encoding::kFp32;
+  // Float encodings: how the FP32 value (or the scaled value) is rounded. Default: RNE, overflow
+  // to Inf; fp8 operands use saturate (cvt.rn.satfinite), set by the presets.
+  Policy cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  ScaleMode scale = ScaleMode::kNone;
+  GroupMap groups;                                // kInteger / kFloat
+  SymmetricQuantizer quantizer = kSymmetricInt8;  // kInteger
+  float float_max = 448.0f;                       // kFloat
+  ScaleAt apply = ScaleAt::kProduct;
+  Encoding dequant_to = Encoding::kFp32;  // kOperand: x̂ = fl(q · s) in this float encoding
+  MeanMode mean = MeanMode::kNone;
+  int mean_block = 128;                     // kBlock
+  Encoding mean_enc = Encoding::kFp32;      // the mean is computed in FP64, rounded once to this
+  Encoding centered_enc = Encoding::kFp32;  // x − mean (an FP32 subtraction) rounded to this
+  Prescale prescale = Prescale::kNone;
+
+  bool operator==(const OperandSpec&) const;
+};
+
+// One prepared operand, every (batch, head) slice [tokens, dim] row-major.
+struct PreparedOperand {
+  Encoding enc = Encoding::kFp32;  // the encoding the products see
+  int slices = 0, tokens = 0, dim = 0;
+  // Decoded values the CUDA-core/FP64 products multiply: the input as cast, or the unscaled
+  // integers / scaled floats of a kProduct-quantized operand, or x̂ of a kOperand one.
+  std::vector<float> values;
+  // The same elements as encodings, [slices][tokens][dim_pad] with zero padding to dim_pad (a
+  // multiple of the instruction's k): filled only when a product model is an instruction.
+  std::vector<std::uint32_t> bits;
+  int dim_pad = 0;
+  // kProduct scales: per slice, `groups.count(tokens, dim)` of them; empty when unscaled.
+  GroupMap groups;
+  std::vector<float> scales;
+  int groups_per_slice = 0;
+  // V: whether a channel's scale changes from key to key (per-block groups): the P·V product is
+  // then dequantized per KV block instead of in the epilogue.
+  bool key_dependent_scale = false;
+  // The subtracted mean (FP32 values of mean_enc): [slices][means_per_slice][dim]; empty if none.
+  std::vector<float> mean;
+  int means_per_slice = 0;
+  MeanMode mean_mode = MeanMode::kNone;
+  int mean_block = 0;
+
+  const float* row(int slice, int t) const {
+    return values.data() + (std::size_t(slice) * tokens + std::size_t(t)) * dim;
+  }
+  const std::uint32_t* row_bits(int slice, int t) const {
+    return bits.data() + (std::size_t(slice) * tokens + std::size_t(t)) * dim_pad;
+  }
+  bool scaled() const { return !scales.empty(); }
+  float scale(int slice, int t, int c) const {
+    return scales[std::size_t(slice) * groups_per_slice +
+                  std::size_t(groups.group(t, c, tokens, dim))];
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The stages after preparation.
+
+// How the QKᵀ accumulator becomes a score.
+//  kScore  S = fl(fl(acc) · fl(s_q · s_k)): SageAttention's masked path (`S * dequant_scale`),
+//          SageAttention 1 Triton (`qk.to(f32) * (q_scale * k_scale)`), TurboAttention Alg. 1.
+//  kFold   the dequantization folds into the exponent: c = fl(scale_log2 · fl(s_q · s_k)) and
+//          x = fma(fl(acc), c, −m) (SageAttention2 main loop, `sm_scale_eff`); needs the scaled
+//          max domain.
+enum class Dequant : std::uint8_t { kScore, kFold };
+
+// The max the exponent subtracts.
+//  kRaw     m in score units, max_scaled = m·scale computed per block (FA2 softmax_rescale_o).
+//  kScaled  m in exponent units: the block max of fma(s, c, −offset) (SageAttention2
+//           attn_utils.cuh update_mdo, FlashMLA `cur_max *= scale_softmax_log2`).
+enum class MaxDomain : std::uint8_t { kRaw, kScaled };
+
+// The max snapped to an integer in the exponent's units (base 2 only), so every rescale factor is
+// an exact power of two: kNone, kCeil (p <= 1), kNearest (ties away, AMLA's CAST_ROUND of
+// −m/ln 2: p <= 2^0.5).
+enum class MaxRound : std::uint8_t { kNone, kCeil, kNearest };
+
+// How O (and l) follow a new max.
+//  kMultiply  O·alpha in the state's arithmetic (every FlashAttention).
+//  kIntAdd    AMLA Eq. 3/7: O's FP32 bits as INT32 plus N·2^23 with N = snap(m_old) − snap(m_new)
+//             (numerics/fp32_bits.hpp mul_pow2_by_int_add; FP64 state: the same on the FP64 bits
+//             with N·2^52), the failure modes of Lemma 3.1 included; l is multiplied by 2^N.
+//             Needs a snapped max.
+enum class Rescale : std::uint8_t { kMultiply, kIntAdd };
+
+// How P·V reaches O.
+//  kIntoC  O is the product's C operand: O = dot(P, V, C = O) (FA2 gemm_rs(acc_o, tOrP, tOrVt),
+//          SageAttention2 pv_accum "fp32").
+//  kChunk  each KV block's product starts from zero and is added to O with an FADD, after its
+//          dequantization factor (SageAttention2 "fp32+fp32": buf = mma(P, V, 0); RO += buf;
+//          TurboAttention O += s_P · s_V · (P̃ V)).
+enum class PvAccumulate : std::uint8_t { kIntoC, kChunk };
+
+// Where P's scale comes from when P is cast to a scaled encoding (TurboAttention Alg. 1: P̃
+// quantized per block with s = max|P̃| / 119): kNone (P cast as is), kRow (one scale per row and
+// KV block), kTile (one per tile and KV block). The P·V chunk is multiplied by it (needs kChunk).
+enum class PScale : std::uint8_t { kNone, kRow, kTile };
+
+// Row-sum lanes (numerics/softmax_state.hpp): kQuad is SM80 FA2 (4 partial sums per row, one per
+// quad thread, combined (l0 + l2) + (l1 + l3) in the epilogue); kSingle one sum in key order.
+enum class RowSum : std::uint8_t { kQuad, kSingle };
+
+// Order of the KV blocks. FA2 (flash_fwd_kernel.h compute_attn_1rowblock) and FA3 start at
+// n_block_max − 1 and walk down to 0 (the masked blocks first); kAscending is the textbook order
+// (SageAttention, Triton kernels).
+enum class KvOrder : std::uint8_t { kDescending, kAscending };
+
+// The epilogue's O / l.
+//  kRcp           inv = 1/l (IEEE; 1 when l is 0 or NaN), O·inv: FA2 normalize_softmax_lse.
+//  kDiv           O / l (IEEE; O unchanged when l is 0 or NaN): Triton `acc / l_i`, AMLA RowDivs.
+//  kRcpApproxFtz  inv = rcp.approx.ftz(l) (numerics/special.hpp, the H100's MUFU.RCP), O·inv:
+//                 SageAttention2 normalize_d, FA2 built with --use_fast_math.
+enum class Normalize : std::uint8_t { kRcp, kDiv, kRcpApproxFtz };
+
+// State arithmetic: m, l, O, the exp argument and the rescale in FP32 (the kernels) or FP64.
+enum class StateType : std::uint8_t { kFp32, kFp64 };
+
+struct Pipeline {
+  int block_q = 64;   // kBlockM: query rows per tile (one CUDA thread block)
+  int block_kv = 64;  // kBlockN: keys per KV block
+  KvOrder kv_order = KvOrder::kDescending;
+  OperandSpec q, k, v;
+  DotModel qk, pv;  // the two products
+  Dequant dequant = Dequant::kScore;
+  // An int32 accumulator (QKᵀ or a P·V chunk) -> FP32: rne (cvt.rn.f32.s32, Triton .to(f32)) or rz
+  // (SageAttention2 __int2float_rz).
+  Round int_cvt = Round::kNearestEven;
+  StateType state = StateType::kFp32;
+  ExpKind exp_base = ExpKind::kExp2;
+  ExpFn exp_fn = ExpFn::kLibm;
+  float (*exp_hook)(float, const void*) = nullptr;  // kHook
+  const void* exp_hook_ctx = nullptr;
+  std::string exp_hook_name;  // for describe()
+  bool fma = true;            // fuse s·c − max_scaled into one FMA (nvcc --fmad=true)
+  MaxDomain max_domain = MaxDomain::kRaw;
+  double max_offset = 0.0;  // subtracted from the scaled max (SageAttention FP8 8.807, FA3 FP8 8)
+  MaxRound max_round = MaxRound::kNone;
+  double mask_value = -std::numeric_limits<
+      double>::infinity();  // the score of a masked key (FA2 -inf; SageAttention -5e6)
+  RowSum row_sum = RowSum::kQuad;
+  Encoding p = Encoding::kFp32;  // P is rounded to this before P·V (FA2 convert_type<Element>)
+  Policy p_cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  PScale p_scale = PScale::kNone;
+  SymmetricQuantizer p_quantizer = kSymmetricInt8;  // integer P with a scale
+  PvAccumulate pv_acc = PvAccumulate::kIntoC;
+  Rescale rescale = Rescale::kMultiply;
+  Normalize normalize = Normalize::kRcp;
+  Encoding out = Encoding::kFp32;  // fp64, fp32, bf16 or fp16
+  Policy out_cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+};
+
+// One line naming every stage's choice (for logs and test messages).
+std::string describe(const Pipeline& p);
+// Throws std::invalid_argument with one line when the stages cannot be combined (an instruction
+// whose operand formats are not what the preparation produces, a fold without the scaled max,
+// ...). `shape` adds the checks that depend on it (group maps against lengths).
+void validate(const Pipeline& p);
+
+struct PreparedInput {
+  AttentionShape shape;
+  bool causal = false;
+  double sm_scale = 0;  // the input's softmax scale (AttentionInput::scale())
+  PreparedOperand q, k, v;
+  // ΔS of a block-mean-smoothed Q: [batch·heads_q][q_mean_blocks][len_kv], FP32; empty if none.
+  std::vector<float> delta_s;
+  // The LSE correction of a mean-smoothed K: [batch·heads_q·len_q] q·mean_k·sm_scale (FP64).
+  std::vector<double> lse_shift;
+};
+
+PreparedInput prepare(const AttentionInput& in, const Pipeline& p);
+
+// The result of a run: O in the output encoding's values, natural-log LSE per row (FP32 state:
+// rounded to FP32; +inf for a row that sees no key).
+struct PipelineResult {
+  std::vector<double> o;    // [batch, heads_q, len_q, head_dim_v]
+  std::vector<double> lse;  // [batch, heads_q, len_q]
+};
+
+// One query tile: batch b, query head h, rows [q_begin, q_begin + rows).
+struct Tile {
+  int batch = 0, head = 0, q_begin = 0, rows = 0;
+};
+
+// Scratch buffers of one worker, reused across tiles.
+struct TileWorkspace;
+struct TileWorkspaceDeleter {
+  void operator()(TileWorkspace*) const;
+};
+using TileWorkspacePtr = std::unique_ptr<TileWorkspace, TileWorkspaceDeleter>;
+TileWorkspacePtr make_workspace();
+
+// The KV blocks a tile visits: blocks [0, n) with n = cdiv(len_kv, block_kv), and with a causal
+// mask cdiv((q_begin + block_q) + len_kv − len_q, block_kv) (FA2 n_block_max: blocks wholly right
+// of the tile's last diagonal are skipped; 0 when the tile sees no key).
+int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t);
+
+// Runs KV blocks [kv_block_begin, kv_block_end) ∩ [0, kv_blocks_of_tile) of one tile into the
+// rows' states (rows[i] is query q_begin + i; states sized head_dim_v with the pipeline's lanes),
+// in the pipeline's block order. Split schedules (LeanAttention, split-KV) call it once per
+// segment and merge the states.
+template <class T>
+void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int kv_block_begin,
+                 int kv_block_end, std::vector<SoftmaxState<T>>& rows, TileWorkspace& ws);
+
+// The epilogue of one tile: O / l (the normalize model), the V scale and mean, the output cast;
+// writes rows of `o` ([rows][head_dim_v], values of the output encoding) and `lse`.
+template <class T>
+void finish_tile(const PreparedInput& in, const Pipeline& p, const Tile& t,
+                 const std::vector<SoftmaxState<T>>& rows, double* o, double* lse);
+
+// The whole attention: every (batch, head, query block) tile over its whole KV range, tiles in
+// parallel (OpenMP; results do not depend on the thread count: a tile is computed by one worker
+// in a fixed order).
+PipelineResult run_pipeline(const PreparedInput& in, const Pipeline& p);
+PipelineResult run_pipeline(const AttentionInput& in, const Pipeline& p);
+
+}  // namespace attnsim

@@ -1,0 +1,304 @@
+// The `attnsim` executable end to end: the convert contract, one-line errors, no partial outputs,
+// sweeps and their HDF5 results.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "experiments/io/hdf5_io.hpp"
+
+namespace attnsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code;
+  std::string err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("attnsim_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  CliRun run(const std::string& args) const {
+    const std::string err = path("stderr.txt");
+    const int status = std::system(
+        (std::string(ATTNSIM_EXE) + " " + args + " >" + path("stdout.txt") + " 2>" + err).c_str());
+    std::ifstream in(err);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
+  }
+  void write_floats(const std::string& name, const std::vector<float>& v) const {
+    std::ofstream(path(name), std::ios::binary)
+        .write(reinterpret_cast<const char*>(v.data()), std::streamsize(v.size() * 4));
+  }
+  std::vector<std::uint8_t> read_bytes(const std::string& name) const {
+    std::ifstream in(path(name), std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  fs::path dir_;
+};
+
+TEST_F(Cli, ConvertContractE4m3AndBack) {
+  write_floats("x.f32", {1.0f, 464.0f, 465.0f, -0.0f, 0.0009765625f});
+  const CliRun r = run("convert --to e4m3fn --round rne --overflow saturate --in " + path("x.f32") +
+                       " --out " + path("x.u8"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(read_bytes("x.u8"), (std::vector<std::uint8_t>{0x38, 0x7E, 0x7E, 0x80, 0x00}));
+  ASSERT_EQ(
+      run("convert --to e4m3fn --decode --in " + path("x.u8") + " --out " + path("y.f32")).code, 0);
+  const auto y = read_bytes("y.f32");
+  ASSERT_EQ(y.size(), 20u);
+  float f[5];
+  std::memcpy(f, y.data(), 20);
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[1], 448.0f);
+  EXPECT_TRUE(std::signbit(f[3]));
+  // ml_dtypes' non-saturating convention.
+  ASSERT_EQ(run("convert --to e4m3fn --round rne --overflow nan --nan-encoding ml_dtypes --in " +
+                path("x.f32") + " --out " + path("z.u8"))
+                .code,
+            0);
+  EXPECT_EQ(read_bytes("z.u8")[2], 0x7F);
+}
+
+TEST_F(Cli, ConvertU16AndF64) {
+  std::vector<double> d{1.0 + 0x1p-8 + 0x1p-40};
+  std::ofstream(path("x.f64"), std::ios::binary).write(reinterpret_cast<const char*>(d.data()), 8);
+  ASSERT_EQ(run("convert --to bf16 --from f64 --round rne --overflow inf --in " + path("x.f64") +
+                " --out " + path("x.u16"))
+                .code,
+            0);
+  EXPECT_EQ(read_bytes("x.u16"), (std::vector<std::uint8_t>{0x81, 0x3F}));  // little-endian 0x3F81
+}
+
+TEST_F(Cli, BadInputGivesOneLineAndNoOutput) {
+  write_floats("x.f32", {1.0f, NAN});
+  struct Bad {
+    std::string args, needle;
+  } cases[] = {
+      {"convert --to fp8 --round rne --overflow saturate --in X --out O", "unknown format 'fp8'"},
+      {"convert --to e4m3fn --round rnz --overflow saturate --in X --out O",
+       "unknown rounding mode"},
+      {"convert --to e4m3fn --round rne --overflow inf --in X --out O", "no infinity"},
+      {"convert --to e4m3fn --round rne --in X --out O", "--overflow is required"},
+      {"convert --to int8 --round rne --overflow saturate --scale 1 --in X --out O", "NaN"},
+      {"convert --to int8 --round rne --overflow saturate --in X --out O", "--scale"},
+      {"convert --to bf16 --round rne --overflow inf --in MISSING --out O", "cannot read"},
+      {"convert --to bf16 --decode --in TRUNC --out O", "whole number"},
+  };
+  std::ofstream(path("trunc.u16"), std::ios::binary) << "abc";
+  for (const auto& c : cases) {
+    std::string args = c.args;
+    auto sub = [&](const std::string& from, const std::string& to) {
+      const auto p = args.find(from);
+      if (p != std::string::npos) args.replace(p, from.size(), to);
+    };
+    sub("MISSING", path("missing.f32"));
+    sub("TRUNC", path("trunc.u16"));
+    // Built with append, not operator+ on a temporary: GCC 12's -Wrestrict misfires on the latter.
+    std::string x_arg(" ");
+    x_arg.append(path("x.f32")).append(" ");
+    std::string o_arg(" ");
+    o_arg.append(path("out.bin"));
+    sub(" X ", x_arg);
+    sub(" O", o_arg);
+    const CliRun r = run(args);
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_NE(r.err.find(c.needle), std::string::npos) << args << " -> " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("attnsim: error: ", 0), 0u) << r.err;
+    EXPECT_FALSE(fs::exists(path("out.bin"))) << args;
+  }
+  for (const auto& e : fs::directory_iterator(dir_)) {
+    EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos)
+        << "leftover temp file " << e.path();
+  }
+}
+
+TEST_F(Cli, SweepWritesColumnarResults) {
+  const CliRun r =
+      run("sweep --methods golden,flash:qkv=bf16,p=bf16 --synthetic normal:nq=40,d=16 --seeds 2 "
+          "--quiet --output " +
+          path("r.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  H5Reader h(path("r.h5"));
+  const auto methods = h.read_strings("method");
+  ASSERT_EQ(methods.size(), 4u);
+  EXPECT_EQ(methods[0], "golden");
+  EXPECT_EQ(methods[1].rfind("flash:qkv=bf16,p=bf16,", 0), 0u);
+  const auto rel = h.read_f64("rel_fro");
+  EXPECT_EQ(rel[0], 0.0);
+  EXPECT_GT(rel[1], 1e-4);
+  EXPECT_LT(rel[1], 1e-2);
+  EXPECT_EQ(h.read_i64("seed"), (std::vector<std::int64_t>{0, 0, 1, 1}));
+  EXPECT_FALSE(h.attr_string("/", "git_commit").empty());
+  EXPECT_NE(h.attr_string("/", "command_line").find("sweep"), std::string::npos);
+}
+
+TEST_F(Cli, SweepFromConfigFileAndDump) {
+  ASSERT_EQ(
+      run("synth --synthetic kbias:hq=2,hkv=1,nq=32,d=16,causal=1 --out " + path("d.h5")).code, 0);
+  std::ofstream(path("c.toml")) << "methods = [\"golden\", \"flash:bq=16,bk=16\"]\ninput = [\""
+                                << path("d.h5") << "\"]\n";
+  const CliRun r = run("sweep --config " + path("c.toml") + " --quiet --output " + path("r.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  H5Reader h(path("r.h5"));
+  EXPECT_EQ(h.read_i64("causal"), (std::vector<std::int64_t>{1, 1}));
+  EXPECT_LT(h.read_f64("rel_fro")[1], 2e-6);
+  std::ofstream(path("bad.toml")) << "method = [\"golden\"]\n";
+  const CliRun bad = run("sweep --config " + path("bad.toml"));
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("unknown key 'method'"), std::string::npos) << bad.err;
+}
+
+TEST_F(Cli, SweepRejectsBadMethodsAndDumps) {
+  CliRun r = run("sweep --methods flash:qkv=int3 --synthetic normal");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("expected fp32, bf16"), std::string::npos) << r.err;
+  r = run("sweep --methods flash:speed=fast --synthetic normal");
+  EXPECT_NE(r.err.find("allowed: qkv"), std::string::npos) << r.err;
+  std::ofstream(path("junk.h5")) << "not hdf5";
+  r = run("sweep --methods golden --input " + path("junk.h5") + " --output " + path("o.h5"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("not a readable HDF5 file"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("o.h5")));
+}
+
+// `attnsim quantize` on a synthetic dump: one row per head × quantizer × granularity × smoothing,
+// the table readable back, errors ordered as granularity dictates (per-token ≤ per-tensor on a
+// per-token-scaled K), and bad arguments rejected with one line and no output file.
+TEST_F(Cli, QuantizeWritesTableAndRejectsBadInput) {
+  ASSERT_EQ(
+      run("synth --synthetic kbias:hq=2,hkv=2,nq=128,nkv=128,d=32,seed=3 --out " + path("d.h5"))
+          .code,
+      0);
+  const CliRun r =
+      run("quantize --input " + path("d.h5") +
+          " --quantizers symmetric_int8,e4m3fn --granularities per_tensor,per_token --output " +
+          path("q.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  H5Reader in(path("q.h5"));
+  const std::vector<double> fro = in.read_f64("rel_fro");
+  const std::vector<std::string> quant = in.read_strings("quantizer");
+  const std::vector<std::string> gran = in.read_strings("granularity");
+  const std::vector<std::int64_t> smooth = in.read_i64("smooth");
+  ASSERT_EQ(fro.size(), 2u * 2 * 2 * 2);  // heads × quantizers × granularities × {raw, smooth}
+  for (std::size_t i = 0; i < fro.size(); ++i) {
+    EXPECT_GT(fro[i], 0.0);
+    EXPECT_LT(fro[i], quant[i] == "e4m3fn" ? 0.1 : 0.02) << quant[i] << " " << gran[i];
+  }
+  EXPECT_EQ(in.attr_string("/", "tensor"), "k");
+  struct Bad {
+    std::string args, needle;
+  };
+  for (const Bad& b : std::vector<Bad>{{"--quantizers int3", "unknown quantizer 'int3'"},
+                                       {"--granularities per_block:0", "per_block:0"},
+                                       {"--tensor o", "--tensor must be q, k or v"},
+                                       {"--smooth maybe", "--smooth must be"},
+                                       {"--group layer_07", "no group 'layer_07'"}}) {
+    const CliRun e =
+        run("quantize --input " + path("d.h5") + " " + b.args + " --output " + path("bad.h5"));
+    EXPECT_EQ(e.code, 2) << b.args;
+    EXPECT_NE(e.err.find(b.needle), std::string::npos) << e.err;
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    EXPECT_FALSE(fs::exists(path("bad.h5"))) << b.args;
+  }
+  const CliRun missing = run("quantize --input " + path("none.h5") + " --output " + path("bad.h5"));
+  EXPECT_EQ(missing.code, 2);
+  EXPECT_FALSE(fs::exists(path("bad.h5")));
+}
+
+// `attnsim mma --promote`: the two-level accumulation through the raw-file contract (float32 C
+// and D), on the hand-derived case of tests/numerics/mma_test.cpp (1 + 128 products of 2^-15:
+// the FP22 chain keeps 1.0, promotion every 32 gives 1 + 2^-8), and its argument checks.
+TEST_F(Cli, MmaPromoteContract) {
+  {
+    std::ofstream(path("a.u8"), std::ios::binary) << std::string(128, char(0x08));
+    std::ofstream(path("b.u8"), std::ios::binary) << std::string(128, char(0x01));
+  }
+  write_floats("c.f32", {1.0f});
+  const std::string files = " --m 1 --n 1 --k 128 --a " + path("a.u8") + " --b " + path("b.u8") +
+                            " --c " + path("c.f32") + " --out " + path("d.f32");
+  ASSERT_EQ(run("mma --instr sm90.wgmma.e4m3.f32" + files).code, 0);
+  std::vector<std::uint8_t> d = read_bytes("d.f32");
+  float v = 0;
+  ASSERT_EQ(d.size(), 4u);
+  std::memcpy(&v, d.data(), 4);
+  EXPECT_EQ(v, 1.0f);
+  ASSERT_EQ(run("mma --instr sm90.wgmma.e4m3.f32 --promote 32" + files).code, 0);
+  d = read_bytes("d.f32");
+  std::memcpy(&v, d.data(), 4);
+  EXPECT_EQ(v, 1.0f + 0x1p-8f);
+  fs::remove(path("d.f32"));
+  for (const std::string& bad : {std::string("sm90.wgmma.e4m3.f32 --promote 48"),
+                                 std::string("sm90.wgmma.e4m3.f32 --promote -32"),
+                                 std::string("sm90.wgmma.e4m3.f32 --promote 256")}) {
+    const CliRun r = run("mma --instr " + bad + files);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(path("d.f32"))) << bad;
+  }
+  const CliRun integer = run("mma --instr sm90.imma.s8.s32 --promote 32" + files);
+  EXPECT_EQ(integer.code, 2);
+  EXPECT_NE(integer.err.find("floating-point accumulators"), std::string::npos) << integer.err;
+}
+
+// `attnsim special --no-ftz` on inputs whose H100 results (data/hw/h100/cvt_sample.h5) take the
+// scaled paths: subnormal results of ex2 and rcp, subnormal inputs of lg2.
+TEST_F(Cli, SpecialNoFtzReproducesRecordedOutputs) {
+  struct Case {
+    const char* fn;
+    std::uint32_t x, ftz, no_ftz;
+  };
+  for (const Case& c : {Case{"ex2", 0xc3090000u, 0x00000000u, 0x00001000u},
+                        Case{"rcp", 0x7f7fffffu, 0x00000000u, 0x00200000u},
+                        Case{"rcp", 0x00200001u, 0x7f800000u, 0x7f7ffff8u},
+                        Case{"lg2", 0x00000001u, 0xff800000u, 0xc3150000u},
+                        Case{"lg2", 0x802a8000u, 0xff800000u, 0x7fffffffu}}) {
+    float xf;
+    std::memcpy(&xf, &c.x, 4);
+    write_floats("x.f32", {xf});
+    for (bool no_ftz : {false, true}) {
+      const CliRun r = run(std::string("special --fn ") + c.fn + (no_ftz ? " --no-ftz" : "") +
+                           " --in " + path("x.f32") + " --out " + path("y.f32"));
+      ASSERT_EQ(r.code, 0) << r.err;
+      const std::vector<std::uint8_t> y = read_bytes("y.f32");
+      ASSERT_EQ(y.size(), 4u);
+      std::uint32_t got;
+      std::memcpy(&got, y.data(), 4);
+      EXPECT_EQ(got, no_ftz ? c.no_ftz : c.ftz)
+          << c.fn << " 0x" << std::hex << c.x << (no_ftz ? " --no-ftz" : "");
+    }
+  }
+}
+
+TEST_F(Cli, InfoListsFormatsAndPolicies) {
+  const CliRun r = run("info");
+  ASSERT_EQ(r.code, 0);
+  std::ifstream in(path("stdout.txt"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (const char* s :
+       {"e4m3fn", "e5m2", "bf16", "fp16", "fp22", "int4", "rne", "saturate-finite", "ml_dtypes"}) {
+    EXPECT_NE(text.find(s), std::string::npos) << s;
+  }
+  EXPECT_NE(text.find("max 448"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace attnsim

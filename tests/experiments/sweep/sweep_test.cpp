@@ -1,0 +1,422 @@
+// experiments/sweep/sweep_*: --grid, per-head rows, bit-identical results across thread counts,
+// resume after interruption, MPI ranks, `attnsim run`, `compare`, `gate` and `repro` end to end.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "experiments/cli/error.hpp"
+#include "experiments/io/dump.hpp"
+#include "experiments/io/hdf5_io.hpp"
+#include "experiments/sweep/sweep_engine.hpp"
+#include "experiments/sweep/sweep_metrics.hpp"
+
+namespace attnsim {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CmdResult {
+  int code;
+  std::string out, err;
+};
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class Exp : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("attnsim_exp_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) fs::remove_all(dir_);
+  }
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  // Runs attnsim (or `prefix attnsim`) from the source directory, so relative data paths work.
+  CmdResult run(const std::string& args, const std::string& prefix = "") const {
+    const std::string cmd = "cd " + std::string(ATTNSIM_SOURCE_DIR) + " && " + prefix + " " +
+                            ATTNSIM_EXE + " " + args + " >" + path("stdout.txt") + " 2>" +
+                            path("stderr.txt");
+    const int status = std::system(cmd.c_str());
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(path("stdout.txt")),
+            slurp(path("stderr.txt"))};
+  }
+  fs::path dir_;
+};
+
+// Every dataset of `a` equals the one of `b` bit for bit (strings, integers, doubles), and the
+// two files hold the same datasets. Attributes (date, command line) are not compared.
+void expect_same_datasets(const std::string& a, const std::string& b) {
+  const H5Reader ra(a), rb(b);
+  const auto da = ra.datasets(), db = rb.datasets();
+  ASSERT_EQ(da.size(), db.size());
+  for (std::size_t i = 0; i < da.size(); ++i) {
+    ASSERT_EQ(da[i].name, db[i].name);
+    EXPECT_EQ(da[i].dims, db[i].dims) << da[i].name;
+    if (da[i].kind == 's') {
+      EXPECT_EQ(ra.read_strings(da[i].name), rb.read_strings(db[i].name)) << da[i].name;
+    } else {
+      const auto va = ra.read_numeric(da[i].name), vb = rb.read_numeric(db[i].name);
+      ASSERT_EQ(va.size(), vb.size());
+      for (std::size_t k = 0; k < va.size(); ++k) {
+        EXPECT_TRUE(std::memcmp(&va[k], &vb[k], sizeof(double)) == 0)
+            << da[i].name << "[" << k << "] " << va[k] << " vs " << vb[k];
+      }
+    }
+  }
+}
+
+const char* kSweep =
+    "sweep --quiet --methods golden,flash,flash:qkv=bf16,p=bf16,out=bf16 --grid bk=16,32 "
+    "--synthetic normal:hq=2,nq=48,d=16 --synthetic kbias:b=2,hq=2,hkv=1,nq=40,d=8,causal=1 "
+    "--seeds 2";
+
+TEST(GridAxis, ParsesAndExpands) {
+  const GridAxis a = parse_grid_axis("qkv=bf16,fp16,bf16");
+  EXPECT_EQ(a.key, "qkv");
+  EXPECT_EQ(a.values, (std::vector<std::string>{"bf16", "fp16"}));
+  EXPECT_THROW(parse_grid_axis("qkv"), UsageError);
+  EXPECT_THROW(parse_grid_axis("qkv=bf16,,fp16"), UsageError);
+  const auto m = expand_grid({parse_method("golden"), parse_method("flash:qkv=e4m3fn,bk=32")},
+                             {parse_grid_axis("qkv=bf16,fp16"), parse_grid_axis("bq=16,32")});
+  ASSERT_EQ(m.size(), 5u);
+  EXPECT_EQ(m[0].canonical(), "golden");
+  EXPECT_EQ(m[1].short_name(), "flash:qkv=bf16,bq=16,bk=32");  // first axis outermost; bk kept
+  EXPECT_EQ(m[2].short_name(), "flash:qkv=bf16,bq=32,bk=32");
+  EXPECT_EQ(m[4].short_name(), "flash:qkv=fp16,bq=32,bk=32");
+  try {
+    expand_grid({parse_method("golden")}, {parse_grid_axis("qkv=bf16")});
+    ADD_FAILURE() << "a grid key no method has must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("none of the methods"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(expand_grid({parse_method("flash")}, {parse_grid_axis("qkv=int3")}), UsageError);
+}
+
+TEST(RowRecord, RoundTripsExactlyAndRejectsCutLines) {
+  const AttentionInput in = make_synthetic("normal:b=2,hq=2,nq=8,d=4");
+  const MethodConfig m = parse_method("flash:qkv=e4m3fn");
+  const std::vector<double> golden(in.shape.o_size(), 0.1);
+  PointRow r = measure_point(7, m, "syn\tthetic%\n", 3, in, m.run(in), golden);
+  ASSERT_EQ(r.heads.size(), 4u);
+  const std::string line = serialize_row(r);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  PointRow back;
+  ASSERT_TRUE(parse_row(line, &back));
+  EXPECT_EQ(serialize_row(back), line);
+  EXPECT_EQ(back.input, "syn\tthetic%\n");
+  EXPECT_EQ(back.m.rel_fro, r.m.rel_fro);
+  EXPECT_EQ(back.heads[3].m.ulp_hist, r.heads[3].m.ulp_hist);
+  for (std::size_t cut : {std::size_t(0), std::size_t(5), line.size() / 2, line.size() - 1}) {
+    EXPECT_FALSE(parse_row(line.substr(0, cut), &back)) << cut;
+  }
+}
+
+TEST_F(Exp, SweepGridAndPerHeadTables) {
+  const CmdResult r = run(std::string(kSweep) + " --output " + path("r.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const H5Reader h(path("r.h5"));
+  // (golden + 2 flash × 2 bk) × (2 specs × 2 seeds) = 5 × 4 points.
+  const auto method = h.read_strings("method");
+  ASSERT_EQ(method.size(), 20u);
+  EXPECT_EQ(h.read_strings("label")[1], "flash:bk=16");
+  EXPECT_EQ(h.read_strings("label")[4], "flash:qkv=bf16,p=bf16,out=bf16,bk=32");
+  EXPECT_EQ(h.read_i64("point"), [] {
+    std::vector<std::int64_t> v(20);
+    for (int i = 0; i < 20; ++i) v[std::size_t(i)] = i;
+    return v;
+  }());
+  // Per head: 2 heads for the normal spec, 2 batches × 2 heads for kbias.
+  const auto ph_point = h.read_i64("per_head/point");
+  ASSERT_EQ(ph_point.size(), 10u * 2 + 10u * 4);
+  EXPECT_EQ(h.read_i64("per_head/head")[1], 1);
+  EXPECT_EQ(h.read_i64("per_head/batch_index")[40 + 2], 1);
+  std::vector<std::uint64_t> dims;
+  h.read_f64("per_head/ulp_hist", &dims);
+  EXPECT_EQ(dims, (std::vector<std::uint64_t>{60, 23}));
+  // The overall max_abs is the largest per-head max_abs of the point.
+  const auto max_abs = h.read_f64("max_abs"), ph_max = h.read_f64("per_head/max_abs");
+  for (std::size_t p = 0; p < 20; ++p) {
+    double m = 0;
+    for (std::size_t i = 0; i < ph_point.size(); ++i) {
+      if (ph_point[i] == std::int64_t(p)) m = std::max(m, ph_max[i]);
+    }
+    EXPECT_EQ(m, max_abs[p]) << p;
+  }
+  const CmdResult bad = run("sweep --methods golden --grid qkv=bf16 --synthetic normal");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_NE(bad.err.find("--grid key 'qkv' is an option of none of the methods"), std::string::npos)
+      << bad.err;
+}
+
+TEST_F(Exp, ResultsIdenticalForAnyThreadCount) {
+  ASSERT_EQ(run(std::string(kSweep) + " --output " + path("t1.h5"), "OMP_NUM_THREADS=1").code, 0);
+  ASSERT_EQ(run(std::string(kSweep) + " --output " + path("t2.h5"), "OMP_NUM_THREADS=2").code, 0);
+  ASSERT_EQ(run(std::string(kSweep) + " --output " + path("t3.h5"), "OMP_NUM_THREADS=3").code, 0);
+  expect_same_datasets(path("t1.h5"), path("t2.h5"));
+  expect_same_datasets(path("t1.h5"), path("t3.h5"));
+}
+
+TEST_F(Exp, InterruptedSweepResumesToTheSameFile) {
+  ASSERT_EQ(run(std::string(kSweep) + " --output " + path("full.h5")).code, 0);
+  CmdResult r = run(std::string(kSweep) + " --output " + path("part.h5") + " --max-points 7",
+                    "OMP_NUM_THREADS=2");
+  ASSERT_EQ(r.code, 3) << r.err;
+  EXPECT_NE(r.err.find("--resume"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("part.h5")));
+  ASSERT_TRUE(fs::exists(path("part.h5.ckpt.0")));
+  // A record cut mid-write by a crash is ignored.
+  std::ofstream(path("part.h5.ckpt.0"), std::ios::app) << "row1\t8\tflash";
+  r = run(std::string(kSweep) + " --output " + path("part.h5") + " --max-points 5 --resume");
+  ASSERT_EQ(r.code, 3) << r.err;
+  r = run(std::string(kSweep) + " --output " + path("part.h5") + " --resume", "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 computed, 12 from checkpoints"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(path("part.h5.ckpt.0")));
+  expect_same_datasets(path("full.h5"), path("part.h5"));
+  // A checkpoint of another sweep is refused.
+  ASSERT_EQ(run(std::string(kSweep) + " --output " + path("x.h5") + " --max-points 1").code, 3);
+  std::string other = kSweep;
+  other.replace(other.find("--seeds 2"), 9, "--seeds 3");
+  r = run(other + " --output " + path("x.h5") + " --resume");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("different sweep"), std::string::npos) << r.err;
+}
+
+std::string mpirun_prefix(int ranks) {
+  return "OMP_NUM_THREADS=1 mpirun -n " + std::to_string(ranks) +
+         " --oversubscribe --bind-to none" + (::geteuid() == 0 ? " --allow-run-as-root" : "");
+}
+
+TEST_F(Exp, MpiRanksWriteTheSameFileAsOneProcess) {
+#if !defined(ATTNSIM_HAVE_MPI)
+  GTEST_SKIP() << "attnsim built without MPI";
+#else
+  if (std::system("command -v mpirun >/dev/null 2>&1") != 0) GTEST_SKIP() << "no mpirun";
+  ASSERT_EQ(run(std::string(kSweep) + " --output " + path("one.h5")).code, 0);
+  CmdResult r = run(std::string(kSweep) + " --output " + path("two.h5"), mpirun_prefix(2));
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_datasets(path("one.h5"), path("two.h5"));
+  // Interrupted with 2 ranks, resumed with 3 and then 1: still the same file.
+  r = run(std::string(kSweep) + " --output " + path("mix.h5") + " --max-points 3",
+          mpirun_prefix(2));
+  ASSERT_NE(r.code, 0);
+  EXPECT_TRUE(fs::exists(path("mix.h5.ckpt.1")));
+  r = run(std::string(kSweep) + " --output " + path("mix.h5") + " --max-points 2 --resume",
+          mpirun_prefix(3));
+  ASSERT_NE(r.code, 0);
+  r = run(std::string(kSweep) + " --output " + path("mix.h5") + " --resume");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("8 computed, 12 from checkpoints"), std::string::npos) << r.out;
+  expect_same_datasets(path("one.h5"), path("mix.h5"));
+#endif
+}
+
+TEST_F(Exp, RunWritesOutputInItsFormatWithMetrics) {
+  ASSERT_EQ(
+      run("synth --synthetic kbias:b=1,hq=2,hkv=1,nq=24,d=8,causal=1,seed=5 --out " + path("d.h5"))
+          .code,
+      0);
+  CmdResult r = run("run --method flash:qkv=bf16,p=bf16,out=bf16 --input " + path("d.h5") +
+                    " --output " + path("o.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(run("sweep --quiet --methods flash:qkv=bf16,p=bf16,out=bf16 --input " + path("d.h5") +
+                " --output " + path("s.h5"))
+                .code,
+            0);
+  const H5Reader o(path("o.h5")), s(path("s.h5"));
+  const H5DatasetInfo info = o.dataset_info("o");
+  EXPECT_EQ(info.kind, 'u');
+  EXPECT_EQ(info.size, 2u);
+  EXPECT_EQ(info.dtype_attr, "bfloat16");
+  EXPECT_EQ(info.dims, (std::vector<std::uint64_t>{1, 2, 24, 8}));
+  EXPECT_EQ(o.attr_f64("o", "rel_fro"), s.read_f64("rel_fro")[0]);
+  EXPECT_EQ(o.read_f64("metrics/rel_fro")[0], s.read_f64("rel_fro")[0]);
+  EXPECT_EQ(o.read_i64("metrics/ulp_hist"), s.read_i64("ulp_hist"));
+  EXPECT_EQ(o.read_i64("metrics/per_head/ulp_max"), s.read_i64("per_head/ulp_max"));
+  // Every stored value is a bf16 (the low 16 bits of its float32 pattern are zero) and not all
+  // zero.
+  const H5Array a = o.read_array("o");
+  double sum = 0;
+  for (float v : a.data) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &v, 4);
+    EXPECT_EQ(bits & 0xFFFFu, 0u);
+    sum += std::fabs(v);
+  }
+  EXPECT_GT(sum, 1.0);
+  // fp16 output is an HDF5 half (numpy float16), fp32 a float32.
+  ASSERT_EQ(run("run --quiet --method flash:out=fp16 --input " + path("d.h5") + " --output " +
+                path("h.h5"))
+                .code,
+            0);
+  const H5Reader h(path("h.h5"));
+  EXPECT_EQ(h.dataset_info("o").kind, 'f');
+  EXPECT_EQ(h.dataset_info("o").size, 2u);
+  EXPECT_EQ(h.read_array("o").dtype, "float16");
+  // Bad input: one line, exit 2, no output.
+  r = run("run --method flash:qkv=int3 --input " + path("d.h5") + " --output " + path("bad.h5"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  r = run("run --method flash --input " + path("d.h5") + " --group layer_07 --output " +
+          path("bad.h5"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no group 'layer_07'"), std::string::npos) << r.err;
+  r = run("run --method flash --input " + path("d.h5") + " --output /nonexistent/dir/o.h5");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(fs::exists(path("bad.h5")));
+}
+
+TEST_F(Exp, CompareReportsTensorAndMetricDifferences) {
+  ASSERT_EQ(run("sweep --quiet --methods golden,flash:qkv=bf16,p=bf16 --synthetic "
+                "normal:nq=32,d=16 --output " +
+                path("a.h5"))
+                .code,
+            0);
+  ASSERT_EQ(run("sweep --quiet --methods golden,flash:qkv=bf16,p=bf16 --synthetic "
+                "normal:nq=32,d=16,sigma=2 --output " +
+                path("b.h5"))
+                .code,
+            0);
+  CmdResult r = run("compare " + path("a.h5") + " " + path("a.h5"));
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  r = run("compare " + path("a.h5") + " " + path("b.h5"));
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("rel_fro"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("flash:qkv=bf16,p=bf16 | synthetic:normal:nq=32,d=16,sigma=2 | seed 0"),
+            std::string::npos)
+      << r.out;
+  // Tensors: two run outputs of different methods.
+  ASSERT_EQ(run("synth --synthetic normal:nq=16,d=8 --out " + path("d.h5")).code, 0);
+  ASSERT_EQ(
+      run("run --quiet --method flash --input " + path("d.h5") + " --output " + path("o1.h5")).code,
+      0);
+  ASSERT_EQ(run("run --quiet --method flash:qkv=fp16 --input " + path("d.h5") + " --output " +
+                path("o2.h5"))
+                .code,
+            0);
+  r = run("compare --exclude metrics/ " + path("o1.h5") + " " + path("o2.h5"));
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("ulp (fp32)"), std::string::npos) << r.out;
+  r = run("compare --tol 1 --exclude metrics/ " + path("o1.h5") + " " + path("o2.h5"));
+  EXPECT_EQ(r.code, 0) << r.out;
+  r = run("compare " + path("a.h5") + " " + path("missing.h5"));
+  EXPECT_EQ(r.code, 2);
+}
+
+// Copies a results file, multiplying column `metric` of row `row` by `factor`.
+void perturbed_copy(const std::string& from, const std::string& to, const std::string& metric,
+                    std::size_t row, double factor) {
+  const H5Reader r(from);
+  H5Writer w(to);
+  for (const auto& d : r.datasets()) {
+    if (d.kind == 's') {
+      w.write_strings(d.name, r.read_strings(d.name));
+    } else if (d.kind == 'f') {
+      std::vector<double> v = r.read_numeric(d.name);
+      if (d.name == metric) v.at(row) *= factor;
+      w.write_f64(d.name, d.dims, v.data());
+    } else {
+      const std::vector<std::int64_t> v = r.read_i64(d.name);
+      w.write_i64(d.name, d.dims, v.data());
+    }
+  }
+  w.commit();
+}
+
+const char* kBaseline = "data/baselines/flash_small.h5";
+const char* kRules = "experiments/configs/gate.toml";
+
+TEST_F(Exp, GatePassesOnTheBundledBaseline) {
+  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_small.toml --output " +
+                    path("new.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run(std::string("gate --baseline ") + kBaseline + " --results " + path("new.h5") +
+          " --rules " + kRules);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+}
+
+TEST_F(Exp, GateFailsOnAPerturbedBaseline) {
+  const std::string base = std::string(ATTNSIM_SOURCE_DIR) + "/" + kBaseline;
+  // The baseline claims row 3 was twice as accurate: the unchanged results are a regression.
+  perturbed_copy(base, path("better_base.h5"), "rel_fro", 3, 0.5);
+  CmdResult r = run("gate --baseline " + path("better_base.h5") + " --results " + kBaseline +
+                    " --rules " + kRules);
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("REGRESSION  rel_fro"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("gate: FAIL: 1 regression"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("gate failed"), std::string::npos) << r.err;
+  // The baseline claims row 3 was worse: the results improved, which passes.
+  perturbed_copy(base, path("worse_base.h5"), "rel_fro", 3, 2.0);
+  r = run("gate --baseline " + path("worse_base.h5") + " --results " + kBaseline + " --rules " +
+          kRules);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("improved"), std::string::npos) << r.out;
+  // A cosine drop of 1e-6 on one row is beyond abs 1e-9.
+  perturbed_copy(base, path("cos_base.h5"), "cosine", 5, 1.0 + 1e-6);
+  EXPECT_EQ(run("gate --baseline " + path("cos_base.h5") + " --results " + kBaseline + " --rules " +
+                kRules)
+                .code,
+            1);
+  // Errors are exit 2: unknown rule keys, metrics the files lack, unreadable files.
+  std::ofstream(path("bad.toml")) << "[rel_fro]\ntolerance = 1\n";
+  r = run(std::string("gate --baseline ") + kBaseline + " --results " + kBaseline + " --rules " +
+          path("bad.toml"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("unknown key [rel_fro] tolerance"), std::string::npos) << r.err;
+  std::ofstream(path("nometric.toml")) << "[speed]\nabs = 1\n";
+  EXPECT_EQ(run(std::string("gate --baseline ") + kBaseline + " --results " + kBaseline +
+                " --rules " + path("nometric.toml"))
+                .code,
+            2);
+  EXPECT_EQ(run(std::string("gate --baseline ") + kBaseline + " --results " + path("none.h5") +
+                " --rules " + kRules)
+                .code,
+            2);
+}
+
+TEST_F(Exp, ReproFlashFormatsQuickWritesTheTableItPrints) {
+  CmdResult r = run("repro flash-formats --quick --samples 1 --out " + path("r.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string csv = slurp(path("r.csv"));
+  EXPECT_EQ(csv.rfind("method,dist,samples,cos_min,rel_l1_mean", 0), 0u) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 16);  // header + 5 formats × 3 distributions
+  EXPECT_NE(r.out.find("flash:qkv=e4m3fn,p=e4m3fn  outlier"), std::string::npos) << r.out;
+  ASSERT_EQ(run("repro flash-formats --quick --samples 1 --out " + path("r.h5")).code, 0);
+  const H5Reader h(path("r.h5"));
+  const auto l1 = h.read_f64("rel_l1_mean");
+  ASSERT_EQ(l1.size(), 15u);
+  // Row order: fp32, fp16, bf16, e4m3fn, e5m2 (× normal, kbias, outlier): errors grow with coarser
+  // formats.
+  EXPECT_LT(l1[0], 1e-5);
+  EXPECT_LT(l1[3], l1[6]);
+  EXPECT_LT(l1[6], l1[9]);
+  EXPECT_LT(l1[9], l1[12]);
+  EXPECT_EQ(h.attr_string("/", "repro"), "flash-formats");
+  r = run("repro sage9");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("expected flash-formats"), std::string::npos) << r.err;
+  r = run("repro flash-formats --quick --out " + path("r.txt"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_FALSE(fs::exists(path("r.txt")));
+  EXPECT_EQ(run("repro --list").code, 0);
+}
+
+}  // namespace
+}  // namespace attnsim
