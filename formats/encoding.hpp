@@ -43,33 +43,44 @@ struct EncodingTraits {
   std::int32_t int_min, int_max;  // integers: range
 };
 
-inline constexpr EncodingTraits kEncodingTraits[] = {
-    {Encoding::kFp64, "fp64", 64, true, true, 11, 52, 0, 0},
-    {Encoding::kFp32, "fp32", 32, true, true, 8, 23, 0, 0},
-    {Encoding::kBf16, "bf16", 16, true, true, 8, 7, 0, 0},
-    {Encoding::kFp16, "fp16", 16, true, true, 5, 10, 0, 0},
-    {Encoding::kE4m3fn, "e4m3fn", 8, true, true, 4, 3, 0, 0},
-    {Encoding::kE5m2, "e5m2", 8, true, true, 5, 2, 0, 0},
-    {Encoding::kS8, "s8", 8, false, true, 0, 0, s8::kMin, s8::kMax},
-    {Encoding::kU8, "u8", 8, false, false, 0, 0, u8::kMin, u8::kMax},
-    {Encoding::kS4, "s4", 4, false, true, 0, 0, s4::kMin, s4::kMax},
-    {Encoding::kS2, "s2", 2, false, true, 0, 0, s2::kMin, s2::kMax},
-};
-inline constexpr int kEncodingCount = int(sizeof(kEncodingTraits) / sizeof(kEncodingTraits[0]));
-
-ATTNSIM_HD constexpr const EncodingTraits& encoding_traits(Encoding e) {
-  return kEncodingTraits[int(e)];
+// The table, as a switch: namespace-scope constexpr arrays are not readable from device code.
+ATTNSIM_HD constexpr EncodingTraits encoding_traits(Encoding e) {
+  switch (e) {
+    case Encoding::kFp64:
+      return {Encoding::kFp64, "fp64", 64, true, true, 11, 52, 0, 0};
+    case Encoding::kFp32:
+      return {Encoding::kFp32, "fp32", 32, true, true, 8, 23, 0, 0};
+    case Encoding::kBf16:
+      return {Encoding::kBf16, "bf16", 16, true, true, 8, 7, 0, 0};
+    case Encoding::kFp16:
+      return {Encoding::kFp16, "fp16", 16, true, true, 5, 10, 0, 0};
+    case Encoding::kE4m3fn:
+      return {Encoding::kE4m3fn, "e4m3fn", 8, true, true, 4, 3, 0, 0};
+    case Encoding::kE5m2:
+      return {Encoding::kE5m2, "e5m2", 8, true, true, 5, 2, 0, 0};
+    case Encoding::kS8:
+      return {Encoding::kS8, "s8", 8, false, true, 0, 0, s8::kMin, s8::kMax};
+    case Encoding::kU8:
+      return {Encoding::kU8, "u8", 8, false, false, 0, 0, u8::kMin, u8::kMax};
+    case Encoding::kS4:
+      return {Encoding::kS4, "s4", 4, false, true, 0, 0, s4::kMin, s4::kMax};
+    case Encoding::kS2:
+      return {Encoding::kS2, "s2", 2, false, true, 0, 0, s2::kMin, s2::kMax};
+  }
+  return {Encoding::kFp32, "?", 0, false, false, 0, 0, 0, 0};
 }
+inline constexpr int kEncodingCount = int(Encoding::kS2) + 1;
+
 ATTNSIM_HD constexpr const char* encoding_name(Encoding e) { return encoding_traits(e).name; }
 ATTNSIM_HD constexpr bool is_float_encoding(Encoding e) { return encoding_traits(e).is_float; }
 
 // The traits cross-checked against the format types they stand for (STYLE.md 1).
-static_assert(kEncodingTraits[int(Encoding::kE4m3fn)].man_bits == e4m3fn::kManBits &&
-              kEncodingTraits[int(Encoding::kE5m2)].exp_bits == e5m2::kExpBits &&
-              kEncodingTraits[int(Encoding::kBf16)].man_bits == bf16::kManBits &&
-              kEncodingTraits[int(Encoding::kFp16)].exp_bits == fp16::kExpBits &&
-              kEncodingTraits[int(Encoding::kS4)].int_min == -8);
-static_assert(int(Encoding::kS2) + 1 == kEncodingCount);
+static_assert(encoding_traits(Encoding::kE4m3fn).man_bits == e4m3fn::kManBits &&
+              encoding_traits(Encoding::kE5m2).exp_bits == e5m2::kExpBits &&
+              encoding_traits(Encoding::kBf16).man_bits == bf16::kManBits &&
+              encoding_traits(Encoding::kFp16).exp_bits == fp16::kExpBits &&
+              encoding_traits(Encoding::kFp32).man_bits == fp32::kManBits &&
+              encoding_traits(Encoding::kS4).int_min == -8);
 
 namespace detail {
 ATTNSIM_HD constexpr bool str_eq(const char* a, const char* b) {
@@ -84,8 +95,8 @@ ATTNSIM_HD constexpr bool str_eq(const char* a, const char* b) {
 // The encoding named `s` (one of the names above); false when there is none.
 ATTNSIM_HD constexpr bool parse_encoding(const char* s, Encoding* out) {
   for (int i = 0; i < kEncodingCount; ++i) {
-    if (detail::str_eq(s, kEncodingTraits[i].name)) {
-      *out = kEncodingTraits[i].enc;
+    if (detail::str_eq(s, encoding_traits(Encoding(i)).name)) {
+      *out = Encoding(i);
       return true;
     }
   }

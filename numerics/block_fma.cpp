@@ -20,7 +20,8 @@ namespace {
 const std::vector<FloatParts>& decode_table(Encoding in) {
   static const auto tables = [] {
     std::array<std::vector<FloatParts>, kEncodingCount> t;
-    for (const EncodingTraits& f : kEncodingTraits) {
+    for (int e = 0; e < kEncodingCount; ++e) {
+      const EncodingTraits f = encoding_traits(Encoding(e));
       if (!f.is_float || f.bits > 16) continue;
       std::vector<FloatParts>& v = t[int(f.enc)];
       v.resize(std::size_t{1} << f.bits);

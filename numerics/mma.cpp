@@ -152,7 +152,8 @@ std::uint32_t fp8_via_hmma(const MmaInstrInfo& info, const std::uint32_t* ak,
   // the (unnormalised) operand exponents, so the fp16 encoding is what counts.
   static const auto widen_tables = [] {
     std::array<std::array<std::uint16_t, 256>, kEncodingCount> t{};
-    for (const EncodingTraits& f : kEncodingTraits) {
+    for (int e = 0; e < kEncodingCount; ++e) {
+      const EncodingTraits f = encoding_traits(Encoding(e));
       if (!f.is_float || f.bits != 8) continue;
       for (std::uint32_t x = 0; x < 256; ++x)
         t[int(f.enc)][x] = round_pack<fp16>(decompose_bits(f.enc, x), kExact);

@@ -1,20 +1,24 @@
 // Command-line spellings of formats, rounding modes, overflow policies and NaN encodings.
 #include "experiments/cli/names.hpp"
 
+#include <iterator>
+
 #include "experiments/cli/error.hpp"
 
 namespace attnsim {
 
+// The spellings are formats/policy.hpp's tables (one spelling per policy everywhere).
 const std::vector<std::string>& round_names() {
-  static const std::vector<std::string> k{"rne", "rna", "rz", "ru", "rd"};
+  static const std::vector<std::string> k(std::begin(kRoundNames), std::end(kRoundNames));
   return k;
 }
 const std::vector<std::string>& overflow_names() {
-  static const std::vector<std::string> k{"saturate", "saturate-finite", "nan", "inf"};
+  static const std::vector<std::string> k(std::begin(kOverflowNames), std::end(kOverflowNames));
   return k;
 }
 const std::vector<std::string>& nan_encoding_names() {
-  static const std::vector<std::string> k{"cuda", "ml_dtypes", "ieee"};
+  static const std::vector<std::string> k(std::begin(kNanEncodingNames),
+                                          std::end(kNanEncodingNames));
   return k;
 }
 const std::vector<std::string>& convert_format_names() {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/methods/methods.hpp"
 #include "formats/encoding.hpp"
 #include "numerics/fp32_bits.hpp"
 #include "numerics/groups.hpp"
@@ -222,8 +223,10 @@ Pipeline composition_b() {
   p.q.enc = p.k.enc = Encoding::kS8;
   p.q.scale = p.k.scale = ScaleMode::kInteger;
   p.q.quantizer = p.k.quantizer = kSageCudaInt8;
-  p.q.groups = sage_sm90_q_per_thread();
-  p.k.groups = sage_sm90_k_per_thread();
+  // The sm90 per-thread maps (the reference below quantizes with sage_sm90_*_per_thread(), whose
+  // padding only adds empty groups).
+  p.q.groups = sage_per_thread_q(16);
+  p.k.groups = sage_per_thread_k(128);
   p.k.mean = MeanMode::kTokens;
   p.k.mean_enc = p.k.centered_enc = Encoding::kBf16;
   p.v.enc = Encoding::kBf16;
@@ -630,6 +633,44 @@ TEST(PipelineComposition, KiviDequantizedCaches_Fp16HmmaWithFp16Accumulator) {
       EXPECT_LT(e, 1.0);  // INT2 V per token is coarse (0.6-0.75 here): the point is the bits
     }
   }
+}
+
+// The method strings of experiments/configs/baseline_pipeline.toml build exactly these pipelines
+// (so the gated baseline runs the compositions checked bit for bit above).
+TEST(PipelineComposition, MethodStringsBuildTheSamePipelines) {
+  auto pipeline_of = [](const std::string& m) {
+    const MethodConfig c = parse_method(m);
+    return c.spec->pipeline(c.values);
+  };
+  EXPECT_EQ(describe(pipeline_of(
+                "flash:qkv=bf16,v=e4m3fn,v_quant=amax448,v_gran=per_channel,p=e4m3fn,out=bf16,"
+                "qk_dot=sm90.hmma.bf16.f32,pv_dot=sm90.wgmma.e4m3.f32,pv_promote=128,bk=128,"
+                "exp=ex2.approx.ftz,max_round=ceil,rescale=int_add")),
+            describe(composition_a()));
+  EXPECT_EQ(describe(pipeline_of(
+                "flash:qkv=s8,v=bf16,q_quant=sage_cuda_int8,k_quant=sage_cuda_int8,"
+                "q_gran=per_thread,q_block=16,k_gran=per_thread,k_block=128,k_mean=tokens,"
+                "mean_fmt=bf16,qk_dot=sm90.wgmma.s8.s32,int_cvt=rz,dequant=fold,max=scaled,"
+                "max_offset=8.807,rowsum=single,exp=ex2.approx.ftz,p=bf16,"
+                "pv_dot=sm90.wgmma.bf16.f32,pv_acc=chunk,bk=128,norm=rcp.approx.ftz,out=fp16,"
+                "kv_order=asc")),
+            describe(composition_b()));
+  Pipeline c = composition_c();
+  c.exp_fn = ExpFn::kExact;
+  c.exp_hook = nullptr;
+  c.exp_hook_name.clear();
+  EXPECT_EQ(describe(pipeline_of(
+                "flash:qkv=s8,q_quant=turbo_int8_119,k_quant=turbo_int8_119,"
+                "v_quant=turbo_int8_119,q_gran=per_block,q_block=32,k_gran=per_block,"
+                "v_gran=per_block,q_mean=block,q_mean_block=32,qk_dot=sm90.imma.s8.s32,"
+                "pv_dot=sm90.imma.s8.s32,p=s8,p_scale=row,p_quant=turbo_int8_119,pv_acc=chunk,"
+                "exp=exp.exact,fma=off,rowsum=single,norm=div,bq=32,kv_order=asc")),
+            describe(c));
+  EXPECT_EQ(describe(pipeline_of(
+                "flash:q=fp16,k=s4,v=s2,k_quant=symmetric_int4,k_gran=per_channel,k_dequant=fp16,"
+                "v_quant=symmetric_int2,v_gran=per_token,v_dequant=fp16,qk_dot=sm90.hmma.f16.f32,"
+                "pv_dot=sm90.hmma.f16.f16,p=fp16,out=fp16,fma=off,bq=16,bk=32")),
+            describe(composition_d()));
 }
 
 }  // namespace

@@ -352,6 +352,44 @@ TEST_F(Exp, GatePassesOnTheBundledBaseline) {
   EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
 }
 
+TEST_F(Exp, GatePassesOnThePipelineCompositionsBaseline) {
+  // Cross-paper compositions of pipeline stage models (experiments/configs/baseline_pipeline.toml):
+  // tensor-core, MUFU, quantizer and integer-add models all under the gate.
+  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_pipeline.toml --output " +
+                    path("pipe.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run("gate --baseline data/baselines/pipeline_compositions.h5 --results " + path("pipe.h5") +
+          " --rules " + kRules);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+}
+
+TEST_F(Exp, AttributeWritesOneRowPerStage) {
+  const std::string m =
+      "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";
+  CmdResult r = run("attribute --method " + m +
+                    " --synthetic kbias:hq=2,nq=96,d=64,causal=1 --out " + path("attr.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("(b) qk made exact too"), std::string::npos) << r.out;
+  std::ifstream f(path("attr.csv"));
+  std::string line;
+  std::vector<std::string> lines;
+  while (std::getline(f, line)) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 1u + 12u);  // header, "all", 11 stages
+  EXPECT_EQ(lines[0].rfind("input,stage,method,exact,differs,rel_fro,cosine,max_abs,", 0), 0u);
+  EXPECT_NE(lines[1].find(",all,"), std::string::npos);
+  EXPECT_NE(lines[7].find(",exp,exp2/ex2.approx.ftz,exp2/exact,1,"), std::string::npos) << lines[7];
+  // The same through HDF5, one dataset per column; a dump group; errors are one line, exit 2.
+  r = run("attribute --method " + m + " --input data/bundled/kbias_gqa.h5 --quiet --output " +
+          path("attr.h5"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(run("attribute --method golden --synthetic normal:nq=8,d=8").code, 2);
+  r = run("attribute --method flash:rescale=int_add --synthetic normal:nq=8,d=8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("max_round"), std::string::npos) << r.err;
+  EXPECT_EQ(run("attribute --method flash --input data/bundled/kbias_gqa.h5 --group nope").code, 2);
+}
+
 TEST_F(Exp, GateFailsOnAPerturbedBaseline) {
   const std::string base = std::string(ATTNSIM_SOURCE_DIR) + "/" + kBaseline;
   // The baseline claims row 3 was twice as accurate: the unchanged results are a regression.
