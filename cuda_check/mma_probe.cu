@@ -334,8 +334,7 @@ __global__ void wgmma_kernel(int kind, int row_bytes, int variant, int promote,
           : "l"(da), "l"(db));
     } else if (kind == kWgmmaBf16) {
       asm volatile(
-          "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, 1, 1, 1, 0, "
-          "0;"
+          "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, %4, %5, 1, 1, 1, 0, 0;"
           : "+f"(acc[0]), "+f"(acc[1]), "+f"(acc[2]), "+f"(acc[3])
           : "l"(da), "l"(db));
     } else if (kind == kWgmmaS8) {

@@ -342,8 +342,8 @@ int main(int argc, char** argv) {
   attnsim::probe::write_bin(dir + "/lg2_mismatches.bin", mm.data(), mm.size() * 4);
   std::printf(
       "lg2.approx.ftz.f32 fixed-point model (e + L, 36 fraction bits, ones' complement for e < 0, "
-      "magnitude truncated; "
-      "tables T0 = lg2(1.m), T1 = lg2(0.5*1.m)) over all 2^32 inputs: %llu mismatches "
+      "magnitude truncated; tables T0 = lg2(1.m), T1 = lg2(0.5*1.m)) "
+      "over all 2^32 inputs: %llu mismatches "
       "(e>=1: %llu, e=0: %llu, e=-1: %llu, e<=-2: %llu, special: %llu)\n",
       c3.mismatches, c3.by_class[0], c3.by_class[1], c3.by_class[2], c3.by_class[3],
       c3.by_class[4]);

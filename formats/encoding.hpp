@@ -124,30 +124,18 @@ ATTNSIM_HD constexpr FloatParts decompose_bits(Encoding e, std::uint32_t bits) {
   return FloatParts{FloatParts::kZero, false, 0, 0, 0};
 }
 
-// FP32 -> a float encoding of at most 32 bits, one rounding under `p`.
-ATTNSIM_HD constexpr std::uint32_t encode_float_bits(Encoding e, float x, Policy p) {
+// FP32 or FP64 -> a float encoding of at most 32 bits, one rounding under `p` (an FP64 source is
+// rounded once, never through FP32; an FP32 source to fp32 is kept as is).
+template <class T>
+ATTNSIM_HD constexpr std::uint32_t encode_float_bits(Encoding e, T x, Policy p) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "float or double");
   switch (e) {
     case Encoding::kFp32:
-      return f32_bits(x);
-    case Encoding::kBf16:
-      return encode<bf16>(x, p);
-    case Encoding::kFp16:
-      return encode<fp16>(x, p);
-    case Encoding::kE4m3fn:
-      return encode<e4m3fn>(x, p);
-    case Encoding::kE5m2:
-      return encode<e5m2>(x, p);
-    default:
-      break;
-  }
-  return 0;
-}
-
-// FP64 -> a float encoding of at most 32 bits, one rounding (never through FP32).
-ATTNSIM_HD constexpr std::uint32_t encode_float_bits(Encoding e, double x, Policy p) {
-  switch (e) {
-    case Encoding::kFp32:
-      return convert<fp32, fp64>(f64_bits(x), p);
+      if constexpr (sizeof(T) == 4) {
+        return f32_bits(x);
+      } else {
+        return encode<fp32>(x, p);
+      }
     case Encoding::kBf16:
       return encode<bf16>(x, p);
     case Encoding::kFp16:

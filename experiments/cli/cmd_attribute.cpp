@@ -92,15 +92,7 @@ void run_attribute(const AttributeOptions& opt) {
   const Pipeline pipeline = method.spec->pipeline(method.values);
   std::vector<std::string> prefixes{""};
   if (!opt.input.empty()) {
-    prefixes = dump_prefixes(opt.input);
-    if (!opt.group.empty()) {
-      const std::string want = opt.group + "/";
-      bool found = false;
-      for (const auto& p : prefixes) found = found || p == want;
-      if (!found)
-        throw UsageError("'" + opt.input + "' has no group '" + opt.group + "' with q, k, v");
-      prefixes = {want};
-    }
+    prefixes = select_dump_prefixes(opt.input, opt.group);
   }
   std::vector<AttributionRow> all_rows;
   if (!opt.quiet) std::printf("method %s\n", method.canonical().c_str());
@@ -111,7 +103,7 @@ void run_attribute(const AttributeOptions& opt) {
     const std::string name =
         opt.input.empty()
             ? "synthetic:" + opt.synthetic
-            : opt.input + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1));
+            : dump_input_name(opt.input, prefix);
     std::vector<AttributionRow> rows;
     try {
       rows = attribute_stages(in, name, pipeline, golden_attention_ref(in));

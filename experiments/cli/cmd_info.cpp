@@ -59,19 +59,18 @@ void add_info_command(CLI::App& app) {
     print_int_format<s2>("int2");
     std::printf("\nrounding modes (--round): %s\n", join_choices(round_names()).c_str());
     std::printf(
-        "  rne nearest, ties to even; rna nearest, ties away from zero; rz toward zero; ru up; rd "
-        "down\n");
+        "  rne nearest, ties to even; rna nearest, ties away from zero; rz toward zero; ru up; "
+        "rd down\n");
     std::printf("overflow policies (--overflow): %s\n", join_choices(overflow_names()).c_str());
     std::printf(
-        "  saturate: +-max, Inf inputs too (CUDA cvt.rn.satfinite); saturate-finite: +-max, Inf "
-        "stays\n"
-        "  Inf (NaN for e4m3fn; ml_dtypes kSaturate); nan: NaN (OCP non-saturating, ml_dtypes "
-        "astype);\n"
-        "  inf: +-Inf (IEEE). Directed roundings toward zero give +-max (IEEE 754 7.4).\n");
+        "  saturate: +-max, Inf inputs too (CUDA cvt.rn.satfinite);\n"
+        "  saturate-finite: +-max, Inf stays Inf (NaN for e4m3fn; ml_dtypes kSaturate);\n"
+        "  nan: NaN (OCP non-saturating, ml_dtypes astype); inf: +-Inf (IEEE).\n"
+        "  Directed roundings toward zero give +-max (IEEE 754 7.4).\n");
     std::printf("NaN encodings (--nan-encoding): %s\n", join_choices(nan_encoding_names()).c_str());
     std::printf(
-        "  cuda: 0x7F / 0x7FFF, sign dropped; ml_dtypes: sign kept, quiet NaN (e5m2 0x7E, bf16 "
-        "0x7FC0);\n"
+        "  cuda: 0x7F / 0x7FFF, sign dropped;\n"
+        "  ml_dtypes: sign kept, quiet NaN (e5m2 0x7E, bf16 0x7FC0);\n"
         "  ieee: sign and payload kept, quiet bit set\n");
   });
 }

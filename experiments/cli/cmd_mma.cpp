@@ -86,13 +86,12 @@ void add_mma_command(CLI::App& app) {
   auto o = std::make_shared<MmaOptions>();
   CLI::App* cmd = app.add_subcommand(
       "mma",
-      "D = A·B + C through a bit-exact tensor-core instruction model. A: M x K row-major "
-      "encodings; "
-      "Bt: N x K row-major (B transposed); C, D: M x N row-major float32 (int32 for integer "
-      "instructions, u16 fp16 bits for fp16 accumulation). Encodings: u16 for fp16/bf16, u8 for "
-      "fp8/int8/uint8, int4 packed two per byte (element 0 in the low nibble). K may be any "
-      "multiple of the "
-      "instruction's k: instructions are chained in natural k order.");
+      "D = A·B + C through a bit-exact tensor-core instruction model. "
+      "A: M x K row-major encodings; Bt: N x K row-major (B transposed); "
+      "C, D: M x N row-major float32 (int32 for integer instructions, u16 fp16 bits for fp16 "
+      "accumulation). Encodings: u16 for fp16/bf16, u8 for fp8/int8/uint8, "
+      "int4 packed two per byte (element 0 in the low nibble). "
+      "K may be any multiple of the instruction's k: instructions are chained in natural k order.");
   cmd->add_option("--instr", o->instr, "instruction model (see --list)");
   cmd->add_option("--m", o->m, "rows of A and D");
   cmd->add_option("--n", o->n, "columns of B and D");
@@ -106,9 +105,8 @@ void add_mma_command(CLI::App& app) {
   cmd->add_option(
          "--promote", o->promote,
          "two-level accumulation (DeepSeek-V3, SageAttention2++): chain the instruction over N "
-         "elements from zero, add each chunk to an FP32 register (FADD.RN); C and D are then "
-         "float32 "
-         "(0: off)")
+         "elements from zero, add each chunk to an FP32 register (FADD.RN); "
+         "C and D are then float32 (0: off)")
       ->capture_default_str();
   cmd->add_flag("--list", o->list,
                 "list the instruction models with their parameters and evidence");

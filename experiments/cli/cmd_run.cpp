@@ -66,15 +66,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
   const MethodConfig method = parse_method(opt.method);
   std::vector<std::string> prefixes{""};
   if (!opt.input.empty()) {
-    prefixes = dump_prefixes(opt.input);
-    if (!opt.group.empty()) {
-      const std::string want = opt.group + "/";
-      bool found = false;
-      for (const auto& p : prefixes) found = found || p == want;
-      if (!found)
-        throw UsageError("'" + opt.input + "' has no group '" + opt.group + "' with q, k, v");
-      prefixes = {want};
-    }
+    prefixes = select_dump_prefixes(opt.input, opt.group);
   } else if (!opt.group.empty()) {
     throw UsageError("--group applies to --input dumps only");
   }
@@ -89,7 +81,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
     const std::string name =
         opt.input.empty()
             ? "synthetic:" + opt.synthetic
-            : opt.input + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1));
+            : dump_input_name(opt.input, prefix);
     const std::vector<double> golden = golden_attention_ref(in);
     const MethodOutput out = method.run(in);
     const std::int64_t seed = opt.input.empty() ? std::int64_t(synthetic_seed(opt.synthetic)) : 0;

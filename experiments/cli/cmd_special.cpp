@@ -18,9 +18,8 @@ void add_special_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "special",
       "Evaluate the H100's approximate special functions bit-exactly on raw little-endian float32: "
-      "ex2 = ex2.approx.ftz.f32, rcp = rcp.approx.ftz.f32, lg2 = lg2.approx.ftz.f32, or with "
-      "--no-ftz "
-      "the variants without .ftz (models proven over all 2^32 inputs)");
+      "ex2 = ex2.approx.ftz.f32, rcp = rcp.approx.ftz.f32, lg2 = lg2.approx.ftz.f32, "
+      "or with --no-ftz the variants without .ftz (models proven over all 2^32 inputs)");
   auto no_ftz = std::make_shared<bool>(false);
   cmd->add_option("--fn", *fn, "ex2, rcp or lg2")->required();
   cmd->add_flag(

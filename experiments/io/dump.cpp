@@ -321,4 +321,17 @@ AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) 
   return in;
 }
 
+std::vector<std::string> select_dump_prefixes(const std::string& path, const std::string& group) {
+  std::vector<std::string> prefixes = dump_prefixes(path);
+  if (group.empty()) return prefixes;
+  const std::string want = group + "/";
+  for (const auto& p : prefixes)
+    if (p == want) return {want};
+  throw UsageError("'" + path + "' has no group '" + group + "' with q, k, v");
+}
+
+std::string dump_input_name(const std::string& path, const std::string& prefix) {
+  return path + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1));
+}
+
 }  // namespace attnsim

@@ -25,6 +25,11 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
 
 // Lists the inputs of a dump: {""} for a flat file, {"layer_00/", ...} for per-layer groups.
 std::vector<std::string> dump_prefixes(const std::string& path);
+// The inputs a command runs on: every prefix of the dump, or the one layer group `group` names
+// (a UsageError when the dump has no such group with q, k, v).
+std::vector<std::string> select_dump_prefixes(const std::string& path, const std::string& group);
+// How results name one input of a dump: "path" or "path:layer_03".
+std::string dump_input_name(const std::string& path, const std::string& prefix);
 
 void write_attention_dump(const std::string& path, const AttentionInput& in,
                           const std::string& source);
