@@ -102,6 +102,17 @@ constexpr MmaInstrInfo kInstrTable[] = {
     {MmaInstr::kSm89MmaSyncE5m2F32, "sm89.mma_sync.e5m2.f32", 16, 8, 32, Encoding::kE5m2, 8, 0,
      Comp::kBlockChain, kAdaQmmaF32, "UNVERIFIED: as sm89.mma_sync.e4m3.f32 with e5m2 inputs",
      "UNVERIFIED, public information only (as sm89.mma_sync.e4m3.f32)", true},
+    {MmaInstr::kMmaSyncE4m3F16, "sm90.mma_sync.e4m3.f16", 16, 8, 32, Encoding::kE4m3fn, 8, 1,
+     Comp::kFp8ViaHmma, kHopperHmmaF16,
+     "ptxas emulation: P1 = HMMA.F16(k in {4t,4t+1,16+4t,16+4t+1}, C=0); P2 = HMMA.F16(other 16 k, C=P1); D = hadd2.rn(C, P2)",
+     "SASS F2FP.F16.E4M3.UNPACK_B + 2x HMMA.16816.F16 + HADD2 (SageAttention sm89 kernel built for sm_90a); end to end: data/hw/h100/sage recordings"},
+    {MmaInstr::kMmaSyncE5m2F16, "sm90.mma_sync.e5m2.f16", 16, 8, 32, Encoding::kE5m2, 8, 1,
+     Comp::kFp8ViaHmma, kHopperHmmaF16, "as sm90.mma_sync.e4m3.f16 with e5m2 inputs",
+     "UNVERIFIED: by analogy with sm90.mma_sync.e4m3.f16 (no recorded kernel compiles it)", true},
+    {MmaInstr::kWgmmaF16F16, "sm90.wgmma.f16.f16", 64, 8, 16, Encoding::kFp16, 16, 1,
+     Comp::kBlockChain, kHopperHmmaF16,
+     "block FMA: 16 products + fp16 C per k16, window 23+2 bits, FP16 RNE, floor 2^-21 (as HMMA.F16)",
+     "SASS HGMMA.64xNx16.F16 (SageAttention 1 Triton P·V); assumed equal to HMMA.16816.F16 as HGMMA.F32 is to HMMA.F32; end to end: data/hw/h100/sage recordings"},
 };
 
 constexpr int kInstrCount = int(sizeof(kInstrTable) / sizeof(kInstrTable[0]));
@@ -132,6 +143,14 @@ constexpr bool instr_table_consistent() {
 static_assert(instr_table_consistent());
 
 constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+
+// HADD2 on fp16 bits: the exact sum (in FP64, which holds any two fp16 values' sum) rounded once
+// to fp16, nearest even, subnormals kept; NaN canonical 0x7FFF as the GPU writes it.
+std::uint32_t hadd_rn(std::uint32_t x, std::uint32_t y) {
+  const double s = double(decode_f32<fp16>(std::uint16_t(x))) + double(decode_f32<fp16>(std::uint16_t(y)));
+  if (s != s) return 0x7FFFu;
+  return encode<fp16>(s, kExact);
+}
 
 std::uint32_t fadd_rn(std::uint32_t x, std::uint32_t y) {
   // FADD on the CUDA cores: IEEE binary32 addition, round to nearest even, subnormals kept.
@@ -169,7 +188,9 @@ std::uint32_t fp8_via_hmma(const MmaInstrInfo& info, const std::uint32_t* ak,
     aw[j] = wt[ak[k] & 0xFFu];
     bw[j++] = wt[bk[k] & 0xFFu];
   }
-  return fadd_rn(c, block_fma_chain(Encoding::kFp16, aw, bw, 32, 0u, info.params));
+  const std::uint32_t h = block_fma_chain(Encoding::kFp16, aw, bw, 32, 0u, info.params);
+  if (info.acc == 1) return hadd_rn(c, h);  // HADD2 of the instruction's fp16 C
+  return fadd_rn(c, h);
 }
 
 // An integer encoding's value from its low bits, branch-free so that the dot product vectorises:

@@ -65,6 +65,17 @@ enum class MmaInstr {
   kSm89MmaSyncE4m3F32,
   // sm89.mma_sync.e5m2.f32: the same with e5m2 inputs
   kSm89MmaSyncE5m2F32,
+  // sm90.mma_sync.e4m3.f16: mma.sync m16n8k32 .f16.e4m3.e4m3.f16 as ptxas emulates it on sm_90
+  // (SASS of SageAttention's sm89 kernel built for sm_90a): two HMMA.16816.F16 over interleaved k,
+  // the first from zero, the second onto it, then an HADD2 of C. Not probed instruction by
+  // instruction; checked end to end by the SageAttention recordings (data/hw/h100/sage).
+  kMmaSyncE4m3F16,
+  // sm90.mma_sync.e5m2.f16: the same with e5m2 inputs
+  kMmaSyncE5m2F16,
+  // sm90.wgmma.f16.f16: wgmma m64nNk16 .f16.f16.f16 -> HGMMA.64xNx16.F16, modelled as
+  // HMMA.16816.F16 (HGMMA with an FP32 accumulator was proven equal to HMMA); checked end to end by
+  // the SageAttention 1 recordings (its P·V).
+  kWgmmaF16F16,
 };
 
 // How an instruction is built from block FMAs (numerics/block_fma.hpp).

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "formats/intn.hpp"
+#include "numerics/special.hpp"
 
 namespace attnsim {
 
@@ -29,7 +30,9 @@ std::int32_t to_int(float v, Round r, int bits) {
 }  // namespace
 
 std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuantizer& qz) {
-  const float v = qz.apply == ScaleApply::kDivide ? x / scale : x * inv;
+  const float v = qz.apply == ScaleApply::kDivide ? x / scale
+                  : qz.apply == ScaleApply::kDivFull ? div_full(x, scale)
+                                                     : x * inv;
   switch (qz.rounding) {
     case QuantRounding::kRneSat:  // cvt.rni.sat (cvt_rni_sat_s8 for 8 bits)
       return to_int(v, Round::kNearestEven, qz.bits);
@@ -71,8 +74,13 @@ QuantizedTensor quantize_symmetric(const float* x, int tokens, int channels, con
   for (std::size_t g = 0; g < amax.size(); ++g) {
     float a = amax[g];
     if (qz.epsilon == ScaleEpsilon::kFloor) a = a > 1e-7f ? a : 1e-7f;
-    out.scale[g] = a / qz.qmax;
-    if (qz.epsilon == ScaleEpsilon::kAdd) out.scale[g] = out.scale[g] + 1e-7f;
+    if (qz.scale_compute == ScaleCompute::kReciprocalConstant) {
+      const float r = 1.0f / qz.qmax;  // fl(1/qmax): 0x3C010204 for 127
+      out.scale[g] = qz.epsilon == ScaleEpsilon::kAdd ? std::fma(a, r, 1e-7f) : a * r;
+    } else {
+      out.scale[g] = a / qz.qmax;
+      if (qz.epsilon == ScaleEpsilon::kAdd) out.scale[g] = out.scale[g] + 1e-7f;
+    }
     inv[g] = qz.qmax / a;
   }
   out.q.resize(std::size_t(tokens) * channels);

@@ -30,8 +30,20 @@ enum class ScaleEpsilon {
 
 // How the scale is applied.
 enum class ScaleApply {
-  kDivide,              // v = x / scale (Triton)
+  kDivide,              // v = x / scale, IEEE division
   kMultiplyReciprocal,  // v = x * (qmax / amax), the reciprocal rounded on its own (CUDA kernel)
+  kDivFull,             // v = div.full.f32(x, scale): Triton's fp32 `/` as ptxas compiles it
+                        // (numerics/special.hpp div_full; SASS of SageAttention's Triton kernels)
+};
+
+// How the scale itself is computed from amax.
+enum class ScaleCompute {
+  kDivide,              // amax / qmax (IEEE), then + 1e-7 when the epsilon is kAdd
+  kReciprocalConstant,  // amax × fl(1/qmax), one rounding; with kAdd fused into one FFMA
+                        // fma(amax, fl(1/qmax), 1e-7): ptxas turns Triton's div.full by the
+                        // constant into a multiply by its rounded reciprocal (0x3C010204 for 127)
+                        // and contracts the add (SageAttention quant_per_thread.py / per_block.py
+                        // SASS on the H100, data/hw/h100/sage/README.md)
 };
 
 struct SymmetricQuantizer {
@@ -41,6 +53,7 @@ struct SymmetricQuantizer {
   QuantRounding rounding;
   ScaleEpsilon epsilon;
   ScaleApply apply;
+  ScaleCompute scale_compute = ScaleCompute::kDivide;
 };
 
 // Named configurations (numerics/README.md cites each source).
@@ -61,15 +74,20 @@ inline constexpr SymmetricQuantizer kSageCudaInt8{"sage_cuda_int8",
                                                   QuantRounding::kRneSat,
                                                   ScaleEpsilon::kFloor,
                                                   ScaleApply::kMultiplyReciprocal};
+// SageAttention's Triton quantizers as the H100 runs them (the SASS of quant_per_thread.py and
+// quant_per_block.py, Triton 3.6): scale = fma(amax, fl(1/qmax), 1e-7) (per_thread) or
+// amax × fl(1/qmax) (per_block), x / scale by div.full, ±0.5 added in FP32, truncated.
+// Recorded outputs: data/hw/h100/sage. The INT4 variant is compiled by no public path; it is
+// assumed to follow the INT8 kernel's instruction sequence with fl(1/7).
 inline constexpr SymmetricQuantizer kSageTritonInt8{
     "sage_triton_int8", 8, 127.0f, QuantRounding::kHalfAwayFp32, ScaleEpsilon::kAdd,
-    ScaleApply::kDivide};
+    ScaleApply::kDivFull, ScaleCompute::kReciprocalConstant};
 inline constexpr SymmetricQuantizer kSageTritonInt4{
     "sage_triton_int4", 4, 7.0f, QuantRounding::kHalfAwayFp32, ScaleEpsilon::kAdd,
-    ScaleApply::kDivide};
+    ScaleApply::kDivFull, ScaleCompute::kReciprocalConstant};
 inline constexpr SymmetricQuantizer kSageTritonPerBlockInt8{
     "sage_triton_per_block_int8", 8, 127.0f, QuantRounding::kHalfAwayFp32, ScaleEpsilon::kNone,
-    ScaleApply::kDivide};
+    ScaleApply::kDivFull, ScaleCompute::kReciprocalConstant};
 // TurboAttention Alg. 1/2 write s = max|X| / 119 (the main text's Eq. 4 gives 2^(b-1) - 2 = 126).
 inline constexpr SymmetricQuantizer kTurboInt8Alg{
     "turbo_int8_119",   8, 119.0f, QuantRounding::kNearestEven, ScaleEpsilon::kNone,

@@ -102,6 +102,9 @@ struct SoftmaxState {
   T m = -std::numeric_limits<T>::infinity();
   std::array<T, kMaxLanes> l{};  // partial row sums, lanes of them in use
   int lanes = 1;
+  // How 4 lanes combine: FA2's quad_allreduce_ (shuffle xor 2, then 1: (l0 + l2) + (l1 + l3)) or
+  // SageAttention2's normalize_d (xor 1, then 2: (l0 + l1) + (l2 + l3)).
+  bool xor1_first = false;
   std::vector<T> o;
 
   explicit SoftmaxState(int dv = 0, int lanes_ = 1) : lanes(lanes_), o(std::size_t(dv), T(0)) {}
@@ -117,8 +120,11 @@ struct SoftmaxState {
   // The lane (quad thread) that owns column `col` of a KV block.
   int lane_of(int col) const { return lanes == 1 ? 0 : (col % 8) / 2; }
 
-  // The row sum: FA2 quad_allreduce_ order for 4 lanes.
-  T sum() const { return lanes == 1 ? l[0] : (l[0] + l[2]) + (l[1] + l[3]); }
+  // The row sum: the lanes combined in the shuffle order (FA2 quad_allreduce_ by default).
+  T sum() const {
+    if (lanes == 1) return l[0];
+    return xor1_first ? (l[0] + l[1]) + (l[2] + l[3]) : (l[0] + l[2]) + (l[1] + l[3]);
+  }
 
   // First half of FA2 softmax_rescale_o for one KV block whose row max is block_max:
   // m = max(m, block_max); alpha = e.alpha(m_old, m_use); l *= alpha; o *= alpha.

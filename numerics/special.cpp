@@ -188,6 +188,46 @@ float fmul_ftz(float a, float b) {
 float div_approx_ftz(float a, float b, const RcpApproxFtz& rcp) { return fmul_ftz(a, rcp(b)); }
 
 namespace {
+float flush(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
+float fma_ftz(float a, float b, float c) { return flush(std::fma(flush(a), flush(b), flush(c))); }
+}  // namespace
+
+float log2f_libdevice(float x) {
+  float e0 = 0.0f;
+  if (x < 0x1p-126f) {
+    x = x * 8388608.0f;
+    e0 = -23.0f;
+  }
+  const std::uint32_t b = f32_bits(x);
+  const std::int32_t ie = std::int32_t(b - 0x3F3504F3u) & std::int32_t(0xFF800000u);
+  const float f = f32_from_bits(b - std::uint32_t(ie)) - 1.0f;
+  const float e = fma_ftz(float(ie), 0x1p-23f, e0);
+  static constexpr std::uint32_t kCoef[] = {0xBE2C7F30u, 0x3E2FCF2Au, 0xBE374E43u, 0x3E520BF4u,
+                                            0xBE763C8Bu, 0x3E93BF99u, 0xBEB8AA49u, 0x3EF6384Au,
+                                            0xBF38AA3Bu};
+  float q = f32_from_bits(0x3DC6B27Fu);
+  for (std::uint32_t c : kCoef) q = fma_ftz(q, f, f32_from_bits(c));
+  float r = f * q;
+  r = f * r;
+  r = fma_ftz(f, f32_from_bits(0x3FB8AA3Bu), r);
+  float res = e + r;
+  if (b >= 0x7F800000u) res = fma_ftz(x, INFINITY, INFINITY);
+  return res;
+}
+
+float div_full(float a, float b, const RcpApproxFtz& rcp) {
+  // FSEL/FMUL range scaling then MUFU.RCP and an FMUL (see special.hpp).
+  if (std::fabs(b) > 0x1p126f) {
+    b = b * 0.25f;
+    a = a * 0.25f;
+  } else if (std::fabs(b) < 0x1p-126f) {
+    b = b * 16777216.0f;
+    a = a * 16777216.0f;
+  }
+  return rcp(b) * a;
+}
+
+namespace {
 
 // FMUL/FADD without .ftz on the host: IEEE binary32, round to nearest even, subnormals kept (SSE
 // arithmetic without FTZ/DAZ, no -ffast-math); NaN results canonical, as the GPU writes them.

@@ -97,4 +97,20 @@ float fmul_ftz(float a, float b);
 // FMUL.FTZ); checked on the H100 on 2^28 random pairs with exponents in [-31, 0] (0 mismatches).
 float div_approx_ftz(float a, float b, const RcpApproxFtz& rcp = RcpApproxFtz::h100());
 
+// div.full.f32 (Triton's fp32 `/`, `llvm.nvvm.div.full`) as ptxas compiles it for sm_90, read off
+// the SASS of SageAttention's Triton quantizers (cuda_check/sage, data/hw/h100/sage/README.md):
+// the divisor and dividend are range-scaled with IEEE FMULs (|b| > 2^126: both times 0.25;
+// |b| < 2^-126: both times 2^24), the divisor's reciprocal comes from MUFU.RCP (the
+// rcp.approx.ftz model) and one IEEE FMUL (round to nearest even, subnormals kept) gives
+// a' · rcp(b'). Up to 2 ulp from the correctly rounded quotient, as the PTX ISA allows.
+float div_full(float a, float b, const RcpApproxFtz& rcp = RcpApproxFtz::h100());
+
+// log2f of CUDA's libdevice (__nv_log2f) with flush-to-zero FMAs, as Triton 3.6 compiles tl.log2
+// for sm_90 (the PTX and SASS of SageAttention 1's attention kernel): x scaled by 2^23 below
+// 2^-126, the exponent split off at the bit pattern of sqrt(1/2) (0x3F3504F3: the mantissa in
+// [sqrt(1/2), sqrt(2)); PTX `add.s32 r, x, -1060439283`), a degree-10 polynomial in f = m − 1
+// evaluated by FFMA.FTZ, then e + f·log2(e) + f²·q. Inf, NaN and negative x as the PTX does
+// (fma(x, +inf, +inf)); x = 0 is left to the caller (Triton selects −inf).
+float log2f_libdevice(float x);
+
 }  // namespace attnsim

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace attnsim {
@@ -39,6 +40,9 @@ struct AttentionInput {
   std::vector<float> q, k, v;
   bool causal = false;
   double sm_scale = 0.0;  // 0 means 1/sqrt(head_dim)
+  // The dtype q, k, v were stored in ("float32", "float16", "bfloat16", "float64": a dump's; the
+  // values above are exact in it). Kernels that take 16-bit inputs use a 16-bit dump as it is.
+  std::string dtype = "float32";
 
   double scale() const {
     return sm_scale != 0.0 ? sm_scale : 1.0 / std::sqrt(double(shape.head_dim));

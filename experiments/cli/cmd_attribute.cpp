@@ -89,7 +89,6 @@ void run_attribute(const AttributeOptions& opt) {
   if (!method.spec->pipeline)
     throw UsageError("method '" + method.spec->name +
                      "' is not a pipeline: it has no stages to attribute");
-  const Pipeline pipeline = method.spec->pipeline(method.values);
   std::vector<std::string> prefixes{""};
   if (!opt.input.empty()) {
     prefixes = select_dump_prefixes(opt.input, opt.group);
@@ -105,6 +104,7 @@ void run_attribute(const AttributeOptions& opt) {
             ? "synthetic:" + opt.synthetic
             : dump_input_name(opt.input, prefix);
     std::vector<AttributionRow> rows;
+    const Pipeline pipeline = method.spec->pipeline(method.values, in);
     try {
       rows = attribute_stages(in, name, pipeline, golden_attention_ref(in));
     } catch (const std::invalid_argument& e) {

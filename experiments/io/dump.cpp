@@ -84,6 +84,8 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
   in.q = q.data;
   in.k = k.data;
   in.v = v.data;
+  // One dtype for all three; a mixed dump counts as float32 (its values are used as they are).
+  in.dtype = q.dtype == k.dtype && k.dtype == v.dtype ? q.dtype : "float32";
   const std::string group = prefix.empty() ? "/" : prefix.substr(0, prefix.size() - 1);
   for (const std::string& obj : {group, std::string("/")}) {
     if (r.has_attr(obj, "causal")) {

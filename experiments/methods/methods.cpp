@@ -13,6 +13,7 @@ const std::vector<MethodSpec>& method_registry() {
     std::vector<MethodSpec> r;
     register_golden_methods(r);
     register_flash_methods(r);
+    register_sage_methods(r);
     return r;
   }();
   return registry;

@@ -37,9 +37,10 @@ struct MethodSpec {
   // Optional: rejects a combination of values the method cannot run (a UsageError naming why),
   // called by parse_method, so a bad method string fails before any computation.
   std::function<void(const MethodValues&)> check;
-  // The pipeline a pipeline-based method runs (sim/pipeline), for stage-level tools such as
-  // `attnsim attribute`; empty for methods that are not pipelines (golden).
-  std::function<Pipeline(const MethodValues&)> pipeline;
+  // The pipeline a pipeline-based method runs on an input (sim/pipeline; presets choose tiles and
+  // formats from the input's shape and dtype), for stage-level tools such as `attnsim
+  // attribute`; empty for methods that are not pipelines (golden).
+  std::function<Pipeline(const MethodValues&, const AttentionInput&)> pipeline;
 };
 
 // A method with every parameter resolved (defaults filled in).
@@ -63,5 +64,6 @@ std::vector<std::string> split_method_list(const std::string& text);
 // Registration hooks, one per simulator file (methods_*.cpp).
 void register_golden_methods(std::vector<MethodSpec>& registry);
 void register_flash_methods(std::vector<MethodSpec>& registry);
+void register_sage_methods(std::vector<MethodSpec>& registry);
 
 }  // namespace attnsim

@@ -24,7 +24,9 @@ void register_flash_methods(std::vector<MethodSpec>& r) {
                "(sim/pipeline): every stage option below can be changed",
                pipeline_params(), run_pipeline_method,
                [](const MethodValues& v) { (void)pipeline_from_options(v); },
-               pipeline_from_options});
+               [](const MethodValues& v, const AttentionInput&) {
+                 return pipeline_from_options(v);
+               }});
 }
 
 }  // namespace attnsim

@@ -26,6 +26,8 @@ struct TileWorkspace {
   std::vector<std::uint32_t> vtb;  // the same as encodings, [dv][kv_pad]
   std::vector<float> sf;           // FP32 scores (T = float)
   std::vector<float> ptf;          // FP32 P in the state's type (T = float)
+  std::vector<float> alpha;        // per row: the rescale factor of the current block
+  std::vector<std::uint32_t> ones;  // RowSum::kMma: the B operand of ones
 };
 
 void TileWorkspaceDeleter::operator()(TileWorkspace* w) const { delete w; }
@@ -77,6 +79,10 @@ ExpConstants<T> exp_constants(const Pipeline& p, double sm_scale) {
   } else if (p.q.prescale == Prescale::kSmScale) {
     k.c = T(1);
     k.c_nat = T(1);
+  } else if (p.scale_log2 == ScaleLog2::kDeviceFloat && p.exp_base == ExpKind::kExp2) {
+    // SageAttention2: `sm_scale *= math::log2e` on the device, FMUL.FTZ of two FP32 values.
+    k.c = T(float(sm_scale) * 1.44269504088896340736f);
+    k.c_nat = T(sm);
   } else {
     k.c = p.exp_base == ExpKind::kExp2 ? T(sm * kLog2e) : T(sm);
     k.c_nat = T(sm);
@@ -98,6 +104,11 @@ ExpModel<T> exp_model(const Pipeline& p, T c) {
 
 int round_up(int n, int k) { return (n + k - 1) / k * k; }
 
+float round_to_f16(float x) {
+  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kRne));
+}
+
 // Rounds an FP32/FP64 value of the state to the P encoding (non-integer P).
 template <class T>
 double cast_p(T x, const Pipeline& p) {
@@ -112,7 +123,12 @@ double cast_p(T x, const Pipeline& p) {
 int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t) {
   const AttentionShape& s = in.shape;
   int n = (s.len_kv + p.block_kv - 1) / p.block_kv;
-  if (in.causal) {
+  if (in.causal && p.causal_align == CausalAlign::kTopLeft) {
+    // SageAttention (qk_int_sv_f16_cuda_sm80.cu, ..._sm90.cu): num_iterations =
+    // div_ceil(min(kv_len, (bx + 1) · CTA_Q), CTA_K).
+    const int limit = std::min(s.len_kv, t.q_begin + p.block_q);
+    n = std::min(n, (limit + p.block_kv - 1) / p.block_kv);
+  } else if (in.causal) {
     // FA2 n_block_max with the causal mask: cdiv((m_block + 1)·kBlockM + seqlen_k − seqlen_q,
     // kBlockN), bottom-right aligned.
     const int limit = t.q_begin + p.block_q + s.len_kv - s.len_q;
@@ -138,20 +154,29 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
   const DotRequirements pv_req = dot_requirements(p.pv);
   const bool qk_int = qk_mma && dot_requirements(p.qk).integer_acc;
   const bool pv_int = pv_mma && pv_req.integer_acc;
-  const int kv_pad = pv_mma ? round_up(bk, pv_req.k_step) : bk;
+  const bool rowsum_mma = p.row_sum == RowSum::kMma;
+  const int kv_pad = round_up(
+      bk, std::max(pv_mma ? pv_req.k_step : 1, rowsum_mma ? dot_requirements(p.row_sum_mma).k_step : 1));
+  const bool need_pbits = pv_mma || rowsum_mma;
   const bool q_scaled = in.q.scaled(), k_scaled = in.k.scaled(), v_scaled = in.v.scaled();
   const bool v_chunk_scale = v_scaled && in.v.key_dependent_scale;
   const bool fold = p.dequant == Dequant::kFold;
   const bool scaled_max = p.max_domain == MaxDomain::kScaled;
   const bool p_scaled = p.p_scale != PScale::kNone;
+  const bool fused_rescale = p.rescale_fused && p.pv_acc == PvAccumulate::kChunk;
+  const bool o_fp16 = p.o_accum == Encoding::kFp16;
   const int q_mean_blocks = in.q.means_per_slice;
+  // SageAttention's in-16 V order (fused.cu TransposePadPermute): key position k of an
+  // instruction holds token kPerm16[k % 16] of its 16-key group.
+  static constexpr int kPerm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
 
   ws.sc.resize(std::size_t(bq) * bk);
   ws.cf.resize(fold ? std::size_t(bq) * bk : 0);
   ws.pt.resize(std::size_t(bq) * bk);
   ws.pf.resize(std::size_t(bq) * bk);
-  ws.pb.assign(pv_mma ? std::size_t(bq) * kv_pad : 0, 0u);
+  ws.pb.assign(need_pbits ? std::size_t(bq) * kv_pad : 0, 0u);
   ws.p_scale.resize(std::size_t(bq));
+  ws.alpha.resize(std::size_t(bq));
   ws.vt.resize(std::size_t(dv) * bk);
   ws.vtb.assign(pv_mma ? std::size_t(dv) * kv_pad : 0, 0u);
   // The T-typed score and P buffers (FP64 state: the double vectors; FP32: float views).
@@ -166,14 +191,25 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
     sc = ws.sf.data();
     pt = ws.ptf.data();
   }
+  constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  std::uint32_t ones_bits = 0;
+  if (rowsum_mma) {
+    const DotRequirements r = dot_requirements(p.row_sum_mma);
+    ones_bits = encode_float_bits(r.b_enc, 1.0f, kExact);
+  }
 
   const int n_blocks = kv_blocks_of_tile(in, p, t);
   const int lo = std::max(kv_block_begin, 0), hi = std::min(kv_block_end, n_blocks);
-  const int offset_kv = s.len_kv - s.len_q;  // bottom-right causal alignment
+  // A causal mask hides key j from query i when j > i + offset_kv.
+  const int offset_kv = p.causal_align == CausalAlign::kTopLeft ? 0 : s.len_kv - s.len_q;
+  const T p_static = T(p.p_static_scale);
   for (int step = 0; step < hi - lo; ++step) {
     const int nb = p.kv_order == KvOrder::kDescending ? hi - 1 - step : lo + step;
     const int j0 = nb * bk;
     const int cols = std::min(bk, s.len_kv - j0);
+    // SageAttention2's masked path: the last `dequant_tail` blocks of the tile dequantize the
+    // score first and use the plain coefficient (attn_utils.cuh; one block on sm90, two on sm80/89).
+    const bool fold_b = fold && nb < n_blocks - p.dequant_tail;
     // 1. S = Q Kᵀ for the tile from a cleared accumulator (FA2: acc_s cleared, the first GEMM),
     //    dequantized; masked entries get the mask value (FA2 apply_mask_causal: -inf; keys past
     //    seqlen_k are never read here, the block is `cols` wide).
@@ -204,7 +240,7 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         }
         if (q_scaled || k_scaled) {
           const float sk_scale = k_scaled ? in.k.scale(skv, kj_tok, 0) : 1.0f;
-          if (fold) {
+          if (fold_b) {
             // SageAttention2: dequant_scale = q_scale · k_scale; sm_scale_eff = sm_scale ·
             // dequant_scale; x = fmaf(S, sm_scale_eff, −m) (the exponent stage below).
             const float dq = sq_scale * sk_scale;
@@ -217,6 +253,7 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         } else if (fold) {
           ws.cf[std::size_t(i) * bk + j] = float(kc.c);
         }
+        if (fold && !fold_b) ws.cf[std::size_t(i) * bk + j] = float(kc.c);
         if (ds) acc = acc + T(ds[kj_tok]);
         si[j] = acc;
       }
@@ -258,8 +295,8 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
       } else {
         auto to_ref = [&](T m) -> T {
           if (scaled_max) return snap(m, p.max_round);
-          const T x =
-              offset != T(0) ? (p.fma ? std::fma(m, kc.c, -offset) : m * kc.c - offset) : m * kc.c;
+          const T x = offset != T(0) ? (p.fma ? std::fma(m, kc.c, -offset) : m * kc.c - offset)
+                                     : m * kc.c;
           return snap(x, p.max_round);
         };
         ref = to_ref(m_use);
@@ -267,34 +304,65 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         alpha = e.eval(ref_old - ref);
         if (p.rescale == Rescale::kIntAdd && !was_empty) n_shift = std::int32_t(ref_old - ref);
       }
-      const int lanes = st.lanes;
-      for (int l = 0; l < lanes; ++l) st.l[l] = st.l[l] * alpha;
+      ws.alpha[std::size_t(i)] = float(alpha);
+      // The running sum follows alpha here unless the row-sum model fuses it into its first add.
+      const bool sum_fuses_rescale =
+          p.row_sum == RowSum::kSageLanes || p.row_sum == RowSum::kTritonTree;
+      if (!sum_fuses_rescale)
+        for (int l = 0; l < st.lanes; ++l) st.l[l] = st.l[l] * alpha;
       if (p.rescale == Rescale::kIntAdd) {
         if (n_shift != 0)
           for (T& x : st.o) x = int_add_pow2(x, n_shift);
-      } else {
+      } else if (o_fp16) {
+        // SageAttention sm80 "fp16": __hmul2(RO, fl16(o_scale)), an fp16 product rounded once.
+        const float a16 = round_to_f16(float(alpha));
+        for (T& x : st.o) x = T(round_to_f16(float(x) * a16));
+      } else if (!fused_rescale) {
         for (T& x : st.o) x = x * alpha;
       }
       T* pi = pt + std::size_t(i) * bk;
+      const bool lane_sum = p.row_sum == RowSum::kQuad || p.row_sum == RowSum::kSingle;
       if (!scaled_max && !snapping && p.exp_base == ExpKind::kExp) {
         for (int j = 0; j < cols; ++j) {
           const T pij = e.eval((si[j] - m_use) * kc.c);
-          st.add_to_sum(j, pij);
+          if (lane_sum) st.add_to_sum(j, pij);
           pi[j] = pij;
         }
       } else if (!scaled_max && !fold) {
         // FA2 scale_apply_exp2: exp2f(x * scale - max_scaled), one FFMA under --fmad=true.
         for (int j = 0; j < cols; ++j) {
           const T pij = e.eval(p.fma ? std::fma(si[j], kc.c, -ref) : si[j] * kc.c - ref);
-          st.add_to_sum(j, pij);
+          if (lane_sum) st.add_to_sum(j, pij);
           pi[j] = pij;
         }
       } else {
         for (int j = 0; j < cols; ++j) {
           const T pij = e.eval(scaled_arg(j, ref));
-          st.add_to_sum(j, pij);
+          if (lane_sum) st.add_to_sum(j, pij);
           pi[j] = pij;
         }
+      }
+      for (int j = cols; j < bk; ++j) pi[j] = T(0);  // keys past the sequence: p = 0
+      if (p.row_sum == RowSum::kSageLanes) {
+        // Per lane t and 16-key tile: T = ((p(2t) + p(2t+1)) + p(8+2t)) + p(9+2t); the first tile
+        // of the block is added by one FFMA with the rescale, the others one by one.
+        for (int lane = 0; lane < 4; ++lane) {
+          for (int tile = 0; tile < bk / 16; ++tile) {
+            const T* q16 = pi + 16 * tile;
+            const T part = ((q16[2 * lane] + q16[2 * lane + 1]) + q16[8 + 2 * lane]) + q16[9 + 2 * lane];
+            st.l[lane] = tile == 0 ? std::fma(alpha, st.l[lane], part) : st.l[lane] + part;
+          }
+        }
+      } else if (p.row_sum == RowSum::kTritonTree) {
+        // tl.sum: lane t folds columns 2t, 2t+1, 8+2t, 9+2t, ... in order; (a0 + a2) + (a1 + a3);
+        // then l = fma(l, alpha, block sum).
+        T a[4];
+        for (int lane = 0; lane < 4; ++lane) {
+          T acc = pi[2 * lane] + pi[2 * lane + 1];
+          for (int g = 8; g < bk; g += 8) acc = (acc + pi[g + 2 * lane]) + pi[g + 2 * lane + 1];
+          a[lane] = acc;
+        }
+        st.l[0] = std::fma(st.l[0], alpha, (a[0] + a[2]) + (a[1] + a[3]));
       }
     }
     // 3. P cast: to the P encoding (FA2 convert_type<Element>; SageAttention2 cvt.rn.satfinite
@@ -328,7 +396,8 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
       for (int i = 0; i < t.rows; ++i) {
         for (int j = 0; j < cols; ++j) {
           const std::size_t ij = std::size_t(i) * bk + j;
-          const double c = cast_p(pt[ij], p);
+          // SageAttention2 Alg. 1: (P̃ · 448).to(FP8), the product one FP32 (state) multiply.
+          const double c = cast_p(p_static != T(0) ? pt[ij] * p_static : pt[ij], p);
           ws.pf[ij] = float(c);
           if constexpr (std::is_same_v<T, double>) {
             pt[ij] = c;  // the P the FP64 product multiplies (FP64 P: unrounded)
@@ -336,19 +405,30 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         }
       }
     }
-    if (pv_mma) {
-      constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+    if (need_pbits) {
       for (int i = 0; i < t.rows; ++i) {
         std::uint32_t* pb = ws.pb.data() + std::size_t(i) * kv_pad;
-        for (int j = 0; j < kv_pad; ++j) {
+        for (int k = 0; k < kv_pad; ++k) {
+          const int j = p.pv_perm16 ? (k & ~15) + kPerm16[k & 15] : k;
           if (j >= cols) {
-            pb[j] = 0u;
+            pb[k] = 0u;
             continue;
           }
           const float v = ws.pf[std::size_t(i) * bk + j];
-          pb[j] = is_float_encoding(p.p) ? encode_float_bits(p.p, v, kExact)
+          pb[k] = is_float_encoding(p.p) ? encode_float_bits(p.p, v, kExact)
                                          : int_to_encoding(p.p, std::int32_t(v));
         }
+      }
+    }
+    if (rowsum_mma) {
+      // SageAttention sm80: the row sum on the tensor core, d = mma(P16, ones, C = d·o_scale).
+      for (int i = 0; i < t.rows; ++i) {
+        SoftmaxState<T>& st = rows[std::size_t(i)];
+        std::vector<std::uint32_t>& ones = ws.ones;
+        ones.assign(std::size_t(kv_pad), ones_bits);
+        const std::uint32_t r = dot_mma(p.row_sum_mma, ws.pb.data() + std::size_t(i) * kv_pad,
+                                        ones.data(), kv_pad, f32_bits(float(st.l[0])));
+        st.l[0] = T(f32_from_bits(r));
       }
     }
     // 4. O = O·alpha + P V (the rescale happened above): P as cast, V transposed, keys in
@@ -360,9 +440,11 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
     if (pv_mma) {
       for (int c = 0; c < dv; ++c) {
         std::uint32_t* vb = ws.vtb.data() + std::size_t(c) * kv_pad;
-        for (int j = 0; j < kv_pad; ++j)
-          vb[j] = j < cols ? in.v.bits[(std::size_t(skv) * s.len_kv + std::size_t(j0 + j)) * dv + c]
+        for (int k = 0; k < kv_pad; ++k) {
+          const int j = p.pv_perm16 ? (k & ~15) + kPerm16[k & 15] : k;
+          vb[k] = j < cols ? in.v.bits[(std::size_t(skv) * s.len_kv + std::size_t(j0 + j)) * dv + c]
                            : 0u;
+        }
       }
     }
     for (int i = 0; i < t.rows; ++i) {
@@ -371,6 +453,7 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
       const T* pti = pt + std::size_t(i) * bk;
       const std::uint32_t* pbi = pv_mma ? ws.pb.data() + std::size_t(i) * kv_pad : nullptr;
       const float row_scale = p_scaled ? ws.p_scale[std::size_t(i)] : 1.0f;
+      const T alpha_i = T(ws.alpha[std::size_t(i)]);
       for (int c = 0; c < dv; ++c) {
         const float* vtc = ws.vt.data() + std::size_t(c) * bk;
         if (p.pv_acc == PvAccumulate::kIntoC) {
@@ -402,7 +485,8 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         float f = row_scale;
         if (v_chunk_scale) f = f * in.v.scale(skv, j0, c);
         if (p_scaled || v_chunk_scale) chunk = chunk * T(f);
-        oi[c] = oi[c] + chunk;
+        // SageAttention2's flush RO = fma(o_scale, RO, buffer) when the rescale is fused.
+        oi[c] = fused_rescale ? std::fma(alpha_i, oi[c], chunk) : oi[c] + chunk;
       }
     }
   }
@@ -431,10 +515,34 @@ void finish_tile(const PreparedInput& in, const Pipeline& p, const Tile& t,
     }
     double* orow = o + std::size_t(i) * dv;
     for (int c = 0; c < dv; ++c) {
-      T x = p.normalize == Normalize::kDiv ? (degenerate ? st.o[c] : st.o[c] / l) : st.o[c] * inv;
-      // SageAttention2 epilogue: RO *= v_scale[channel]; then + v_mean (fuse_v_scale).
-      if (v_epilogue_scale) x = x * T(in.v.scale(skv, 0, c));
-      if (v_mean) x = x + T(v_mean[c]);
+      T x;
+      if (p.normalize == Normalize::kDiv) {
+        x = degenerate ? st.o[c] : st.o[c] / l;
+      } else if (p.normalize == Normalize::kDivFull) {
+        x = degenerate ? st.o[c] : T(div_full(float(st.o[c]), float(l)));
+      } else {
+        x = st.o[c] * inv;
+      }
+      // SageAttention2 Alg. 1 line 8: O / l / 448 · δ_V (the static P scale undone).
+      if (p.p_static_scale != 0.0) x = x / T(p.p_static_scale);
+      // SageAttention sm80 "fp16": the normalized fp16 accumulator is rounded to fp16 again.
+      if (p.o_accum == Encoding::kFp16) {
+        x = T(round_to_f16(float(x)));
+        if (v_mean && p.out != Encoding::kFp32 && p.out != Encoding::kFp64) {
+          // ... and the smooth-V mean is added to the output-dtype value by __hadd2 in that dtype
+          // (qk_int_sv_f16_cuda_sm80.cu fuse_v_mean): round to the output format first; the FP32
+          // sum below is exact for values of one 16-bit format within 2^13 of each other.
+          x = T(decode_float_bits(p.out, encode_float_bits(p.out, float(x), p.out_cast)));
+        }
+      }
+      // SageAttention2 epilogue: RO *= v_scale[channel]; with smooth V one FFMA adds the mean
+      // (fuse_v_scale + fuse_v_mean: fma(RO·r, v_scale, v_mean)).
+      if (v_epilogue_scale && v_mean) {
+        x = std::fma(x, T(in.v.scale(skv, 0, c)), T(v_mean[c]));
+      } else {
+        if (v_epilogue_scale) x = x * T(in.v.scale(skv, 0, c));
+        if (v_mean) x = x + T(v_mean[c]);
+      }
       // The output conversion (FA2: convert_type<Element> of acc_o; from an FP64 state through
       // FP32, as that state's FP32 store did).
       if (p.out == Encoding::kFp64) {
@@ -449,7 +557,14 @@ void finish_tile(const PreparedInput& in, const Pipeline& p, const Tile& t,
     // Natural-log LSE: FA2's m·softmax_scale + log(sum) in the state's arithmetic; with a scaled or
     // snapped max the exponent's own reference r: r·ln 2 + log(sum) (base 2) or r + log(sum).
     double lse_v;
-    if (degenerate) {
+    if (p.lse == LseModel::kLog2Mufu || p.lse == LseModel::kLog2Libdevice) {
+      // SageAttention: lse2 = log2(d) + m in FP32, m the exponent's reference (offset included).
+      const float ml = float(p.max_domain == MaxDomain::kScaled ? st.m : st.m * kc.c);
+      const float lg = p.lse == LseModel::kLog2Mufu ? Lg2ApproxFtz::h100()(float(l))
+                                                    : log2f_libdevice(float(l));
+      lse[i] = l == T(0) ? -std::numeric_limits<double>::infinity() : double(lg + ml);
+      continue;
+    } else if (degenerate) {
       lse_v = std::numeric_limits<double>::infinity();  // FA2 writes INFINITY (no split)
     } else if (p.max_domain == MaxDomain::kRaw && p.max_round == MaxRound::kNone) {
       T x = st.m * kc.c_nat + std::log(l);
@@ -490,13 +605,12 @@ void run_all(const PreparedInput& in, const Pipeline& p, PipelineResult& res) {
   const int bq = p.block_q;
   const int q_blocks = (s.len_q + bq - 1) / bq;
   const std::int64_t items = std::int64_t(s.batch) * s.heads_q * q_blocks;
-  const int lanes = p.row_sum == RowSum::kQuad ? 4 : 1;
   // Work items are whole (batch, head, Q block) tiles, as CUDA thread blocks are: every output
   // element is computed by one item in a fixed order, so the thread count changes nothing.
 #pragma omp parallel
   {
     TileWorkspacePtr ws = make_workspace();
-    std::vector<SoftmaxState<T>> st(std::size_t(bq), SoftmaxState<T>(s.head_dim_v, lanes));
+    std::vector<SoftmaxState<T>> st(std::size_t(bq), empty_row_state<T>(p, s.head_dim_v));
     std::vector<double> lse(static_cast<std::size_t>(bq));
 #pragma omp for schedule(static)
     for (std::int64_t item = 0; item < items; ++item) {

@@ -52,7 +52,26 @@ enum class ScaleAt : std::uint8_t { kProduct, kOperand };
 // `q = q * (sm_scale * 1.44269504)` before quantization; the exp stage then uses scale 1).
 enum class Prescale : std::uint8_t { kNone, kSmScale, kSmScaleLog2e };
 
+// How a float-scaled operand's scale and reciprocal are computed (ScaleMode::kFloat).
+//  kIeee      scale = amax / max, inv = max / amax, y = x · inv (IEEE)
+//  kMufuRcp   scale = amax × rcp(max), inv = rcp(amax) × max, y = x × inv: SageAttention's
+//             MeanScaleKernel under --use_fast_math (bare MUFU.RCP + FMUL.FTZ, no range scaling;
+//             SASS read on the H100, data/hw/h100/sage/README.md)
+enum class FloatScaleRule : std::uint8_t { kIeee, kMufuRcp };
+
+// How a kTokens mean is computed.
+//  kFp64         in FP64 over the tokens, rounded once to mean_enc (torch's mean accumulates in FP32
+//                and rounds once to the input dtype: the same value but at ties).
+//  kSageChannel  SageAttention's smooth V (fused.cu MeanScaleKernel<64, true>): the FP32 sum of the
+//                tokens zero-padded to a multiple of 16, in the kernel's order (numerics/reduce.hpp
+//                sage_mean_scale_sum), times MUFU.RCP(L16); the zero padding also enters the group
+//                amax (as 0 − mean). UNVERIFIED: no recording takes this path.
+enum class MeanRule : std::uint8_t { kFp64, kSageChannel };
+
 struct OperandSpec {
+  // The format the tensor arrives in: the FP32 input is rounded to it first (RNE), before any
+  // mean, scale or cast (the kernels' fp16/bf16 inputs). fp32: as given.
+  Encoding input = Encoding::kFp32;
   Encoding enc = Encoding::kFp32;
   // Float encodings: how the FP32 value (or the scaled value) is rounded. Default: RNE, overflow
   // to Inf; fp8 operands use saturate (cvt.rn.satfinite), set by the presets.
@@ -61,12 +80,14 @@ struct OperandSpec {
   GroupMap groups;                                // kInteger / kFloat
   SymmetricQuantizer quantizer = kSymmetricInt8;  // kInteger
   float float_max = 448.0f;                       // kFloat
+  FloatScaleRule float_rule = FloatScaleRule::kIeee;  // kFloat
   ScaleAt apply = ScaleAt::kProduct;
   Encoding dequant_to = Encoding::kFp32;  // kOperand: x̂ = fl(q · s) in this float encoding
   MeanMode mean = MeanMode::kNone;
   int mean_block = 128;                     // kBlock
   Encoding mean_enc = Encoding::kFp32;      // the mean is computed in FP64, rounded once to this
   Encoding centered_enc = Encoding::kFp32;  // x − mean (an FP32 subtraction) rounded to this
+  MeanRule mean_rule = MeanRule::kFp64;     // kTokens
   Prescale prescale = Prescale::kNone;
 
   bool operator==(const OperandSpec&) const;
@@ -152,21 +173,52 @@ enum class PvAccumulate : std::uint8_t { kIntoC, kChunk };
 // KV block), kTile (one per tile and KV block). The P·V chunk is multiplied by it (needs kChunk).
 enum class PScale : std::uint8_t { kNone, kRow, kTile };
 
-// Row-sum lanes (numerics/softmax_state.hpp): kQuad is SM80 FA2 (4 partial sums per row, one per
-// quad thread, combined (l0 + l2) + (l1 + l3) in the epilogue); kSingle one sum in key order.
-enum class RowSum : std::uint8_t { kQuad, kSingle };
+// How the row sum l is accumulated.
+//  kQuad        SM80 FA2: 4 partial sums per row (quad lane t owns columns 8n+2t, 8n+2t+1), each p
+//               added to its lane in column order, combined (l0 + l2) + (l1 + l3) in the epilogue.
+//  kSingle      one sum in key order.
+//  kSageLanes   SageAttention2's CUDA-core denominator (attn_utils.cuh, SASS on the H100): per
+//               lane and 16-key tile T = ((p(2t) + p(2t+1)) + p(8+2t)) + p(9+2t); per block
+//               l = fma(alpha, l, T_0) (the rescale fused into the first add), then l += T_1, ...
+//               in tile order; lanes combined (l0 + l1) + (l2 + l3) (shuffle xor 1, then 2).
+//  kMma         SageAttention sm80's tensor-core row sum: l = mma(P as cast, ones, C = l·alpha)
+//               with the `row_sum_mma` instruction, chained over the block's 16-key steps.
+//  kTritonTree  Triton's tl.sum per block (SageAttention 1, Triton 3.6 SASS): lane t folds its
+//               columns 2t, 2t+1, 8+2t, 9+2t, ... in order, then (a0 + a2) + (a1 + a3); the
+//               running sum is l = fma(l, alpha, block sum).
+enum class RowSum : std::uint8_t { kQuad, kSingle, kSageLanes, kMma, kTritonTree };
+
+// How the exponent's coefficient scale_log2 = sm_scale · log2 e is formed.
+//  kHostDouble   fl32(double(fl32(sm_scale)) · log2 e): FA2's host (set_params_fprop).
+//  kDeviceFloat  fl32(fl32(sm_scale) × fl32(log2 e)) (FMUL.FTZ on the device): SageAttention's
+//                CUDA kernels (`sm_scale *= math::log2e`).
+enum class ScaleLog2 : std::uint8_t { kHostDouble, kDeviceFloat };
+
+// What the LSE output is.
+//  kNatural   natural-log LSE (FA2's m·sm_scale + log(l), or the scaled reference's form).
+//  kLog2Mufu  lg2.approx.ftz(l) + m in FP32, base 2 in the exponent's units (SageAttention's CUDA
+//             kernels return this; the Python wrapper converts it).
+//  kLog2Libdevice  libdevice log2f(l) + m (SageAttention 1's Triton kernel).
+enum class LseModel : std::uint8_t { kNatural, kLog2Mufu, kLog2Libdevice };
 
 // Order of the KV blocks. FA2 (flash_fwd_kernel.h compute_attn_1rowblock) and FA3 start at
 // n_block_max − 1 and walk down to 0 (the masked blocks first); kAscending is the textbook order
 // (SageAttention, Triton kernels).
 enum class KvOrder : std::uint8_t { kDescending, kAscending };
 
+// Which keys a causal mask hides from query i (of len_q) among len_kv keys.
+//  kBottomRight  key j > i + len_kv − len_q (FA2, golden attention: the last query sees every key).
+//  kTopLeft      key j > i (SageAttention's CUDA kernels, attn_utils.cuh apply_causal_mask; its
+//                KV-block count min(len_kv, (tile + 1)·block_q)): the same when len_q == len_kv.
+enum class CausalAlign : std::uint8_t { kBottomRight, kTopLeft };
+
 // The epilogue's O / l.
 //  kRcp           inv = 1/l (IEEE; 1 when l is 0 or NaN), O·inv: FA2 normalize_softmax_lse.
 //  kDiv           O / l (IEEE; O unchanged when l is 0 or NaN): Triton `acc / l_i`, AMLA RowDivs.
 //  kRcpApproxFtz  inv = rcp.approx.ftz(l) (numerics/special.hpp, the H100's MUFU.RCP), O·inv:
 //                 SageAttention2 normalize_d, FA2 built with --use_fast_math.
-enum class Normalize : std::uint8_t { kRcp, kDiv, kRcpApproxFtz };
+//  kDivFull       O / l by div.full.f32 (numerics/special.hpp div_full): Triton's `acc / l_i`.
+enum class Normalize : std::uint8_t { kRcp, kDiv, kRcpApproxFtz, kDivFull };
 
 // State arithmetic: m, l, O, the exp argument and the rescale in FP32 (the kernels) or FP64.
 enum class StateType : std::uint8_t { kFp32, kFp64 };
@@ -175,13 +227,19 @@ struct Pipeline {
   int block_q = 64;   // kBlockM: query rows per tile (one CUDA thread block)
   int block_kv = 64;  // kBlockN: keys per KV block
   KvOrder kv_order = KvOrder::kDescending;
+  CausalAlign causal_align = CausalAlign::kBottomRight;
   OperandSpec q, k, v;
   DotModel qk, pv;  // the two products
   Dequant dequant = Dequant::kScore;
+  // With dequant=fold: the last `dequant_tail` KV blocks of a tile (those that carry a mask in
+  // SageAttention2: the last two on sm80/sm89, the last one on sm90) take the score path instead,
+  // S = fl(acc · dq) then the plain coefficient (attn_utils.cuh masked path).
+  int dequant_tail = 0;
   // An int32 accumulator (QKᵀ or a P·V chunk) -> FP32: rne (cvt.rn.f32.s32, Triton .to(f32)) or rz
   // (SageAttention2 __int2float_rz).
   Round int_cvt = Round::kNearestEven;
   StateType state = StateType::kFp32;
+  ScaleLog2 scale_log2 = ScaleLog2::kHostDouble;
   ExpKind exp_base = ExpKind::kExp2;
   ExpFn exp_fn = ExpFn::kLibm;
   float (*exp_hook)(float, const void*) = nullptr;  // kHook
@@ -194,14 +252,30 @@ struct Pipeline {
   double mask_value = -std::numeric_limits<
       double>::infinity();  // the score of a masked key (FA2 -inf; SageAttention -5e6)
   RowSum row_sum = RowSum::kQuad;
+  DotModel row_sum_mma{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};  // RowSum::kMma
   Encoding p = Encoding::kFp32;  // P is rounded to this before P·V (FA2 convert_type<Element>)
   Policy p_cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
   PScale p_scale = PScale::kNone;
+  // A static scale of P (SageAttention2 Alg. 1 line 6: `(P̃ · 448).to(FP8.e4m3)`, §3.3 δ_P =
+  // 1/448): P is cast as fl32(p · s), and the normalized O divided by s (line 8: `/448 · δ_V`).
+  // 0: none. The row sum takes the unscaled p.
+  double p_static_scale = 0.0;
   SymmetricQuantizer p_quantizer = kSymmetricInt8;  // integer P with a scale
   PvAccumulate pv_acc = PvAccumulate::kIntoC;
+  // The instruction models see the keys of each 16-key group in SageAttention's V order
+  // [0,1,8,9,2,3,10,11,4,5,12,13,6,7,14,15] (fused.cu TransposePadPermute; P packed to match):
+  // which keys share an emulated FP8 mma.sync's first HMMA depends on it.
+  bool pv_perm16 = false;
+  // O's accumulator: fp32, or fp16 (SageAttention sm80 pv_accum "fp16": O kept in halves,
+  // rescaled by __hmul2 with fl16(alpha), P·V on HMMA with an fp16 accumulator).
+  Encoding o_accum = Encoding::kFp32;
   Rescale rescale = Rescale::kMultiply;
+  // With pv_acc=chunk: O = fma(alpha, O, chunk) in one rounding (the multiply of the rescale fused
+  // into the chunk's add, as nvcc contracts SageAttention2's RO flush), instead of O·alpha then +.
+  bool rescale_fused = false;
   Normalize normalize = Normalize::kRcp;
   Encoding out = Encoding::kFp32;  // fp64, fp32, bf16 or fp16
+  LseModel lse = LseModel::kNatural;
   Policy out_cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
 };
 
@@ -249,6 +323,16 @@ TileWorkspacePtr make_workspace();
 // mask cdiv((q_begin + block_q) + len_kv − len_q, block_kv) (FA2 n_block_max: blocks wholly right
 // of the tile's last diagonal are skipped; 0 when the tile sees no key).
 int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t);
+
+// An empty row state with the pipeline's row-sum lanes (4 for kQuad and kSageLanes, combined in
+// their shuffle order; 1 otherwise).
+template <class T>
+SoftmaxState<T> empty_row_state(const Pipeline& p, int head_dim_v) {
+  const bool four = p.row_sum == RowSum::kQuad || p.row_sum == RowSum::kSageLanes;
+  SoftmaxState<T> st(head_dim_v, four ? 4 : 1);
+  st.xor1_first = p.row_sum == RowSum::kSageLanes;
+  return st;
+}
 
 // Runs KV blocks [kv_block_begin, kv_block_end) ∩ [0, kv_blocks_of_tile) of one tile into the
 // rows' states (rows[i] is query q_begin + i; states sized head_dim_v with the pipeline's lanes),

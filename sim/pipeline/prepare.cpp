@@ -6,6 +6,8 @@
 #include <string_view>
 
 #include "formats/encoding.hpp"
+#include "numerics/reduce.hpp"
+#include "numerics/special.hpp"
 #include "sim/pipeline/pipeline.hpp"
 
 namespace attnsim {
@@ -36,11 +38,15 @@ std::string policy_spelling(const Policy& p) {
 }
 
 std::string describe_operand(const char* name, const OperandSpec& s) {
-  std::string r = cat(name, "=", encoding_name(s.enc));
+  std::string r = cat(name, "=");
+  if (s.input != Encoding::kFp32) r += cat("in:", encoding_name(s.input), ">");
+  r += encoding_name(s.enc);
   if (is_float_encoding(s.enc) && s.enc != Encoding::kFp32)
     r += cat("(", policy_spelling(s.cast), ")");
   if (s.scale == ScaleMode::kInteger) r += cat("/", s.quantizer.name);
-  if (s.scale == ScaleMode::kFloat) r += cat("/amax:", std::to_string(s.float_max));
+  if (s.scale == ScaleMode::kFloat)
+    r += cat("/amax:", std::to_string(s.float_max),
+             s.float_rule == FloatScaleRule::kMufuRcp ? ":mufu" : "");
   if (s.scale != ScaleMode::kNone) {
     r += cat("/", s.groups.describe());
     if (s.apply == ScaleAt::kOperand) r += cat("/dequant:", encoding_name(s.dequant_to));
@@ -49,6 +55,7 @@ std::string describe_operand(const char* name, const OperandSpec& s) {
     r += s.mean == MeanMode::kTokens ? std::string("/mean:tokens")
                                      : cat("/mean:block", std::to_string(s.mean_block));
     r += cat(":", encoding_name(s.mean_enc), ",", encoding_name(s.centered_enc));
+    if (s.mean_rule == MeanRule::kSageChannel) r += ":sage_channel";
   }
   if (s.prescale != Prescale::kNone)
     r += s.prescale == Prescale::kSmScale ? "/x_sm_scale" : "/x_sm_scale_log2e";
@@ -85,6 +92,18 @@ void validate_operand(const char* name, const OperandSpec& s) {
     fail(n + ": the scale groups need a positive block size");
   if (s.mean == MeanMode::kBlock && s.mean_block <= 0)
     fail(n + ": the mean block must be positive");
+  if (s.mean_rule == MeanRule::kSageChannel) {
+    if (s.mean != MeanMode::kTokens)
+      fail(n + ": the SageAttention channel mean is a mean over all tokens (mean=tokens)");
+    if (s.mean_enc != Encoding::kFp32 || s.centered_enc != Encoding::kFp32)
+      fail(n + ": the SageAttention channel mean and the centered values are fp32");
+    if (s.scale != ScaleMode::kNone &&
+        !(s.scale == ScaleMode::kFloat && s.groups.kind == Granularity::kPerChannel))
+      fail(n + ": the SageAttention channel mean goes with per-channel float scales");
+  }
+  if (!is_float_encoding(s.input) || s.input == Encoding::kFp64 || s.input == Encoding::kE4m3fn ||
+      s.input == Encoding::kE5m2)
+    fail(n + ": the input format is fp32, bf16 or fp16");
   for (Encoding e : {s.mean_enc, s.centered_enc}) {
     if (!is_float_encoding(e) || e == Encoding::kFp64 || e == Encoding::kE4m3fn ||
         e == Encoding::kE5m2)
@@ -118,15 +137,17 @@ bool OperandSpec::operator==(const OperandSpec& o) const {
   auto same_policy = [](const Policy& a, const Policy& b) {
     return a.round == b.round && a.overflow == b.overflow && a.nan == b.nan;
   };
-  return enc == o.enc && same_policy(cast, o.cast) && scale == o.scale &&
+  return input == o.input && enc == o.enc && same_policy(cast, o.cast) && scale == o.scale &&
          (scale == ScaleMode::kNone ||
           (groups.kind == o.groups.kind && groups.block == o.groups.block &&
            groups.pad == o.groups.pad &&
            (scale != ScaleMode::kInteger || std::string(quantizer.name) == o.quantizer.name) &&
-           (scale != ScaleMode::kFloat || float_max == o.float_max) && apply == o.apply &&
+           (scale != ScaleMode::kFloat || (float_max == o.float_max && float_rule == o.float_rule)) &&
+           apply == o.apply &&
            (apply != ScaleAt::kOperand || dequant_to == o.dequant_to))) &&
          mean == o.mean && (mean != MeanMode::kBlock || mean_block == o.mean_block) &&
-         (mean == MeanMode::kNone || (mean_enc == o.mean_enc && centered_enc == o.centered_enc)) &&
+         (mean == MeanMode::kNone || (mean_enc == o.mean_enc && centered_enc == o.centered_enc &&
+                                      mean_rule == o.mean_rule)) &&
          prescale == o.prescale;
 }
 
@@ -136,15 +157,20 @@ std::string describe(const Pipeline& p) {
                          : dot_model_name(m);
   };
   static const char* kExpFn[] = {"libm", "exact", "ex2.approx.ftz", "ex2.approx", "hook"};
-  static const char* kNorm[] = {"rcp", "div", "rcp.approx.ftz"};
+  static const char* kNorm[] = {"rcp", "div", "rcp.approx.ftz", "div.full"};
+  static const char* kRowSum[] = {"quad", "single", "sage_lanes", "mma", "triton_tree"};
+  static const char* kLse[] = {"natural", "log2.mufu", "log2.libdevice"};
   static const char* kRound[] = {"none", "ceil", "nearest"};
   std::string r = cat("pipeline bq=", std::to_string(p.block_q), " bk=", std::to_string(p.block_kv),
                       " kv=", p.kv_order == KvOrder::kDescending ? "desc" : "asc");
+  if (p.causal_align == CausalAlign::kTopLeft) r += " causal=topleft";
   r += cat(" ", describe_operand("q", p.q), " ", describe_operand("k", p.k), " ",
            describe_operand("v", p.v));
   r += cat(" qk=", dot(p.qk), " dequant=", p.dequant == Dequant::kScore ? "score" : "fold",
+           p.dequant_tail > 0 ? cat("/tail", std::to_string(p.dequant_tail)) : std::string(),
            " int_cvt=", round_spelling(p.int_cvt),
            " state=", p.state == StateType::kFp32 ? "fp32" : "fp64");
+  if (p.scale_log2 == ScaleLog2::kDeviceFloat) r += " scale_log2=device";
   r += cat(" exp=", p.exp_base == ExpKind::kExp2 ? "exp2" : "exp", "/",
            p.exp_fn == ExpFn::kHook ? cat("hook:", p.exp_hook_name)
                                     : std::string(kExpFn[int(p.exp_fn)]));
@@ -153,16 +179,23 @@ std::string describe(const Pipeline& p) {
   if (p.max_offset != 0.0) r += cat("-", std::to_string(p.max_offset));
   r += cat(" max_round=", kRound[int(p.max_round)]);
   if (!std::isinf(p.mask_value)) r += cat(" mask=", std::to_string(p.mask_value));
-  r += cat(" rowsum=", p.row_sum == RowSum::kQuad ? "quad" : "single", " p=", encoding_name(p.p));
+  r += cat(" rowsum=", kRowSum[int(p.row_sum)],
+           p.row_sum == RowSum::kMma ? cat("/", dot_model_name(p.row_sum_mma)) : std::string(),
+           " p=", encoding_name(p.p));
   if (is_float_encoding(p.p) && p.p != Encoding::kFp32 && p.p != Encoding::kFp64)
     r += cat("(", policy_spelling(p.p_cast), ")");
+  if (p.p_static_scale != 0.0) r += cat("*", std::to_string(p.p_static_scale));
   if (p.p_scale != PScale::kNone)
     r += cat("/", p.p_quantizer.name, p.p_scale == PScale::kRow ? "/row" : "/tile");
-  r += cat(" pv=", dot(p.pv), " pv_acc=", p.pv_acc == PvAccumulate::kIntoC ? "c" : "chunk",
+  r += cat(" pv=", dot(p.pv), p.pv_perm16 ? "/perm16" : "",
+           " pv_acc=", p.pv_acc == PvAccumulate::kIntoC ? "c" : "chunk",
+           p.o_accum == Encoding::kFp16 ? "/o:fp16" : "",
            " rescale=", p.rescale == Rescale::kMultiply ? "mul" : "int_add",
+           p.rescale_fused ? "+fused" : "",
            " norm=", kNorm[int(p.normalize)], " out=", encoding_name(p.out));
   if (p.out == Encoding::kBf16 || p.out == Encoding::kFp16)
     r += cat("(", policy_spelling(p.out_cast), ")");
+  if (p.lse != LseModel::kNatural) r += cat(" lse=", kLse[int(p.lse)]);
   return r;
 }
 
@@ -199,6 +232,27 @@ void validate(const Pipeline& p) {
     fail("ex2.approx evaluates exp2: it needs the exp2 exponent");
   if (p.exp_fn == ExpFn::kHook && p.exp_hook == nullptr) fail("exp=hook without a hook function");
   if (!std::isfinite(p.max_offset) || p.max_offset < 0) fail("max_offset must be finite and >= 0");
+  if (p.dequant_tail < 0) fail("dequant_tail must be >= 0");
+  if ((p.row_sum == RowSum::kSageLanes && p.block_kv % 16) ||
+      (p.row_sum == RowSum::kTritonTree && p.block_kv % 8))
+    fail("the row-sum model works on whole 16-key (SageAttention2) or 8-key (Triton) tiles");
+  if (p.row_sum == RowSum::kMma) {
+    validate_product("row sum", p.row_sum_mma, p.p, dot_requirements(p.row_sum_mma).b_enc);
+    if (p.row_sum_mma.kind != DotModel::kMma || dot_requirements(p.row_sum_mma).integer_acc ||
+        dot_requirements(p.row_sum_mma).fp16_acc)
+      fail("the tensor-core row sum is an instruction with an FP32 accumulator");
+  }
+  if (p.rescale_fused && (p.pv_acc != PvAccumulate::kChunk || p.rescale != Rescale::kMultiply))
+    fail("rescale_fused folds the multiply into the chunk's add: it needs pv_acc=chunk, rescale=mul");
+  if (p.o_accum != Encoding::kFp32 && p.o_accum != Encoding::kFp16)
+    fail("the O accumulator is fp32 or fp16");
+  if (p.o_accum == Encoding::kFp16 &&
+      (p.pv.kind != DotModel::kMma || !dot_requirements(p.pv).fp16_acc ||
+       p.pv_acc != PvAccumulate::kIntoC || p.state != StateType::kFp32))
+    fail("an fp16 O accumulator needs an fp16-accumulating P·V instruction taking O as C (FP32 state)");
+  if ((p.lse == LseModel::kLog2Mufu || p.lse == LseModel::kLog2Libdevice) &&
+      (p.exp_base != ExpKind::kExp2 || p.state != StateType::kFp32 || p.max_round != MaxRound::kNone))
+    fail("the base-2 LSE models are FP32 kernels' (exp2, FP32 state, no snapped max)");
   if (!(p.mask_value < 0)) fail("the mask value must be negative");
   if (p.p == Encoding::kU8 || (is_int(p.p) && p.p_scale == PScale::kNone))
     fail("p: an integer P needs a scale (p_scale=row or tile) and a signed encoding");
@@ -210,6 +264,12 @@ void validate(const Pipeline& p) {
     if (p.pv_acc != PvAccumulate::kChunk)
       fail("p: a scaled P is dequantized per KV block: it needs pv_acc=chunk");
   }
+  if (p.p_static_scale != 0.0) {
+    if (!(p.p_static_scale > 0.0) || !std::isfinite(p.p_static_scale))
+      fail("p: the static P scale must be positive and finite");
+    if (!is_float_encoding(p.p) || p.p_scale != PScale::kNone)
+      fail("p: a static P scale applies to a float P without a per-block scale");
+  }
   if (p.out != Encoding::kFp64 && p.out != Encoding::kFp32 && p.out != Encoding::kBf16 &&
       p.out != Encoding::kFp16)
     fail("the output format is fp64, fp32, bf16 or fp16");
@@ -219,10 +279,29 @@ void validate(const Pipeline& p) {
 
 namespace {
 
+// SageAttention's smooth-V mean of every channel (fused.cu MeanScaleKernel<64, true>; SASS on the
+// H100: `mean = FMUL.FTZ(sum, MUFU.RCP(I2FP.U32(L16)))`): the FP32 sum of the L16 = ceil(L/16)·16
+// stored tokens (TransposePadPermute order within each 16, zeros past the sequence) in the
+// kernel's thread and shuffle order, times the approximate reciprocal of L16.
+void sage_channel_mean(const float* w, int tokens, int dim, float* mu) {
+  static constexpr int kPerm[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+  const int l16 = (tokens + 15) / 16 * 16;
+  std::vector<float> stored(std::size_t(l16), 0.0f);
+  const float r = RcpApproxFtz::h100()(float(l16));
+  for (int c = 0; c < dim; ++c) {
+    for (int p = 0; p < l16; ++p) {
+      const int t = (p & ~15) + kPerm[p & 15];
+      stored[std::size_t(p)] = t < tokens ? w[std::size_t(t) * dim + c] : 0.0f;
+    }
+    mu[c] = fmul_ftz(sage_mean_scale_sum(stored.data(), l16), r);
+  }
+}
+
 float prescale_factor(Prescale ps, double sm) {
-  // SageAttention 1 (quant_per_block.py): `q = q * (sm_scale * 1.44269504)`: the factor is a
-  // Python double product handed to the kernel as an FP32 scalar.
-  return ps == Prescale::kSmScaleLog2e ? float(sm * kLog2e) : float(sm);
+  // SageAttention 1 (core.py, quant_per_block.py): `q * (sm_scale * 1.44269504)`: a Python
+  // double product with SageAttention's literal 1.44269504 (not log2 e to 17 digits), handed to
+  // the Triton kernel as an FP32 scalar; one FMUL there.
+  return ps == Prescale::kSmScaleLog2e ? float(sm * 1.44269504) : float(sm);
 }
 
 float round_to(Encoding e, double x) {
@@ -279,8 +358,11 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
   std::vector<float> w(std::size_t(tokens) * dim);
   for (int sl = 0; sl < slices; ++sl) {
     const float* xs = x.data() + std::size_t(sl) * tokens * dim;
-    for (std::size_t i = 0; i < w.size(); ++i)
-      w[i] = s.prescale != Prescale::kNone ? xs[i] * pre : xs[i];
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      // The format the tensor arrives in (the kernels' fp16/bf16 inputs), then the prescale.
+      const float xin = s.input == Encoding::kFp32 ? xs[i] : round_to(s.input, xs[i]);
+      w[i] = s.prescale != Prescale::kNone ? xin * pre : xin;
+    }
     if (s.mean != MeanMode::kNone) {
       // The mean in FP64 (exact enough that its one rounding to mean_enc is the only one: torch's
       // mean accumulates in FP32 and rounds once to the input dtype), subtracted in FP32, the
@@ -288,10 +370,14 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
       for (int b = 0; b < out.means_per_slice; ++b) {
         const int t0 = b * out.mean_block, t1 = std::min(tokens, t0 + out.mean_block);
         float* mu = out.mean.data() + (std::size_t(sl) * out.means_per_slice + b) * dim;
-        for (int c = 0; c < dim; ++c) {
-          double acc = 0;
-          for (int t = t0; t < t1; ++t) acc += double(w[std::size_t(t) * dim + c]);
-          mu[c] = round_to(s.mean_enc, acc / double(t1 - t0));
+        if (s.mean_rule == MeanRule::kSageChannel) {
+          sage_channel_mean(w.data(), tokens, dim, mu);
+        } else {
+          for (int c = 0; c < dim; ++c) {
+            double acc = 0;
+            for (int t = t0; t < t1; ++t) acc += double(w[std::size_t(t) * dim + c]);
+            mu[c] = round_to(s.mean_enc, acc / double(t1 - t0));
+          }
         }
         for (int t = t0; t < t1; ++t) {
           for (int c = 0; c < dim; ++c) {
@@ -318,18 +404,38 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
     } else {
       // SageAttention per_channel_fp8 (fused.cu MeanScaleKernel): v_scale = amax / scale_max,
       // q = cvt(x · (scale_max / amax)); the reciprocal rounded on its own. No epsilon: an
-      // all-zero group gives 0 · inf = NaN, as the kernel does.
-      const std::vector<float> amax = group_amax(w.data(), tokens, dim, s.groups);
+      // all-zero group gives 0 · inf = NaN, as the kernel does. kMufuRcp: both divisions are a
+      // bare MUFU.RCP and an FMUL.FTZ, amax by FMNMX.FTZ (subnormals count as 0).
+      const bool mufu = s.float_rule == FloatScaleRule::kMufuRcp;
+      std::vector<float> amax = group_amax(w.data(), tokens, dim, s.groups);
+      if (s.mean_rule == MeanRule::kSageChannel && s.mean != MeanMode::kNone) {
+        // MeanScaleKernel's max/min run over the L16 stored tokens: the zero padding past the
+        // sequence enters the amax as |0 − mean| (fused.cu: statistics over ceil(L/16)·16).
+        const int l16 = (tokens + 15) / 16 * 16;
+        const float* mu = out.mean.data() + std::size_t(sl) * out.means_per_slice * dim;
+        if (l16 > tokens)
+          for (int c = 0; c < dim; ++c) {
+            float& a = amax[std::size_t(s.groups.group(0, c, tokens, dim))];
+            a = std::max(a, std::fabs(0.0f - mu[c]));
+          }
+      }
       sc.resize(amax.size());
       std::vector<float> inv(amax.size());
       for (std::size_t g = 0; g < amax.size(); ++g) {
-        sc[g] = amax[g] / s.float_max;
-        inv[g] = s.float_max / amax[g];
+        if (mufu) {
+          const float a = amax[g] < 0x1p-126f ? 0.0f : amax[g];
+          sc[g] = fmul_ftz(a, RcpApproxFtz::h100()(s.float_max));
+          inv[g] = fmul_ftz(RcpApproxFtz::h100()(a), s.float_max);
+        } else {
+          sc[g] = amax[g] / s.float_max;
+          inv[g] = s.float_max / amax[g];
+        }
       }
       for (int t = 0; t < tokens; ++t) {
         for (int c = 0; c < dim; ++c) {
           const std::size_t i = std::size_t(t) * dim + c;
-          const float y = w[i] * inv[std::size_t(s.groups.group(t, c, tokens, dim))];
+          const float r = inv[std::size_t(s.groups.group(t, c, tokens, dim))];
+          const float y = mufu ? fmul_ftz(r, w[i]) : w[i] * r;
           vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, y, s.cast));
         }
       }

@@ -74,6 +74,8 @@ Pipeline exact_pipeline(const Pipeline& method) {
   e.rescale = Rescale::kMultiply;
   e.normalize = Normalize::kDiv;
   e.out = Encoding::kFp64;
+  // (Every other field keeps its default: host-double scale_log2, no dequant tail, natural LSE,
+  // an FP32 O accumulator taking P·V in natural key order, unfused rescale.)
   return e;
 }
 
@@ -94,6 +96,9 @@ void copy_stage(Pipeline& d, const Pipeline& s, Stage stage) {
       break;
     case Stage::kSoftmax:
       d.state = s.state;
+      d.scale_log2 = s.scale_log2;
+      d.dequant_tail = s.dequant_tail;
+      d.row_sum_mma = s.row_sum_mma;
       d.max_domain = s.max_domain;
       d.max_offset = s.max_offset;
       d.dequant = s.dequant;
@@ -115,9 +120,12 @@ void copy_stage(Pipeline& d, const Pipeline& s, Stage stage) {
       break;
     case Stage::kPv:
       d.pv = s.pv;
+      d.pv_perm16 = s.pv_perm16;
+      d.o_accum = s.o_accum;
       break;
     case Stage::kRescale:
       d.rescale = s.rescale;
+      d.rescale_fused = s.rescale_fused;
       d.max_round = s.max_round;
       break;
     case Stage::kNormalize:
@@ -126,6 +134,7 @@ void copy_stage(Pipeline& d, const Pipeline& s, Stage stage) {
     case Stage::kOut:
       d.out = s.out;
       d.out_cast = s.out_cast;
+      d.lse = s.lse;
       break;
   }
 }
@@ -141,7 +150,9 @@ bool stage_differs(const Pipeline& a, const Pipeline& b, Stage stage) {
     case Stage::kQk:
       return !(a.qk == b.qk) || a.int_cvt != b.int_cvt;
     case Stage::kSoftmax:
-      return a.state != b.state || a.max_domain != b.max_domain || a.max_offset != b.max_offset ||
+      return a.state != b.state || a.scale_log2 != b.scale_log2 ||
+             a.dequant_tail != b.dequant_tail || !(a.row_sum_mma == b.row_sum_mma) ||
+             a.max_domain != b.max_domain || a.max_offset != b.max_offset ||
              a.dequant != b.dequant || a.fma != b.fma || a.row_sum != b.row_sum ||
              a.mask_value != b.mask_value;
     case Stage::kExp:
@@ -150,13 +161,14 @@ bool stage_differs(const Pipeline& a, const Pipeline& b, Stage stage) {
       return a.p != b.p || !same_policy(a.p_cast, b.p_cast) || a.p_scale != b.p_scale ||
              (a.p_scale != PScale::kNone && std::string(a.p_quantizer.name) != b.p_quantizer.name);
     case Stage::kPv:
-      return !(a.pv == b.pv);
+      return !(a.pv == b.pv) || a.pv_perm16 != b.pv_perm16 || a.o_accum != b.o_accum;
     case Stage::kRescale:
-      return a.rescale != b.rescale || a.max_round != b.max_round;
+      return a.rescale != b.rescale || a.rescale_fused != b.rescale_fused ||
+             a.max_round != b.max_round;
     case Stage::kNormalize:
       return a.normalize != b.normalize;
     case Stage::kOut:
-      return a.out != b.out || !same_policy(a.out_cast, b.out_cast);
+      return a.out != b.out || !same_policy(a.out_cast, b.out_cast) || a.lse != b.lse;
   }
   return false;
 }

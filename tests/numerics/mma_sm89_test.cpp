@@ -50,9 +50,11 @@ TEST(MmaSm89Unverified, ListedAsUnverified) {
     EXPECT_NE(std::string(info.evidence).find("UNVERIFIED"), std::string::npos) << name;
     EXPECT_EQ(info.k, 32);
   }
+  // Every H100 instruction is recorded except the e5m2 form of the fp16-accumulating FP8
+  // mma.sync (built by analogy with the recorded e4m3 one: SageAttention never issues it).
   for (const auto& i : mma_instructions()) {
     if (std::string(i.name).rfind("sm90.", 0) == 0) {
-      EXPECT_FALSE(i.unverified) << i.name;
+      EXPECT_EQ(i.unverified, std::string(i.name) == "sm90.mma_sync.e5m2.f16") << i.name;
     }
   }
 }

@@ -163,7 +163,7 @@ TEST(MmaBlockFma, ChainsEqualReferenceBlockByBlock) {
           << info.name << " trial " << trial;
     }
   }
-  EXPECT_EQ(chains, 13);  // hmma x3, wgmma fp8 x4, hgmma x2, sm89 x4
+  EXPECT_EQ(chains, 14);  // hmma x3, wgmma fp8 x4, hgmma x3, sm89 x4
 }
 
 std::uint32_t bits_of(float x) { return std::bit_cast<std::uint32_t>(x); }
@@ -219,6 +219,50 @@ TEST(MmaPromotion, EqualsChunkChainsPlusHostFp32Adds) {
         ASSERT_EQ(mma_dot_promoted(instr, a.data(), b.data(), K, bits_of(c), every), bits_of(acc))
             << info.name << " every " << every;
       }
+    }
+  }
+}
+
+// The emulated FP8 mma.sync with an fp16 accumulator (SageAttention's sm89 kernel on sm_90a, read
+// off its SASS): per k32, HMMA.F16 over k in {4t, 4t+1, 16+4t, 17+4t} from zero, HMMA.F16 over
+// the other 16 onto it, then an HADD2 of C; composed here from block_fma_ref on operands widened by
+// formats/, and an fp16 addition through FP64.
+TEST(MmaFp8Emulation, F16AccumulatorIsTwoHmmaF16PlusHadd) {
+  std::mt19937 rng(9);
+  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  for (MmaInstr instr : {MmaInstr::kMmaSyncE4m3F16, MmaInstr::kMmaSyncE5m2F16}) {
+    const MmaInstrInfo& info = mma_info(instr);
+    std::vector<std::uint32_t> a(64), b(64);
+    for (int trial = 0; trial < 4000; ++trial) {
+      for (int i = 0; i < 64; ++i) {
+        a[i] = draw(rng, info.in, trial % 3);
+        b[i] = draw(rng, info.in, 1);
+      }
+      std::uint32_t want = draw(rng, Encoding::kFp16, 1);
+      const std::uint32_t c0 = want;
+      for (int k0 = 0; k0 < 64; k0 += 32) {
+        std::uint32_t lo_a[16], lo_b[16], hi_a[16], hi_b[16];
+        int nl = 0, nh = 0;
+        for (int k = 0; k < 32; ++k) {
+          const std::uint32_t wa = encode_float_bits(Encoding::kFp16,
+                                                     decode_float_bits(info.in, a[k0 + k]), kRne);
+          const std::uint32_t wb = encode_float_bits(Encoding::kFp16,
+                                                     decode_float_bits(info.in, b[k0 + k]), kRne);
+          if ((k & 3) < 2) {
+            lo_a[nl] = wa;
+            lo_b[nl++] = wb;
+          } else {
+            hi_a[nh] = wa;
+            hi_b[nh++] = wb;
+          }
+        }
+        const std::uint32_t lo = block_fma_ref(Encoding::kFp16, lo_a, lo_b, 16, 0u, kHopperHmmaF16);
+        const std::uint32_t h = block_fma_ref(Encoding::kFp16, hi_a, hi_b, 16, lo, kHopperHmmaF16);
+        const double sum = double(decode_float_bits(Encoding::kFp16, want)) +
+                           double(decode_float_bits(Encoding::kFp16, h));
+        want = sum != sum ? 0x7FFFu : encode_float_bits(Encoding::kFp16, sum, kRne);
+      }
+      ASSERT_EQ(mma_dot(instr, a.data(), b.data(), 64, c0), want) << info.name << " " << trial;
     }
   }
 }

@@ -2,6 +2,8 @@
 // independent exact-rational oracle for the integer stage.
 #include "numerics/quantize.hpp"
 
+#include "numerics/special.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -119,8 +121,13 @@ TEST(Quantize, RandomTensorsAgainstIndependentFormulas) {
       const bool cuda = qz.rounding == QuantRounding::kRneSat,
                  triton = qz.rounding == QuantRounding::kHalfAwayFp32;
       const float a = cuda ? std::max(amax, 1e-7f) : amax;
+      // SageAttention's Triton kernels (SASS): scale = fma(amax, fl(1/qmax), 1e-7) or
+      // amax × fl(1/qmax), here by FP64 arithmetic on the exact product then one rounding.
+      const double r = double(1.0f / qz.qmax);
       const float scale =
-          triton && qz.epsilon == ScaleEpsilon::kAdd ? a / qz.qmax + 1e-7f : a / qz.qmax;
+          !triton ? a / qz.qmax
+          : qz.epsilon == ScaleEpsilon::kAdd ? float(double(a) * r + double(1e-7f))
+                                             : float(double(a) * r);
       ASSERT_EQ(q.scale[std::size_t(g)], scale) << qz.name;
       for (int t = 0; t < T; ++t) {
         for (int c = 0; c < C; ++c) {
@@ -129,8 +136,11 @@ TEST(Quantize, RandomTensorsAgainstIndependentFormulas) {
           double want;
           if (cuda)
             want = std::nearbyint(double(v * (qz.qmax / a)));
-          else if (triton)
-            want = std::trunc(double(v / scale + (v / scale >= 0.0f ? 0.5f : -0.5f)));
+          else if (triton) {
+            // div.full: the scale's MUFU reciprocal times v (scales here are normal numbers).
+            const float y = float(double(RcpApproxFtz::h100()(scale)) * double(v));
+            want = std::trunc(double(y + (y >= 0.0f ? 0.5f : -0.5f)));
+          }
           else if (qz.rounding == QuantRounding::kCeil)
             want = std::ceil(double(v / scale));
           else

@@ -640,7 +640,7 @@ TEST(PipelineComposition, KiviDequantizedCaches_Fp16HmmaWithFp16Accumulator) {
 TEST(PipelineComposition, MethodStringsBuildTheSamePipelines) {
   auto pipeline_of = [](const std::string& m) {
     const MethodConfig c = parse_method(m);
-    return c.spec->pipeline(c.values);
+    return c.spec->pipeline(c.values, AttentionInput{});
   };
   EXPECT_EQ(describe(pipeline_of(
                 "flash:qkv=bf16,v=e4m3fn,v_quant=amax448,v_gran=per_channel,p=e4m3fn,out=bf16,"
