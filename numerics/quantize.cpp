@@ -32,7 +32,8 @@ std::int32_t to_int(float v, Round r, int bits) {
 std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuantizer& qz) {
   const float v = qz.apply == ScaleApply::kDivide ? x / scale
                   : qz.apply == ScaleApply::kDivFull ? div_full(x, scale)
-                                                     : x * inv;
+                  : qz.apply == ScaleApply::kMultiplyRcpApprox ? fmul_ftz(inv, x)
+                                                               : x * inv;
   switch (qz.rounding) {
     case QuantRounding::kRneSat:  // cvt.rni.sat (cvt_rni_sat_s8 for 8 bits)
       return to_int(v, Round::kNearestEven, qz.bits);
@@ -76,12 +77,16 @@ QuantizedTensor quantize_symmetric(const float* x, int tokens, int channels, con
     if (qz.epsilon == ScaleEpsilon::kFloor) a = a > 1e-7f ? a : 1e-7f;
     if (qz.scale_compute == ScaleCompute::kReciprocalConstant) {
       const float r = 1.0f / qz.qmax;  // fl(1/qmax): 0x3C010204 for 127
-      out.scale[g] = qz.epsilon == ScaleEpsilon::kAdd ? std::fma(a, r, 1e-7f) : a * r;
+      out.scale[g] = qz.epsilon == ScaleEpsilon::kAdd              ? std::fma(a, r, 1e-7f)
+                     : qz.apply == ScaleApply::kMultiplyRcpApprox ? fmul_ftz(a, r)
+                                                                  : a * r;
     } else {
       out.scale[g] = a / qz.qmax;
       if (qz.epsilon == ScaleEpsilon::kAdd) out.scale[g] = out.scale[g] + 1e-7f;
     }
-    inv[g] = qz.qmax / a;
+    inv[g] = qz.apply == ScaleApply::kMultiplyRcpApprox
+                 ? fmul_ftz(RcpApproxFtz::h100()(a), qz.qmax)
+                 : qz.qmax / a;
   }
   out.q.resize(std::size_t(tokens) * channels);
   for (int t = 0; t < tokens; ++t) {

@@ -34,6 +34,9 @@ enum class ScaleApply {
   kMultiplyReciprocal,  // v = x * (qmax / amax), the reciprocal rounded on its own (CUDA kernel)
   kDivFull,             // v = div.full.f32(x, scale): Triton's fp32 `/` as ptxas compiles it
                         // (numerics/special.hpp div_full; SASS of SageAttention's Triton kernels)
+  kMultiplyRcpApprox,   // v = x ×ftz (rcp.approx.ftz(amax) ×ftz qmax): `qmax / amax` under
+                        // --use_fast_math (SageAttention fused.cu QuantInt8Kernel SASS: MUFU.RCP,
+                        // FMUL.FTZ by 127, FMUL.FTZ by x)
 };
 
 // How the scale itself is computed from amax.
@@ -74,6 +77,13 @@ inline constexpr SymmetricQuantizer kSageCudaInt8{"sage_cuda_int8",
                                                   QuantRounding::kRneSat,
                                                   ScaleEpsilon::kFloor,
                                                   ScaleApply::kMultiplyReciprocal};
+// The same CUDA QuantInt8Kernel as the H100 runs it, built with SageAttention's --use_fast_math
+// (SASS of _fused.so on the H100): scale = amax ×ftz fl(1/127), v = x ×ftz (rcp.approx.ftz(amax)
+// ×ftz 127), cvt.rni.sat (F2I.S8.NTZ). Checked against the per_warp recordings of
+// data/hw/h100/sage (the entry points' qk_quant_gran="per_warp").
+inline constexpr SymmetricQuantizer kSageCudaInt8FastMath{
+    "sage_cuda_int8_fastmath", 8, 127.0f, QuantRounding::kRneSat, ScaleEpsilon::kFloor,
+    ScaleApply::kMultiplyRcpApprox, ScaleCompute::kReciprocalConstant};
 // SageAttention's Triton quantizers as the H100 runs them (the SASS of quant_per_thread.py and
 // quant_per_block.py, Triton 3.6): scale = fma(amax, fl(1/qmax), 1e-7) (per_thread) or
 // amax × fl(1/qmax) (per_block), x / scale by div.full, ±0.5 added in FP32, truncated.
@@ -102,6 +112,7 @@ inline constexpr SymmetricQuantizer kTurboInt8AlgCeil{
 // Every named symmetric quantizer above, for lookup by name (method strings, tables).
 inline constexpr const SymmetricQuantizer* kSymmetricQuantizers[] = {
     &kSymmetricInt8,  &kSymmetricInt4,   &kSymmetricInt2,          &kSageCudaInt8,
+    &kSageCudaInt8FastMath,
     &kSageTritonInt8, &kSageTritonInt4,  &kSageTritonPerBlockInt8, &kTurboInt8Alg,
     &kTurboInt8Eq4,   &kTurboInt8AlgCeil};
 

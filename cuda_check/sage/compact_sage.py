@@ -5,8 +5,8 @@ outputs are kept as per-row digests everywhere and in full only for the cases na
 
 Per case group (case/dtype):
   o_<path>_rows    uint32 per output row (b, h, t): FNV-1a of the row's 16-bit patterns
-  o_<path>         the full 16-bit outputs, for the FULL cases only
-  lse_<path>       float32, full (one value per row: a digest would be as large)
+  o                the full 16-bit outputs [path][...], for the FULL cases only (none now)
+  lse [path][row]  float32, full (one value per row: a digest would be as large), gzip+shuffle
   km, *_scale_*, lse_corr      full (small)
   q_int8_heads/k_int8_heads    uint32 per (config, b, h): FNV-1a of the int8 values of the head
   v_fp8_heads                  uint32 per (config, b, h) of the transposed, permuted FP8 V
@@ -17,7 +17,9 @@ import sys
 import h5py
 import numpy as np
 
-FULL = {"normal_gqa_causal/bf16"}
+# No case is kept in full any more: the device's working-tree limit (64 MiB) left no room, and
+# every row of every path matches (tests/hw/sage_h100_test.cpp), so the digests carry it all.
+FULL = set()
 
 
 def fnv_rows(a):
@@ -55,7 +57,8 @@ def main(src, dst):
                 paths = sorted(ds[2:] for ds in g if ds.startswith("o_"))
                 o.attrs["paths"] = ",".join(paths)
                 small(o, "o_rows", np.stack([fnv_rows(g["o_" + p][()]).ravel() for p in paths]))
-                small(o, "lse", np.stack([g["lse_" + p][()].ravel() for p in paths]))
+                o.create_dataset("lse", data=np.stack([g["lse_" + p][()].ravel() for p in paths]),
+                                 compression="gzip", compression_opts=9, shuffle=True)
                 if name in FULL:
                     o.create_dataset("o", data=np.stack([g["o_" + p][()] for p in paths]),
                                      compression="gzip", compression_opts=9)

@@ -36,8 +36,7 @@ SageOptions sage_options(const MethodValues& v, bool sage1) {
     o.target = get("target") == "h100" ? SageTarget::kH100 : SageTarget::kAda;
   }
   const std::string qk = get("qk");
-  o.qk = qk == "int4" || (qk == "default" && o.arch == SageArch::kPaper) ? Encoding::kS4
-                                                                         : Encoding::kS8;
+  o.qk = qk == "int4" ? Encoding::kS4 : qk == "int8" ? Encoding::kS8 : Encoding::kFp32;
   o.qk_gran = get("qk_gran") == "default" ? std::string() : get("qk_gran");
   o.smooth_k = get("smooth_k") == "1";
   o.smooth_q = get("smooth_q") == "default" ? -1 : get("smooth_q") == "1" ? 1 : 0;

@@ -50,6 +50,11 @@ Encoding resolved_pv(const SageOptions& o) {
                                                                  : Encoding::kE4m3fn;
 }
 
+Encoding resolved_qk(const SageOptions& o) {
+  if (o.qk != Encoding::kFp32) return o.qk;
+  return o.arch == SageArch::kPaper ? Encoding::kS4 : Encoding::kS8;
+}
+
 // The head dim the kernels run with: zeros appended up to 64 or 128 (core.py:262-271 etc.). It
 // changes no value (zero channels add nothing to the integer dots or the amax; padded V columns
 // are sliced away), only the tile parameters chosen for it (WARP_Q of sm80 "fp16+fp32").
@@ -86,7 +91,7 @@ void set_qk_quant(Pipeline& p, const std::string& gran, Encoding qk, bool triton
     qz = int4 ? kSymmetricInt4 : kSymmetricInt8;  // the paper: round to nearest, amax / 7 or 127
   } else if (gran == "per_warp") {
     if (int4) fail("qk=int4 has no per_warp CUDA quantizer");
-    qz = kSageCudaInt8;
+    qz = kSageCudaInt8FastMath;
   } else if (gran == "per_block") {
     qz = int4 ? kSageTritonInt4 : kSageTritonPerBlockInt8;
   } else {
@@ -223,7 +228,8 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
   if (shape.head_dim_v != shape.head_dim)
     fail("SageAttention takes one head_dim for q, k and v (head_dim_v " +
          std::to_string(shape.head_dim_v) + " != " + std::to_string(shape.head_dim) + ")");
-  if (o.qk != Encoding::kS8 && o.qk != Encoding::kS4) fail("qk is int8 or int4");
+  const Encoding qk = resolved_qk(o);
+  if (qk != Encoding::kS8 && qk != Encoding::kS4) fail("qk is int8 or int4");
   const int dpad = padded_head_dim(shape.head_dim);
   const SagePvAccum acc = resolved_pv_accum(o);
   const std::string gran = resolved_gran(o);
@@ -252,12 +258,12 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
       if (pv != Encoding::kFp16) fail("sage1 computes P·V in fp16 (pv=fp16)");
       p.block_q = 128;
       p.block_kv = 64;
-      set_qk_quant(p, gran, o.qk, true, 128, 32, 64, 64);
+      set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
       // quant_per_block.py: q · (sm_scale · 1.44269504) before quantization; exponent scale 1.
       p.q.prescale = Prescale::kSmScaleLog2e;
       p.v.enc = Encoding::kFp16;  // core.py: v.to(float16)
       p.v.cast = kRneInf;
-      p.qk = mma(o.qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);  // IGMMA
+      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);  // IGMMA
       p.int_cvt = Round::kNearestEven;  // cvt.rn.f32.s32
       p.dequant = Dequant::kScore;      // fma(f32(S), qs·ks, bias)
       p.max_domain = MaxDomain::kRaw;
@@ -284,8 +290,8 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
       p.block_kv = 64;
       // core.py:603: WARPQ 16 for head_dim 128 with "fp16+fp32", else 32.
       const int warp_q = dpad == 128 && acc == SagePvAccum::kFp16PlusFp32 ? 16 : 32;
-      set_qk_quant(p, gran, o.qk, true, 128, warp_q, 64, 64);
-      p.qk = mma(o.qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+      set_qk_quant(p, gran, qk, true, 128, warp_q, 64, 64);
+      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
       set_cuda_softmax(p, 2, 0.0);
       p.row_sum = RowSum::kMma;  // mma(P16, ones, C = d·o): DenominatorAccumUnit::kTensorCore
       p.row_sum_mma = mma(MmaInstr::kHmmaF16F32);
@@ -323,8 +329,8 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
       if (pv != Encoding::kE4m3fn) fail("arch=sm89 computes P·V in e4m3 (pv=e4m3)");
       p.block_q = 128;
       p.block_kv = 64;
-      set_qk_quant(p, gran, o.qk, true, 128, 32, 64, 64);
-      p.qk = mma(o.qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+      set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
+      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
       set_cuda_softmax(p, 2, 8.807);
       p.row_sum = RowSum::kSageLanes;  // kCudaCore: fp32 p, d = fma(o, d, T0) + T1 + ...
       // core.py:805: scale_max 2.25 for "fp32+fp16" (SageAttention2++), else 448.
@@ -364,8 +370,8 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
       if (o.smooth_v) fail("arch=sm90 has no smooth_v (core.py never passes it)");
       p.block_q = 64;
       p.block_kv = 128;
-      set_qk_quant(p, gran, o.qk, true, 64, 16, 128, 128);
-      p.qk = mma(o.qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);
+      set_qk_quant(p, gran, qk, true, 64, 16, 128, 128);
+      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);
       set_cuda_softmax(p, 1, 8.807);
       p.row_sum = RowSum::kSageLanes;
       set_v_fp8(p, Encoding::kE4m3fn, 448.0f, FloatScaleRule::kMufuRcp);
@@ -389,8 +395,8 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
       p.block_q = 128;
       p.block_kv = 64;
       p.causal_align = CausalAlign::kBottomRight;  // the paper does not say; golden's convention
-      set_qk_quant(p, gran, o.qk, false, 128, 32, 64, 64);
-      p.qk = mma(o.qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+      set_qk_quant(p, gran, qk, false, 128, 32, 64, 64);
+      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
       if (o.smooth_k) p.k.mean_enc = p.k.centered_enc = Encoding::kFp32;
       p.int_cvt = Round::kNearestEven;
       p.dequant = Dequant::kScore;  // S = ψ⁻¹(Q̂ K̂ᵀ) + ΔS (Alg. 1 line 5)

@@ -41,7 +41,8 @@ struct SageOptions {
   SageTarget target = SageTarget::kAda;          // kSm89 only
   // The 16-bit format the kernels take: a dump in another dtype is rounded to it (RNE).
   Encoding in = Encoding::kBf16;
-  Encoding qk = Encoding::kS8;  // s8, or s4 (the paper's INT4; no public kernel)
+  // s8 or s4 (the paper's INT4; no public kernel); kFp32: the path's own (s4 for kPaper, else s8).
+  Encoding qk = Encoding::kFp32;
   // qk_quant_gran: per_thread, per_warp, per_block, per_token, per_tensor; "" = the path's own
   // (per_block for kSage1, per_thread otherwise).
   std::string qk_gran;
