@@ -364,6 +364,17 @@ TEST_F(Exp, GatePassesOnThePipelineCompositionsBaseline) {
   EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
 }
 
+TEST_F(Exp, GatePassesOnTheSageBaseline) {
+  // Every SageAttention method (experiments/configs/baseline_sage.toml) under the gate.
+  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_sage.toml --output " +
+                    path("sage.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run("gate --baseline data/baselines/sage.h5 --results " + path("sage.h5") + " --rules " +
+          kRules);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+}
+
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
   const std::string m =
       "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";
