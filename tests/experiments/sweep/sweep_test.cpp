@@ -18,6 +18,8 @@
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/sweep/sweep_engine.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
+#include "formats/encoding.hpp"
+#include "sim/sage/sage.hpp"
 
 namespace attnsim {
 namespace {
@@ -362,6 +364,67 @@ TEST_F(Exp, GatePassesOnThePipelineCompositionsBaseline) {
           " --rules " + kRules);
   EXPECT_EQ(r.code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+}
+
+// `attnsim run` with a SageAttention method writes o in the kernel's 16-bit dtype: bf16 (uint16 +
+// dtype="bfloat16") for an fp32 input rounded by in=bf16, an HDF5 half for an fp16 dump (used as
+// it is, whatever `in` says), with the bits sim/sage computes.
+TEST_F(Exp, RunWritesSageOutputsInTheKernelsDtype) {
+  CmdResult r = run("run --quiet --method sage2:arch=sm90 --synthetic kbias:hq=2,hkv=1,nq=100,d=64,"
+                    "causal=1,seed=3 --output " + path("o.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const AttentionInput in = make_synthetic("kbias:hq=2,hkv=1,nq=100,d=64,causal=1,seed=3");
+  {
+    const H5Reader o(path("o.h5"));
+    const H5DatasetInfo info = o.dataset_info("o");
+    EXPECT_EQ(info.kind, 'u');
+    EXPECT_EQ(info.size, 2u);
+    EXPECT_EQ(info.dtype_attr, "bfloat16");
+    const std::vector<std::int64_t> bits = o.read_i64("o");
+    SageOptions so;
+    const SageResult want = sage_attention(in, so);
+    ASSERT_EQ(bits.size(), want.r.o.size());
+    constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      ASSERT_EQ(std::uint16_t(bits[i]),
+                encode_float_bits(Encoding::kBf16, float(want.r.o[i]), kExact)) << i;
+  }
+  // An fp16 dump of the same tensors.
+  {
+    H5Writer w(path("half.h5"));
+    auto half = [](const std::vector<float>& x) {
+      constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+      std::vector<std::uint16_t> b(x.size());
+      for (std::size_t i = 0; i < x.size(); ++i)
+        b[i] = std::uint16_t(encode_float_bits(Encoding::kFp16, x[i], kRne));
+      return b;
+    };
+    const AttentionShape& s = in.shape;
+    auto u = [](int x) { return std::uint64_t(x); };
+    w.write_f16("q", {u(s.batch), u(s.heads_q), u(s.len_q), u(s.head_dim)}, half(in.q).data());
+    w.write_f16("k", {u(s.batch), u(s.heads_kv), u(s.len_kv), u(s.head_dim)}, half(in.k).data());
+    w.write_f16("v", {u(s.batch), u(s.heads_kv), u(s.len_kv), u(s.head_dim)}, half(in.v).data());
+    w.attr_i64("/", "causal", 1);
+    w.commit();
+  }
+  r = run("run --quiet --method sage2:arch=sm80,in=bf16 --input " + path("half.h5") +
+          " --output " + path("o16.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const H5Reader o(path("o16.h5"));
+  const H5DatasetInfo info = o.dataset_info("o");
+  EXPECT_EQ(info.kind, 'f');
+  EXPECT_EQ(info.size, 2u);
+  const std::vector<double> got = o.read_numeric("o");
+  SageOptions so;
+  so.arch = SageArch::kSm80;
+  so.in = Encoding::kFp16;  // what the dump holds
+  const SageResult want = sage_attention(in, so);
+  ASSERT_EQ(got.size(), want.r.o.size());
+  for (std::size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], want.r.o[i]) << i;
+  // A head dim above 128 is refused with one line.
+  r = run("run --quiet --method sage2 --synthetic normal:nq=16,d=160");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("head_dim 160 > 128"), std::string::npos) << r.err;
 }
 
 TEST_F(Exp, GatePassesOnTheSageBaseline) {
