@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "experiments/cli/error.hpp"
-#include "experiments/methods/methods.hpp"
+#include "experiments/methods/methods_sage.hpp"
 #include "sim/sage/sage.hpp"
 
 namespace attnsim {
@@ -114,6 +114,12 @@ Pipeline sage_method_pipeline(const MethodValues& v, const AttentionInput& in, b
 }
 
 }  // namespace
+
+SageOptions sage_options_of(const MethodConfig& m) {
+  if (m.spec->name != "sage1" && m.spec->name != "sage2")
+    throw std::invalid_argument("sage_options_of: '" + m.spec->name + "' is not a SageAttention method");
+  return sage_options(m.values, m.spec->name == "sage1");
+}
 
 void register_sage_methods(std::vector<MethodSpec>& r) {
   r.push_back({"sage1",

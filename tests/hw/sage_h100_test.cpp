@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "experiments/io/hdf5_io.hpp"
-#include "experiments/methods/methods.hpp"
+#include "experiments/methods/methods_sage.hpp"
 #include "formats/encoding.hpp"
 #include "sim/sage/sage.hpp"
 #include "tests/hw/sage_inputs.hpp"
@@ -117,6 +117,19 @@ std::int64_t ulp32(float a, float b) {
   return std::llabs(line(a) - line(b));
 }
 
+// FNV-1a of one output row's 16-bit patterns (little-endian), as compact_sage.py digests it.
+std::uint32_t row_digest(Encoding enc, const std::vector<double>& o, std::size_t row, int dv,
+                         std::vector<std::uint16_t>* bits_out = nullptr) {
+  std::vector<std::uint8_t> bytes(std::size_t(dv) * 2);
+  for (int e = 0; e < dv; ++e) {
+    const std::uint16_t b = bits16(enc, o[row * dv + std::size_t(e)]);
+    if (bits_out) bits_out->push_back(b);
+    bytes[2 * std::size_t(e)] = std::uint8_t(b & 0xFF);
+    bytes[2 * std::size_t(e) + 1] = std::uint8_t(b >> 8);
+  }
+  return fnv1a(bytes.data(), bytes.size());
+}
+
 struct PathStats {
   std::int64_t rows = 0, rows_same = 0;
   // Elements of identical rows are identical; those of a differing row are counted as differing
@@ -162,22 +175,19 @@ std::map<std::string, PathStats> compare_all() {
         const MethodConfig m = parse_method(method + ",in=" + dt);
         const MethodOutput out = m.run(in);
         PathStats& st = stats[rec];
-        std::vector<std::uint8_t> bytes(std::size_t(dv) * 2);
+        std::vector<std::uint16_t> bits;
         for (std::size_t row = 0; row < nrows; ++row) {
-          for (int e = 0; e < dv; ++e) {
-            const std::uint16_t b = bits16(enc, out.o[row * dv + std::size_t(e)]);
-            bytes[2 * std::size_t(e)] = std::uint8_t(b & 0xFF);
-            bytes[2 * std::size_t(e) + 1] = std::uint8_t(b >> 8);
-            if (full) {
-              const std::uint16_t want = std::uint16_t(o_full[(pi * nrows + row) * dv + std::size_t(e)]);
-              ++st.elems;
-              if (want == b) ++st.elems_same;
-              st.max_ulp = std::max(st.max_ulp, ulp16(want, b));
-            }
+          bits.clear();
+          const std::uint32_t digest = row_digest(enc, out.o, row, dv, &bits);
+          for (int e = 0; full && e < dv; ++e) {
+            const std::uint16_t want = std::uint16_t(o_full[(pi * nrows + row) * dv + std::size_t(e)]);
+            ++st.elems;
+            if (want == bits[std::size_t(e)]) ++st.elems_same;
+            st.max_ulp = std::max(st.max_ulp, ulp16(want, bits[std::size_t(e)]));
           }
           ++st.rows;
           st.row_elems += dv;
-          if (std::uint32_t(rows[pi * nrows + row]) == fnv1a(bytes.data(), bytes.size())) {
+          if (std::uint32_t(rows[pi * nrows + row]) == digest) {
             ++st.rows_same;
             st.row_elems_same += dv;
           } else if (st.first_bad.size() < 3) {
@@ -190,23 +200,7 @@ std::map<std::string, PathStats> compare_all() {
         std::size_t pi = 0;
         while (pi < paths.size() && paths[pi] != rec) ++pi;
         const MethodConfig m = parse_method(method + ",in=" + dt);
-        SageOptions o;
-        o.in = enc;
-        if (rec == "sage1") {
-          o.arch = SageArch::kSage1;
-        } else {
-          const std::string a = m.values.at("arch");
-          o.arch = a == "sm80" ? SageArch::kSm80 : a == "sm89" ? SageArch::kSm89 : SageArch::kSm90;
-          const std::string pa = m.values.at("pv_accum");
-          o.pv_accum = pa == "fp32"        ? SagePvAccum::kFp32
-                       : pa == "fp16+fp32" ? SagePvAccum::kFp16PlusFp32
-                       : pa == "fp16"      ? SagePvAccum::kFp16
-                       : pa == "fp32+fp32" ? SagePvAccum::kFp32PlusFp32
-                       : pa == "fp32+fp16" ? SagePvAccum::kFp32PlusFp16
-                                           : SagePvAccum::kDefault;
-          o.target = SageTarget::kH100;
-        }
-        const SageResult res = sage_attention(in, o);
+        const SageResult res = sage_attention(in, sage_options_of(m));
         PathStats& st = stats[rec];
         for (std::size_t row = 0; row < nrows; ++row) {
           const float want = float(lse[pi * nrows + row]);
@@ -435,15 +429,9 @@ TEST(SageH100, NonDefaultOptionPaths) {
       for (std::size_t pi = 0; pi < paths.size(); ++pi) {
         const MethodOutput out = parse_method(paths[pi].second + ",in=" + dt).run(in);
         auto& [same, total] = tally[paths[pi].first];
-        std::vector<std::uint8_t> bytes(std::size_t(dv) * 2);
         for (std::size_t row = 0; row < nrows; ++row) {
-          for (int e = 0; e < dv; ++e) {
-            const std::uint16_t b = bits16(enc, out.o[row * dv + std::size_t(e)]);
-            bytes[2 * std::size_t(e)] = std::uint8_t(b & 0xFF);
-            bytes[2 * std::size_t(e) + 1] = std::uint8_t(b >> 8);
-          }
           ++total;
-          if (std::uint32_t(rows[pi * nrows + row]) == fnv1a(bytes.data(), bytes.size()))
+          if (std::uint32_t(rows[pi * nrows + row]) == row_digest(enc, out.o, row, dv))
             ++same;
           else if (!first_bad.count(paths[pi].first))
             first_bad[paths[pi].first] = g + "row" + std::to_string(row);
