@@ -7,7 +7,10 @@
 #                     synthetic N(0,1) inputs with 256..4096 keys
 #   quant_k.h5        `attnsim quantize` of K (both models, every layer and head): quantizers ×
 #                     granularities × smooth-K
-# Takes about 15 s on two cores. Results are bit-identical for any thread count.
+#   sage2.h5          `attnsim repro sage2`: SageAttention2's ablations (Tables 4/17, 6/15, 7/16)
+#                     and one- vs two-level FP22 accumulation over 1K..64K keys (§3.4, Fig. 17)
+# Takes about 15 s on two cores, plus about 1.5 min for sage2.h5. Results are bit-identical for any
+# thread count.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 exe="${ATTNSIM_EXE:-build/experiments/attnsim}"
@@ -42,4 +45,5 @@ for n in 256 512 1024 2048 4096; do synthetic+=("normal:hq=2,nq=128,nkv=$n,d=64"
   --quantizers sage_cuda_int8,sage_triton_int4,e4m3fn,e5m2,turbo_bpq4,turbo_bpq2 \
   --granularities per_tensor,per_channel,per_token,per_block:64,sage_sm90_k_per_thread,sage_sm89_k_per_thread \
   --output "$out/quant_k.h5" --quiet
-echo "wrote $out/real_methods.h5 $out/context_scale.h5 $out/quant_k.h5"
+"$exe" repro sage2 --out "$out/sage2.h5" --quiet >/dev/null
+echo "wrote $out/real_methods.h5 $out/context_scale.h5 $out/quant_k.h5 $out/sage2.h5"

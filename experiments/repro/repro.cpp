@@ -14,6 +14,7 @@ const std::vector<Reproduction>& repro_registry() {
   static const std::vector<Reproduction> registry = [] {
     std::vector<Reproduction> r;
     register_flash_repros(r);
+    register_sage_repros(r);
     return r;
   }();
   return registry;
@@ -132,6 +133,7 @@ void ReproTable::write_impl(const std::string& path,
   }
   for (const auto& [k, v] : root_attrs) w.attr_string("/", k, v);
   w.attr_string("/", "title", title);
+  if (!notes.empty()) w.attr_string("/", "notes", notes);
   if (opt) {
     w.attr_i64("/", "quick", opt->quick ? 1 : 0);
     w.attr_i64("/", "samples", opt->samples);

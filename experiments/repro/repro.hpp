@@ -32,12 +32,12 @@ struct ReproTable {
   };
   std::vector<std::vector<Cell>> rows;
   std::string title;  // one line: what the table reproduces (paper, figure/table)
-  std::string notes;  // printed under the table
+  std::string notes;  // printed under the table; HDF5: the root attribute `notes`
 
   void add_row(std::vector<Cell> row);
   void print(std::FILE* f) const;
-  // CSV (RFC 4180; doubles with 17 significant digits) or HDF5 (one dataset per column), by the
-  // path's extension; atomic.
+  // CSV (RFC 4180; doubles with 17 significant digits) or HDF5 (one dataset per column; title and
+  // notes as root attributes), by the path's extension; atomic.
   void write(const std::string& path, const std::string& repro_name, const ReproOptions& opt) const;
   // The same for any table (attnsim attribute, ...): `root_attrs` are string attributes of the
   // HDF5 root (ignored for CSV); provenance is always written.
@@ -62,5 +62,6 @@ const std::vector<Reproduction>& repro_registry();
 
 // Registration hooks, one per reproduction file (repro_*.cpp).
 void register_flash_repros(std::vector<Reproduction>& registry);
+void register_sage_repros(std::vector<Reproduction>& registry);
 
 }  // namespace attnsim
