@@ -45,8 +45,9 @@ SageOptions sage_options(const MethodValues& v, bool sage1) {
   o.pv = pv == "fp16"   ? Encoding::kFp16
          : pv == "e4m3" ? Encoding::kE4m3fn
          : pv == "e5m2" ? Encoding::kE5m2
-         : pv == "int8" ? Encoding::kS8
+         : pv == "int8" || pv == "int8_static" ? Encoding::kS8
                         : Encoding::kFp32;
+  o.pv_int_static = pv == "int8_static";
   const std::string sm = get("smooth");
   o.smooth = sm == "smoothattn" ? SageSmooth::kSmoothAttn
              : sm == "hadamard" ? SageSmooth::kHadamard
@@ -68,8 +69,9 @@ std::vector<MethodParam> shared_params(const std::string& gran_help) {
        "the paper's smooth Q: Q minus its block mean, S += ΔS (default: on for arch=paper only)"},
       {"smooth_v", {"0", "1"}, "0",
        "smooth V (sm80 pv_accum=fp16, sm89 pv_accum=fp32, paper)"},
-      {"pv", {"default", "fp16", "e4m3", "e5m2", "int8"}, "default",
-       "P and V format (default: fp16 for sage1/sm80, e4m3 for sm89/sm90/paper; others: paper)"},
+      {"pv", {"default", "fp16", "e4m3", "e5m2", "int8", "int8_static"}, "default",
+       "P and V format (default: fp16 for sage1/sm80, e4m3 for sm89/sm90/paper; others: paper; "
+       "int8: P per row and KV block, int8_static: P x 127 like e4m3's x 448)"},
       {"smooth", {"none", "smoothattn", "hadamard"}, "none",
        "the paper's outlier baselines on Q, K (SmoothQuant alpha 0.5; random Hadamard)"},
       {"in", {"bf16", "fp16"}, "bf16",

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "formats/encoding.hpp"
+#include "formats/intn.hpp"
 #include "numerics/fp32_bits.hpp"
 #include "numerics/special.hpp"
 
@@ -115,6 +116,11 @@ double cast_p(T x, const Pipeline& p) {
   if (p.p == Encoding::kFp64) return double(x);
   const float f = float(x);
   if (p.p == Encoding::kFp32) return f;
+  // An integer P with a static scale (the SageAttention2 Table 7 INT8 row read as §3.3's δ_P with
+  // 127 for 448): cvt.rni.sat, as SageAttention's float_to_int8_rn (csrc/fused/fused.cu).
+  if (p.p == Encoding::kS8) return round_to_int<s8>(f, Round::kNearestEven, IntOverflow::kSaturate);
+  if (p.p == Encoding::kS4) return round_to_int<s4>(f, Round::kNearestEven, IntOverflow::kSaturate);
+  if (p.p == Encoding::kS2) return round_to_int<s2>(f, Round::kNearestEven, IntOverflow::kSaturate);
   return decode_float_bits(p.p, encode_float_bits(p.p, f, p.p_cast));
 }
 

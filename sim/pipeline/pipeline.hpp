@@ -258,7 +258,8 @@ struct Pipeline {
   PScale p_scale = PScale::kNone;
   // A static scale of P (SageAttention2 Alg. 1 line 6: `(P̃ · 448).to(FP8.e4m3)`, §3.3 δ_P =
   // 1/448): P is cast as fl32(p · s), and the normalized O divided by s (line 8: `/448 · δ_V`).
-  // 0: none. The row sum takes the unscaled p.
+  // An integer P (s8/s4/s2) is rounded by cvt.rni.sat and multiplied into int32 chunks
+  // (pv_acc=chunk). 0: none. The row sum takes the unscaled p.
   double p_static_scale = 0.0;
   SymmetricQuantizer p_quantizer = kSymmetricInt8;  // integer P with a scale
   PvAccumulate pv_acc = PvAccumulate::kIntoC;

@@ -254,8 +254,10 @@ void validate(const Pipeline& p) {
       (p.exp_base != ExpKind::kExp2 || p.state != StateType::kFp32 || p.max_round != MaxRound::kNone))
     fail("the base-2 LSE models are FP32 kernels' (exp2, FP32 state, no snapped max)");
   if (!(p.mask_value < 0)) fail("the mask value must be negative");
-  if (p.p == Encoding::kU8 || (is_int(p.p) && p.p_scale == PScale::kNone))
-    fail("p: an integer P needs a scale (p_scale=row or tile) and a signed encoding");
+  if (p.p == Encoding::kU8 || (is_int(p.p) && p.p_scale == PScale::kNone && p.p_static_scale == 0.0))
+    fail("p: an integer P needs a scale (p_scale=row or tile, or a static scale) and a signed encoding");
+  if (is_int(p.p) && p.p_scale == PScale::kNone && p.pv_acc != PvAccumulate::kChunk)
+    fail("p: an integer P is multiplied into an int32 chunk: it needs pv_acc=chunk");
   if (p.p_scale != PScale::kNone) {
     if (!is_int(p.p)) fail("p: p_scale applies to integer P");
     if (p.p_quantizer.bits != encoding_traits(p.p).bits)
@@ -267,8 +269,8 @@ void validate(const Pipeline& p) {
   if (p.p_static_scale != 0.0) {
     if (!(p.p_static_scale > 0.0) || !std::isfinite(p.p_static_scale))
       fail("p: the static P scale must be positive and finite");
-    if (!is_float_encoding(p.p) || p.p_scale != PScale::kNone)
-      fail("p: a static P scale applies to a float P without a per-block scale");
+    if (p.p_scale != PScale::kNone)
+      fail("p: a static P scale applies to a P without a per-block scale");
   }
   if (p.out != Encoding::kFp64 && p.out != Encoding::kFp32 && p.out != Encoding::kBf16 &&
       p.out != Encoding::kFp16)

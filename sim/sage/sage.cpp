@@ -136,7 +136,7 @@ void check_pv_accum(SagePvAccum a, std::initializer_list<SagePvAccum> allowed, c
 }
 
 // The paper's P·V stage for a P/V format (Table 7 compares fp16, e4m3, e5m2 and int8).
-void set_paper_pv(Pipeline& p, Encoding pv, bool ada, SagePvAccum acc) {
+void set_paper_pv(Pipeline& p, Encoding pv, bool int_static, bool ada, SagePvAccum acc) {
   const bool chunk = acc == SagePvAccum::kFp32PlusFp32;
   if (pv == Encoding::kFp16) {
     // FP16 P and V (SageAttention 1 / sm80): V a plain cast, HMMA with an FP32 accumulator.
@@ -158,14 +158,20 @@ void set_paper_pv(Pipeline& p, Encoding pv, bool ada, SagePvAccum acc) {
     else
       p.pv = mma(ada ? MmaInstr::kSm89MmaSyncE5m2F32 : MmaInstr::kMmaSyncE5m2F32);
   } else if (pv == Encoding::kS8) {
-    // INT8 P and V: P per row and block to int8 (scale max/127), V per channel; IMMA chunks.
+    // INT8 P and V: V per channel; P per row and block to int8 (scale max/127), or (int_static)
+    // P̃ · 127 with cvt.rni.sat and O / 127 in the epilogue, as Alg. 1 lines 6 and 8 do with 448;
+    // IMMA chunks. The paper does not say which scale its Table 7 INT8 row used.
     p.v.enc = Encoding::kS8;
     p.v.scale = ScaleMode::kInteger;
     p.v.groups = GroupMap{Granularity::kPerChannel, 1, 0};
     p.v.quantizer = kSymmetricInt8;
     p.p = Encoding::kS8;
-    p.p_scale = PScale::kRow;
-    p.p_quantizer = kSymmetricInt8;
+    if (int_static) {
+      p.p_static_scale = 127.0;
+    } else {
+      p.p_scale = PScale::kRow;
+      p.p_quantizer = kSymmetricInt8;
+    }
     p.pv = mma(MmaInstr::kImmaS8);
     p.pv_acc = PvAccumulate::kChunk;
     return;
@@ -405,7 +411,7 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
       p.exp_fn = ExpFn::kEx2ApproxFtz;  // an FP8 kernel's exp2 on the GPU
       p.row_sum = RowSum::kSingle;
       p.normalize = Normalize::kDiv;
-      set_paper_pv(p, pv, o.target == SageTarget::kAda, acc);
+      set_paper_pv(p, pv, o.pv_int_static, o.target == SageTarget::kAda, acc);
       if (o.smooth_v) {
         p.v.mean = MeanMode::kTokens;  // §3.2 smooth V: the mean added back in the epilogue
         p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;

@@ -52,6 +52,9 @@ struct SageOptions {
   int smooth_q = -1;
   bool smooth_v = false;  // sm80 "fp16", sm89 "fp32" and the paper
   Encoding pv = Encoding::kFp32;  // kFp32 here means "the path's own" (fp16 or e4m3fn)
+  // INT8 P̃ with the static δ_P = 1/127 (§3.3's 1/448 for e4m3, read for int8; pv=int8_static)
+  // instead of a scale per row and KV block (pv=int8). Paper only.
+  bool pv_int_static = false;
   SageSmooth smooth = SageSmooth::kNone;
   std::uint64_t hadamard_seed = 1;
 };

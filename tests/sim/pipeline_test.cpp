@@ -64,6 +64,32 @@ TEST(Pipeline, IntAddRescaleIsExactOnNormalsAndCorruptsAnExactZero) {
   EXPECT_EQ(bits(bad), std::bit_cast<std::uint32_t>(-0x1p125f * (1.0f / 1.0625f)));
 }
 
+TEST(Pipeline, StaticIntegerPIsRoundedToEvenSaturatedAndUndoneInTheEpilogue) {
+  // Scores 0, -1, -3, -8, -9 with scale_log2 = 1 give p = 1, 1/2, 1/8, 1/256, 1/512 exactly;
+  // p·127 = 127, 63.5, 15.875, 0.496, 0.248 round (cvt.rni) to 127, 64 (tie to even), 16, 0, 0.
+  // The row sum keeps the unscaled p; the chunk of integers times V is added to O, and the
+  // normalized O is divided by 127 (SageAttention2 Alg. 1 line 8 with 127 for 448).
+  AttentionInput in;
+  in.shape = {1, 1, 1, 1, 5, 1, 1};
+  in.q = {1.0f};
+  in.k = {0, -1, -3, -8, -9};
+  in.v = {1, 2, 3, 5, 7};
+  in.sm_scale = kLn2;
+  Pipeline p;
+  p.block_kv = 8;
+  p.row_sum = RowSum::kSingle;
+  p.p = Encoding::kS8;
+  p.p_static_scale = 127.0;
+  p.pv_acc = PvAccumulate::kChunk;
+  const float l = 1.0f + 0.5f + 0.125f + 0x1p-8f + 0x1p-9f;
+  const float chunk = 127.0f * 1 + 64.0f * 2 + 16.0f * 3;
+  EXPECT_EQ(bits(run_pipeline(in, p).o[0]), std::bit_cast<std::uint32_t>(chunk * (1.0f / l) / 127.0f));
+  // A static scale that overflows int8 saturates at 127 (p·300 = 300, 150, 37.5, 1.17, 0.586).
+  p.p_static_scale = 300.0;
+  const float sat = 127.0f * 1 + 127.0f * 2 + 38.0f * 3 + 1.0f * 5 + 1.0f * 7;
+  EXPECT_EQ(bits(run_pipeline(in, p).o[0]), std::bit_cast<std::uint32_t>(sat * (1.0f / l) / 300.0f));
+}
+
 TEST(Pipeline, SnappedMaxMakesEveryRescaleAPowerOfTwo) {
   // The raw max is 0.25 (scale_log2 = 1): snapped up to 1, p = 2^(0.25 - 1); with
   // max_round=nearest the reference is 0 and p = 2^0.25 > 1.
@@ -182,6 +208,9 @@ TEST(Pipeline, RejectsStagesThatCannotBeCombined) {
   p = Pipeline{};
   p.p = Encoding::kS8;
   expect_invalid(p, "needs a scale");
+  p.p_static_scale = 127.0;
+  expect_invalid(p, "int32 chunk");
+  p.p_static_scale = 0.0;
   p.p_scale = PScale::kRow;
   expect_invalid(p, "pv_acc=chunk");
   p = Pipeline{};

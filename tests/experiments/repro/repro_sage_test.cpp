@@ -162,11 +162,12 @@ TEST_F(ReproSage2, QuickRunIsThreadIndependentAndShowsThePapersEffects) {
   ASSERT_EQ(code1_, 0) << slurp(path("stderr.txt"));
   EXPECT_NE(out2_.find("Paper orderings"), std::string::npos) << out2_;
   EXPECT_NE(out2_.find("table7_16  kbias_d128  INT8"), std::string::npos) << out2_;
+  EXPECT_NE(out2_.find("table7_16  kbias_d128  INT8 static"), std::string::npos) << out2_;
   const auto h5 = rows_h5(path("t2.h5"));
   const auto csv = rows_csv(path("t1.csv"));
-  // (6 smoothing + 8 granularity + 4 P/V rows) × 4 input sets + 6 accumulations × 2 inputs ×
+  // (6 smoothing + 8 granularity + 5 P/V rows) × 4 input sets + 6 accumulations × 2 inputs ×
   // 1K..8K keys.
-  ASSERT_EQ(h5.size(), 18u * 4 + 6 * 2 * 4);
+  ASSERT_EQ(h5.size(), 19u * 4 + 6 * 2 * 4);
   ASSERT_EQ(csv.size(), h5.size());
   for (std::size_t i = 0; i < h5.size(); ++i) {
     const Row &a = h5[i], &b = csv[i];
