@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "experiments/cli/error.hpp"
@@ -78,6 +79,12 @@ void add_variant(Plan& p, const std::string& table, const std::string& label,
   p.variants.push_back({table, label, i});
 }
 
+// One table's rows: (label, method-string suffix) pairs appended to a common prefix.
+void add_variants(Plan& p, const std::string& table, const std::string& prefix,
+                  const std::vector<std::pair<std::string, std::string>>& rows) {
+  for (const auto& [label, suffix] : rows) add_variant(p, table, label, prefix + suffix);
+}
+
 Plan make_sage_plan(const ReproOptions& opt) {
   Plan p;
   // The paper's ablations (§4.1, Tables 4 to 7): INT4 Q/K on the SageAttention2 algorithm
@@ -87,39 +94,43 @@ Plan make_sage_plan(const ReproOptions& opt) {
   // FP8 mma.sync as the H100 runs it (recorded), not the unverified sm_89 model.
   const std::string paper = "sage2:arch=paper,target=h100,qk=int4";
   const std::string t4 = paper + ",qk_gran=per_thread,pv=fp16";
-  add_variant(p, kTable4, "None", t4 + ",smooth_k=0,smooth_q=0");
-  add_variant(p, kTable4, "HadmdAttn", t4 + ",smooth_k=0,smooth_q=0,smooth=hadamard");
-  add_variant(p, kTable4, "SmoothAttn", t4 + ",smooth_k=0,smooth_q=0,smooth=smoothattn");
-  add_variant(p, kTable4, "Smooth K", t4 + ",smooth_k=1,smooth_q=0");
-  add_variant(p, kTable4, "Smooth Q", t4 + ",smooth_k=0,smooth_q=1");
-  add_variant(p, kTable4, "Smooth Q+K", t4 + ",smooth_k=1,smooth_q=1");
+  add_variants(p, kTable4, t4,
+               {{"None", ",smooth_k=0,smooth_q=0"},
+                {"HadmdAttn", ",smooth_k=0,smooth_q=0,smooth=hadamard"},
+                {"SmoothAttn", ",smooth_k=0,smooth_q=0,smooth=smoothattn"},
+                {"Smooth K", ",smooth_k=1,smooth_q=0"},
+                {"Smooth Q", ",smooth_k=0,smooth_q=1"},
+                {"Smooth Q+K", ",smooth_k=1,smooth_q=1"}});
   // Table 6: smooth Q+K, FP16 P̃/V; INT8 Q/K as well (the SageAttn2-8b kernel's format).
   for (const char* qk : {"int4", "int8"}) {
     const std::string q = qk;
     const std::string base = "sage2:arch=paper,target=h100,pv=fp16,qk=" + q + ",qk_gran=";
     const std::string suffix = q == "int4" ? " INT4" : " INT8";
-    add_variant(p, kTable6, "Per-token" + suffix, base + "per_token");
-    add_variant(p, kTable6, "Per-thread" + suffix, base + "per_thread");
-    add_variant(p, kTable6, "Per-block" + suffix, base + "per_block");
-    add_variant(p, kTable6, "Per-tensor" + suffix, base + "per_tensor");
+    add_variants(p, kTable6, base,
+                 {{"Per-token" + suffix, "per_token"},
+                  {"Per-thread" + suffix, "per_thread"},
+                  {"Per-block" + suffix, "per_block"},
+                  {"Per-tensor" + suffix, "per_tensor"}});
   }
   // Table 7: INT4 per-thread Q/K with smooth Q+K; P̃/V in each format (FP8: P̃·max to the format,
   // V per channel; INT8: P̃ per row and block, V per channel; INT8 static: P̃·127 like §3.3's
   // P̃·448, V per channel).
   const std::string t7 = paper + ",qk_gran=per_thread,pv=";
-  add_variant(p, kTable7, "FP16", t7 + "fp16");
-  add_variant(p, kTable7, "E4M3", t7 + "e4m3");
-  add_variant(p, kTable7, "E5M2", t7 + "e5m2");
-  add_variant(p, kTable7, "INT8", t7 + "int8");
-  add_variant(p, kTable7, "INT8 static", t7 + "int8_static");
+  add_variants(p, kTable7, t7,
+               {{"FP16", "fp16"},
+                {"E4M3", "e4m3"},
+                {"E5M2", "e5m2"},
+                {"INT8", "int8"},
+                {"INT8 static", "int8_static"}});
   // §3.4: the FP8 mma's FP22 accumulator carried over every key block ("fp32": into C) or
   // flushed to an FP32 buffer after each block ("fp32+fp32": two-level accumulation).
-  add_variant(p, kFig17, "sm90 fp32", "sage2:arch=sm90,pv_accum=fp32");
-  add_variant(p, kFig17, "sm90 fp32+fp32", "sage2:arch=sm90,pv_accum=fp32+fp32");
-  add_variant(p, kFig17, "sm89/h100 fp32", "sage2:arch=sm89,target=h100,pv_accum=fp32");
-  add_variant(p, kFig17, "sm89/h100 fp32+fp32", "sage2:arch=sm89,target=h100,pv_accum=fp32+fp32");
-  add_variant(p, kFig17, "sm89/ada fp32", "sage2:arch=sm89,target=ada,pv_accum=fp32");
-  add_variant(p, kFig17, "sm89/ada fp32+fp32", "sage2:arch=sm89,target=ada,pv_accum=fp32+fp32");
+  add_variants(p, kFig17, "sage2:",
+               {{"sm90 fp32", "arch=sm90,pv_accum=fp32"},
+                {"sm90 fp32+fp32", "arch=sm90,pv_accum=fp32+fp32"},
+                {"sm89/h100 fp32", "arch=sm89,target=h100,pv_accum=fp32"},
+                {"sm89/h100 fp32+fp32", "arch=sm89,target=h100,pv_accum=fp32+fp32"},
+                {"sm89/ada fp32", "arch=sm89,target=ada,pv_accum=fp32"},
+                {"sm89/ada fp32+fp32", "arch=sm89,target=ada,pv_accum=fp32+fp32"}});
 
   // Inputs of the tables. --quick cuts SmolLM2 to its first 256 tokens (causal: exactly the
   // attention of the shorter text) and the synthetic sets to 2 heads × 256 tokens.

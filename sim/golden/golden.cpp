@@ -30,6 +30,12 @@ GoldenResult golden_attention(const AttentionInput& in) {
   const std::int64_t items = std::int64_t(s.batch) * s.heads_q * chunks;
   // Eigen must not spawn its own threads inside ours (and its GEMM stays deterministic per call).
   Eigen::setNbThreads(1);
+  // Eigen sizes its GEMM blocks from the cache sizes it detects at run time, and the blocking
+  // sets the order of the sums over the keys: two machines gave SmolLM2's 1,024-key rows
+  // different last bits (1e-10 relative in the metrics). Fixed sizes make the golden the same on
+  // every machine; these are what Eigen 3.4 detects on the AMD EPYC the bundled results and
+  // baselines were made on (L1 32 KiB, L2 512 KiB, L3 256 MiB).
+  Eigen::setCpuCacheSizes(32768, 524288, 268435456);
 #pragma omp parallel
   {
     RowMatD k_d, v_d, q_d, scores, out;

@@ -437,7 +437,7 @@ SageResult sage_attention(const AttentionInput& in0, const SageOptions& o0) {
   SageOptions o = o0;
   o.in = sage_input_encoding(in0, o0);
   const AttentionShape& s = in0.shape;
-  SageResult res{{}, sage_pipeline(o, s)};
+  SageResult res{{}, sage_pipeline(o, s), {}, {}};
   if (o.arch == SageArch::kSage1 && in0.causal && s.len_q != s.len_kv)
     fail("sage1 causal needs len_q == len_kv (attn_qk_int8_per_block_causal.py asserts it)");
   const AttentionInput* use = &in0;

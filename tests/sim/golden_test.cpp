@@ -1,6 +1,7 @@
 // sim/golden: the FP64 golden's own error, measured against 50-digit attention, and its invariants.
 #include "sim/golden/golden.hpp"
 
+#include <Eigen/Core>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -144,6 +145,20 @@ TEST(Golden, ResultDoesNotDependOnThreadCount) {
     EXPECT_EQ(one.lse, r.lse) << t << " threads";
   }
   omp_set_num_threads(saved);
+}
+
+TEST(Golden, ResultDoesNotDependOnTheCacheSizesEigenDetects) {
+  // Eigen sizes its GEMM blocks from the cache sizes it detects at run time, and the blocking
+  // sets the summation order over the keys; two machines gave SmolLM2's 1,024-key rows different
+  // last bits. golden_attention fixes the sizes, so what was detected before must not matter.
+  const AttentionInput in = random_input({1, 2, 1, 64, 3000, 64, 64}, false, 1.0, 11);
+  std::vector<GoldenResult> r;
+  for (std::ptrdiff_t l2 : {std::ptrdiff_t(64) << 10, std::ptrdiff_t(4) << 20}) {
+    Eigen::setCpuCacheSizes(l2 / 4, l2, l2 * 8);
+    r.push_back(golden_attention(in));
+  }
+  EXPECT_EQ(r[0].o, r[1].o);
+  EXPECT_EQ(r[0].lse, r[1].lse);
 }
 
 TEST(Golden, GqaHeadsShareKv) {
