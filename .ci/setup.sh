@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 apt_packages=(cmake ninja-build g++ pkg-config libeigen3-dev libboost-dev libhdf5-dev libcli11-dev
-              libgtest-dev libgmock-dev openmpi-bin libopenmpi-dev zlib1g-dev)
+              libgtest-dev libgmock-dev openmpi-bin libopenmpi-dev zlib1g-dev
+              libtomlplusplus-dev)
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,7 +1,9 @@
 // Error metrics of an output against a reference (see metrics.hpp).
 #include "numerics/metrics.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <stdexcept>
 
@@ -61,7 +63,15 @@ ErrorMetrics error_metrics(const double* out, const double* ref, std::size_t n) 
   } else if (no == 0.0 || nr == 0.0) {
     m.cosine = 0.0;
   } else {
-    m.cosine = dot.value() / (no * nr);
+    // One root of the product of the two sums, each first scaled by a power of two into [1, 4)
+    // (exact; their exponents' sum made even so that the root's scale is a power of two too): no
+    // overflow or underflow, and exactly 1 for o == r (metrics.hpp).
+    int eo = std::ilogb(oo.value());
+    const int er = std::ilogb(rr.value());
+    if ((eo + er) % 2 != 0) --eo;
+    const double a = std::ldexp(oo.value(), -eo), b = std::ldexp(rr.value(), -er);
+    const double c = std::ldexp(dot.value(), -(eo + er) / 2) / std::sqrt(a * b);
+    m.cosine = std::clamp(c, -1.0, 1.0);
   }
   m.rel_l1 = ratio(abs_diff.value(), abs_ref.value());
   m.rmse = std::sqrt(sq_diff.value() / double(n));
@@ -189,19 +199,41 @@ std::uint64_t UlpHistogram::quantile_ulp(double q) const {
   return max_ulp;
 }
 
+namespace {
+
+// The smallest d such that at least ceil(num/den · n) of the n values are <= d (index
+// ceil(num·n/den) - 1 of the sorted values), in integers so that 0.99·n does not round.
+std::uint64_t order_statistic(std::vector<std::uint64_t>& d, std::uint64_t num,
+                              std::uint64_t den) {
+  if (d.empty()) return 0;
+  const std::uint64_t n = d.size();
+  const std::uint64_t rank = (num * n + den - 1) / den;  // ceil, n < 2^57 so no overflow
+  const std::size_t k = std::size_t(rank == 0 ? 0 : rank - 1);
+  std::nth_element(d.begin(), d.begin() + std::ptrdiff_t(k), d.end());
+  return d[k];
+}
+
+}  // namespace
+
 UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, UlpFormat fmt) {
   UlpHistogram h;
   h.format = fmt;
   h.counts.assign(UlpHistogram::kBuckets, 0);
+  std::vector<std::uint64_t> all(n);
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint64_t d = ulp_distance(out[i], ref[i], fmt);
-    if (d == std::numeric_limits<std::uint64_t>::max()) {
+    if (d == std::numeric_limits<std::uint64_t>::max() || std::isnan(out[i]) ||
+        std::isnan(ref[i])) {
       ++h.nan_mismatch;
+      all[i] = kUlpNanMismatch;
       continue;
     }
+    all[i] = std::min(d, kUlpNanMismatch - 1);
     ++h.counts[std::size_t(bucket_of(d))];
     h.max_ulp = std::max(h.max_ulp, d);
   }
+  h.p50 = order_statistic(all, 50, 100);
+  h.p99 = order_statistic(all, 99, 100);
   return h;
 }
 

@@ -20,7 +20,11 @@ namespace attnsim {
 //                 relative 1e-10/‖r‖, so the two differ visibly only for tiny references
 //   max_abs       max |o − r|
 // Any NaN in o or r makes every metric NaN and is counted in `nonfinite` (Inf likewise).
-// An empty input gives cosine 1 and zeros elsewhere.
+// An empty input gives cosine 1 and zeros elsewhere. The cosine is Σo·r / sqrt(Σo² Σr²) (the sums
+// scaled by powers of two, so the product neither overflows nor underflows), clamped to [-1, 1]:
+// with one square root of the product, not a product of two roots, an output equal to its
+// reference gives exactly 1, since sqrt(RN(s²)) = s in binary floating point (the two roots'
+// product can be 1 ulp off).
 struct ErrorMetrics {
   double cosine = 1.0;
   double rel_l1 = 0.0;
@@ -43,16 +47,27 @@ std::string ulp_format_name(UlpFormat f);
 // Distance in units in the last place of `fmt`: both values are rounded to the format (RNE,
 // overflow to Inf, or to max for e4m3fn) and the distance is the difference of their ordinal
 // positions on the format's number line (+0 and −0 share position 0; adjacent encodings are 1
-// apart, across zero too). Buckets: 0, 1, 2, 3–4, 5–8, ..., 2^19+1–2^20, > 2^20; plus `nan`
-// for a pair where exactly one side is NaN (both NaN counts as distance 0).
+// apart, across zero too; ulp_distance puts two NaNs 0 apart). The histogram's buckets: 0, 1, 2,
+// 3–4, 5–8, ..., 2^19+1–2^20, > 2^20; plus `nan_mismatch` for a pair with a NaN on either side
+// (against a reference, a NaN measures nothing, even where the reference is NaN too).
+// In the exact order statistics p50 and p99 such a pair counts as kUlpNanMismatch, above every
+// distance between two non-NaN values (fp64 distances, which can pass 2^63 between huge values of
+// opposite signs, saturate one below it): an all-NaN output never reads as close. 2^63 - 1 also
+// fits the int64 columns of results files.
+inline constexpr std::uint64_t kUlpNanMismatch = 0x7fffffffffffffffull;
+
 struct UlpHistogram {
   UlpFormat format = UlpFormat::kFp32;
   std::vector<std::uint64_t> counts;  // bucket k as labelled by bucket_label(k)
-  std::uint64_t nan_mismatch = 0;
-  std::uint64_t max_ulp = 0;
+  std::uint64_t nan_mismatch = 0;  // pairs with a NaN on either side
+  std::uint64_t max_ulp = 0;       // over the pairs without NaN
+  // Exact order statistics of the n distances (NaN mismatches included, see above): the smallest
+  // d such that at least ceil(q n) pairs are at most d apart, q = 0.5 and 0.99; 0 when n = 0.
+  std::uint64_t p50 = 0, p99 = 0;
   static constexpr int kBuckets = 23;
   static std::string bucket_label(int k);
-  // Smallest bucket upper bound that covers fraction q of the finite pairs.
+  // Smallest bucket upper bound that covers fraction q of the finite pairs (an upper bound of the
+  // order statistic from the histogram alone; p50 and p99 above are exact).
   std::uint64_t quantile_ulp(double q) const;
 };
 

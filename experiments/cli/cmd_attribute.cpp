@@ -1,6 +1,8 @@
 // `attnsim attribute`: where a method's error comes from, stage by stage (experiments/analysis/
 // attribute.hpp): per stage, the error of the method, of the method with only that stage exact,
 // and of everything exact but that stage, each against FP64 golden.
+#include <omp.h>
+
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -9,7 +11,11 @@
 #include "experiments/analysis/attribute.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/io/dump.hpp"
+#include "experiments/io/file_io.hpp"
+#include "experiments/methods/memory_estimate.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/repro/repro.hpp"
 #include "sim/golden/golden.hpp"
@@ -93,8 +99,25 @@ void run_attribute(const AttributeOptions& opt) {
   if (!opt.input.empty()) {
     prefixes = select_dump_prefixes(opt.input, opt.group);
   }
+  if (!opt.out.empty()) {
+    const std::string& o = opt.out;
+    auto ends = [&](const std::string& e) {
+      return o.size() >= e.size() && o.compare(o.size() - e.size(), e.size(), e) == 0;
+    };
+    if (!ends(".csv") && !ends(".h5") && !ends(".hdf5"))
+      throw UsageError("--out '" + o + "': expected a .csv, .h5 or .hdf5 file name");
+    check_output_path(o, {opt.input});
+  }
+  // The pipeline runs once per variant, one after the other: a run's memory.
+  for (const std::string& prefix : prefixes) {
+    const std::string name =
+        opt.input.empty() ? "synthetic:" + opt.synthetic : dump_input_name(opt.input, prefix);
+    check_point_memory(method, opt.input, prefix, opt.synthetic, omp_get_max_threads(),
+                       "attribute of " + method.short_name() + " on " + name);
+  }
+  // The data of every group before the first is computed and printed.
+  if (prefixes.size() > 1) check_attention_dumps(opt.input, prefixes, opt.allow_nonfinite);
   std::vector<AttributionRow> all_rows;
-  if (!opt.quiet) std::printf("method %s\n", method.canonical().c_str());
   for (const std::string& prefix : prefixes) {
     const AttentionInput in = opt.input.empty()
                                   ? make_synthetic(opt.synthetic)
@@ -110,6 +133,9 @@ void run_attribute(const AttributeOptions& opt) {
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
+    // The method line once the first input has been read and attributed: a bad input is an
+    // error line, not a report that stops after its title.
+    if (!opt.quiet && all_rows.empty()) std::printf("method %s\n", method.canonical().c_str());
     if (!opt.quiet) print_rows(rows);
     all_rows.insert(all_rows.end(), rows.begin(), rows.end());
   }
@@ -132,12 +158,15 @@ void add_attribute_command(CLI::App& app) {
       ->required();
   cmd->add_option("--input", opt->input,
                   "HDF5 dump with q, k, v (every layer_NN group unless --group)");
-  cmd->add_option("--group", opt->group, "one layer group of the dump, e.g. layer_03");
+  cmd->add_option("--group", opt->group, "one layer group of the dump, e.g. layer_03")
+      ->check(non_empty());
   cmd->add_option("--synthetic", opt->synthetic, "synthetic input spec instead of a dump");
   cmd->add_option("--out,--output", opt->out,
-                  "also write the rows to FILE.csv or FILE.h5 (atomically)");
+                  "also write the rows to FILE.csv or FILE.h5 (atomically)")
+      ->check(output_name());
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
   cmd->add_flag("--quiet", opt->quiet, "print nothing on success");
+  add_max_memory_option(cmd);
   cmd->callback([opt]() { run_attribute(*opt); });
 }
 

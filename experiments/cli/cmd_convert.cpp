@@ -1,10 +1,17 @@
 // `attnsim convert`: raw float32/float64 <-> raw encodings, the contract scripts check attnsim by.
+#include <sys/stat.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
 #include "experiments/cli/names.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/io/convert.hpp"
 #include "experiments/io/file_io.hpp"
 
@@ -38,15 +45,31 @@ void add_convert_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--from", opt->from, "input element type when encoding: f32 or f64")
       ->capture_default_str();
-  cmd->add_option("--scale", opt->scale, "integer formats: q = round(x / scale), exact quotient");
+  cmd->add_option("--scale", opt->scale, "integer formats: q = round(x / scale), exact quotient")
+      ->check(finite_at_least(-HUGE_VAL));
   cmd->add_flag("--packed", opt->packed,
                 "int4/int2: pack 2 or 4 elements per byte, element 0 in the low bits");
   cmd->add_option("--count", opt->count,
-                  "with --decode --packed: number of elements (default: all)");
+                  "with --decode --packed: number of elements (default: all)")
+      ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()));
   cmd->add_flag("--decode", opt->decode, "read encodings of --to's format, write float32");
-  cmd->add_option("--in", opt->in, "input file")->required();
-  cmd->add_option("--out", opt->out, "output file (written atomically)")->required();
+  cmd->add_option("--in,--input", opt->in, "input file")->required();
+  cmd->add_option("--out,--output", opt->out,
+                  "output file (written atomically; not the input, a directory or a special "
+                  "file)")
+      ->required()
+      ->check(output_name());
+  add_max_memory_option(cmd);
   cmd->callback([opt]() {
+    check_output_path(opt->out, {opt->in});
+    // The input bytes, a copy of its values, and the output (decoding: up to four float32 values
+    // per packed input byte).
+    struct stat st;
+    if (::stat(opt->in.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      const double bytes = double(st.st_size);
+      check_memory(bytes + (opt->decode ? 16 : 2) * bytes + 32.0 * (1 << 20),
+                   "convert of '" + opt->in + "'");
+    }
     ConvertRequest req;
     req.format = opt->to;
     req.scale = opt->scale;
@@ -54,7 +77,9 @@ void add_convert_command(CLI::App& app) {
     req.policy.round = parse_round(opt->round);
     req.policy.nan = parse_nan_encoding(opt->nan);
     if (opt->decode) {
-      const std::vector<float> out = decode_array(read_file_bytes(opt->in), req, opt->count);
+      const std::vector<std::uint8_t> codes = read_file_bytes(opt->in);
+      if (codes.empty()) throw UsageError("'" + opt->in + "' is empty (no encodings to decode)");
+      const std::vector<float> out = decode_array(codes, req, opt->count);
       write_file_atomic(opt->out, out.data(), out.size() * sizeof(float));
       return;
     }

@@ -9,6 +9,8 @@
 
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/cli/timing.hpp"
 #include "experiments/io/file_io.hpp"
 #include "formats/float16.hpp"
@@ -93,20 +95,26 @@ void add_mma_command(CLI::App& app) {
       "int4 packed two per byte (element 0 in the low nibble). "
       "K may be any multiple of the instruction's k: instructions are chained in natural k order.");
   cmd->add_option("--instr", o->instr, "instruction model (see --list)");
-  cmd->add_option("--m", o->m, "rows of A and D");
-  cmd->add_option("--n", o->n, "columns of B and D");
-  cmd->add_option("--k", o->k, "reduction length (a multiple of the instruction's k)");
+  cmd->add_option("--m", o->m, "rows of A and D")->check(integer_in(1));
+  cmd->add_option("--n", o->n, "columns of B and D")->check(integer_in(1));
+  cmd->add_option("--k", o->k, "reduction length (a multiple of the instruction's k)")
+      ->check(integer_in(1));
   cmd->add_option("--a", o->a, "A file");
   cmd->add_option("--b", o->b, "Bt file (N x K)");
   cmd->add_option("--c", o->c, "C file");
-  cmd->add_option("--out", o->out, "D file (written atomically)");
+  cmd->add_option("--out,--output", o->out,
+                  "D file (written atomically; not an input, a directory or a special file)")
+      ->check(output_name());
   cmd->add_option("--batch", o->batch, "independent problems stored back to back")
+      ->check(integer_in(1))
       ->capture_default_str();
+  add_max_memory_option(cmd);
   cmd->add_option(
          "--promote", o->promote,
          "two-level accumulation (DeepSeek-V3, SageAttention2++): chain the instruction over N "
          "elements from zero, add each chunk to an FP32 register (FADD.RN); "
          "C and D are then float32 (0: off)")
+      ->check(integer_in(0))
       ->capture_default_str();
   cmd->add_flag("--list", o->list,
                 "list the instruction models with their parameters and evidence");
@@ -157,22 +165,35 @@ void add_mma_command(CLI::App& app) {
                          std::to_string(o->k));
       }
     }
+    check_output_path(o->out, {o->a, o->b, o->c});
     const std::size_t cw = o->promote > 0 ? 4 : acc_bytes(info);  // promoted: FP32 C and D
+    // The operand files, C and D as 32-bit words, and D's bytes: in double first, so that no
+    // size_t product below can wrap.
+    {
+      const double m = o->m, n = o->n, k = o->k, p = o->batch;
+      const double ab = (m + n) * k * info.in_bits / 8 * p, c = m * n * p;
+      check_memory(ab + c * double(cw) * 2 + c * 8 + 32.0 * (1 << 20),
+                   "mma of " + std::to_string(o->batch) + " x " + std::to_string(o->m) + "x" +
+                       std::to_string(o->n) + "x" + std::to_string(o->k));
+    }
     const std::size_t M = std::size_t(o->m), N = std::size_t(o->n), K = std::size_t(o->k),
                       P = std::size_t(o->batch);
     const std::size_t a_bytes = M * K * info.in_bits / 8, b_bytes = N * K * info.in_bits / 8,
                       c_bytes = M * N * cw;
-    auto read_exact = [](const std::string& path, std::size_t want, const char* what) {
-      std::vector<std::uint8_t> v = read_file_bytes(path);
-      if (v.size() != want) {
-        throw UsageError(std::string(what) + " file '" + path + "' has " +
-                         std::to_string(v.size()) + " bytes; expected " + std::to_string(want));
+    // Every operand's size is checked before any is read (a huge file is refused, not loaded).
+    auto check_size = [](const std::string& path, std::size_t want, const char* what) {
+      const std::uint64_t size = check_input_file(path);
+      if (size != want) {
+        throw UsageError(std::string(what) + " file '" + path + "' has " + std::to_string(size) +
+                         " bytes; expected " + std::to_string(want));
       }
-      return v;
     };
-    const auto A = read_exact(o->a, a_bytes * P, "A");
-    const auto B = read_exact(o->b, b_bytes * P, "Bt");
-    const auto Cb = read_exact(o->c, c_bytes * P, "C");
+    check_size(o->a, a_bytes * P, "A");
+    check_size(o->b, b_bytes * P, "Bt");
+    check_size(o->c, c_bytes * P, "C");
+    const auto A = read_file_bytes(o->a);
+    const auto B = read_file_bytes(o->b);
+    const auto Cb = read_file_bytes(o->c);
     std::vector<std::uint32_t> C(M * N * P), D(M * N * P);
     for (std::size_t i = 0; i < C.size(); ++i) {
       if (cw == 2) {

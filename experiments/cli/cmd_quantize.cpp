@@ -10,9 +10,13 @@
 #include "experiments/analysis/quantize_study.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/cli/provenance.hpp"
 #include "experiments/io/dump.hpp"
+#include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/methods/memory_estimate.hpp"
 
 namespace attnsim {
 
@@ -54,15 +58,9 @@ void run_quantize(const QuantizeOptions& opt) {
     }
   }
 
-  // Columns of the results table (one row per input group × head × quantizer × granularity ×
-  // smooth).
-  std::vector<std::string> c_input, c_group, c_quant, c_gran, c_desc;
-  std::vector<std::int64_t> c_head, c_smooth, c_tokens, c_channels, c_groups;
-  std::vector<double> c_fro, c_l1, c_max, c_cos, c_sqnr;
-  if (!opt.quiet) {
-    std::printf("%-28s %-9s %4s %-26s %-24s %6s %10s %10s %10s %8s\n", "input", "group", "head",
-                "quantizer", "granularity", "smooth", "rel_fro", "rel_l1", "max_abs", "sqnr_dB");
-  }
+  check_output_path(opt.output, opt.inputs);
+  // The groups of every input (--group's must exist in each), before the table starts.
+  std::vector<std::vector<std::string>> groups_of;
   for (const auto& path : opt.inputs) {
     std::vector<std::string> prefixes = dump_prefixes(path);
     if (!opt.group.empty()) {
@@ -72,7 +70,40 @@ void run_quantize(const QuantizeOptions& opt) {
       }
       prefixes = {want};
     }
-    for (const auto& prefix : prefixes) {
+    groups_of.push_back(prefixes);
+  }
+  // Memory, before reading: the largest dump group as read, its heads' working copies, and
+  // every row of the table (about 512 bytes with its strings).
+  {
+    double peak = 0, rows = 0;
+    const double per_head = double(opt.quantizers.size() * maps.size() * smooth_modes.size());
+    for (std::size_t i = 0; i < opt.inputs.size(); ++i) {
+      const std::string& path = opt.inputs[i];
+      for (const auto& prefix : groups_of[i]) {
+        peak = std::max(peak, dump_read_bytes(path, prefix));
+        if (const auto s = dump_shape(path, prefix))
+          rows += per_head * double(s->batch) * (opt.tensor == "q" ? s->heads_q : s->heads_kv);
+      }
+    }
+    check_memory(1.25 * peak + 512.0 * rows + 64.0 * (1 << 20), "quantize");
+  }
+  // The data of every group when there is more than one: a bad one is refused before the table
+  // is printed, not after the groups before it.
+  if (opt.inputs.size() > 1 || groups_of[0].size() > 1) {
+    for (std::size_t i = 0; i < opt.inputs.size(); ++i)
+      check_attention_dumps(opt.inputs[i], groups_of[i], false);
+  }
+  // Columns of the results table (one row per input group × head × quantizer × granularity ×
+  // smooth).
+  std::vector<std::string> c_input, c_group, c_quant, c_gran, c_desc;
+  std::vector<std::int64_t> c_head, c_smooth, c_tokens, c_channels, c_groups;
+  std::vector<double> c_fro, c_l1, c_max, c_cos, c_sqnr;
+  // The table's header comes with its first row, once the first input has been read: a bad
+  // input is an error line, not a table that stops after its header.
+  bool header = opt.quiet;
+  for (std::size_t i = 0; i < opt.inputs.size(); ++i) {
+    const std::string& path = opt.inputs[i];
+    for (const auto& prefix : groups_of[i]) {
       const AttentionInput in = read_attention_dump(path, prefix, false);
       const AttentionShape& s = in.shape;
       const std::vector<float>& x = opt.tensor == "q" ? in.q : opt.tensor == "k" ? in.k : in.v;
@@ -103,6 +134,12 @@ void run_quantize(const QuantizeOptions& opt) {
                 c_max.push_back(e.max_abs);
                 c_cos.push_back(e.cosine);
                 c_sqnr.push_back(e.sqnr_db);
+                if (!header) {
+                  std::printf("%-28s %-9s %4s %-26s %-24s %6s %10s %10s %10s %8s\n", "input",
+                              "group", "head", "quantizer", "granularity", "smooth", "rel_fro",
+                              "rel_l1", "max_abs", "sqnr_dB");
+                  header = true;
+                }
                 if (!opt.quiet) {
                   const std::string shown =
                       path.size() > 28 ? "..." + path.substr(path.size() - 25) : path;
@@ -151,17 +188,24 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--input", opt->inputs,
                   "attention dump(s) (HDF5 layout of experiments/README.md)")
       ->required();
-  cmd->add_option("--group", opt->group, "one layer group (e.g. layer_15); default: every group");
-  cmd->add_option("--tensor", opt->tensor, "q, k or v (default k)");
+  cmd->add_option("--group", opt->group, "one layer group (e.g. layer_15); default: every group")
+      ->check(non_empty());
+  cmd->add_option("--tensor", opt->tensor, "q, k or v")->capture_default_str();
   cmd->add_option("--quantizers", opt->quantizers, "comma-separated: " + join(quantizer_names()))
-      ->delimiter(',');
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option("--granularities", opt->granularities,
                   "comma-separated: " + join(granularity_names()))
-      ->delimiter(',');
+      ->delimiter(',')
+      ->capture_default_str();
   cmd->add_option(
       "--smooth", opt->smooth,
       "none | mean (subtract the per-channel mean over tokens first: smooth-K) | both (default)");
-  cmd->add_option("--output", opt->output, "results table (.h5, written atomically)");
+  cmd->add_option("--out,--output", opt->output,
+                  "results table (.h5, written atomically; not an input, a directory or a special "
+                  "file)")
+      ->check(output_name());
+  add_max_memory_option(cmd);
   cmd->add_flag("--quiet", opt->quiet, "no table on stdout");
   cmd->callback([opt]() { run_quantize(*opt); });
 }

@@ -8,7 +8,9 @@
 
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
 #include "experiments/cli/names.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/repro/repro.hpp"
 #include "experiments/sweep/mpi_env.hpp"
@@ -29,9 +31,14 @@ void add_repro_command(CLI::App& app) {
   cmd->add_flag("--list", opt->list, "list the reproductions");
   cmd->add_flag("--quick", opt->quick, "reduced version (under a minute; what CI runs)");
   cmd->add_option("--samples", opt->samples,
-                  "samples (seeds) per configuration; default depends on --quick");
-  cmd->add_option("--out", opt->out, "also write the rows to FILE.csv or FILE.h5 (atomically)");
+                  "samples (seeds) per configuration; default depends on --quick")
+      ->check(integer_in(1));
+  cmd->add_option("--out,--output", opt->out,
+                  "also write the rows to FILE.csv or FILE.h5 (atomically; not a directory or a "
+                  "special file)")
+      ->check(output_name());
   cmd->add_flag("--quiet", opt->quiet, "no progress bar");
+  add_max_memory_option(cmd);
   cmd->callback([opt]() {
     const auto& reg = repro_registry();
     if (opt->list) {
@@ -68,7 +75,7 @@ void add_repro_command(CLI::App& app) {
       if (!ends(".csv") && !ends(".h5") && !ends(".hdf5")) {
         throw UsageError("--out '" + o + "': expected a .csv, .h5 or .hdf5 file name");
       }
-      AtomicFile probe(o);  // writable? (removed again on scope exit)
+      check_output_path(o);
     }
     const ReproTable t = found->run(ro);
     if (mpi_rank() != 0) return;

@@ -1,5 +1,7 @@
 // `attnsim run`: one method on one dump (every layer group of it, or one), writing the output
 // tensor `o` in the method's output format and the metrics against FP64 golden attention.
+#include <omp.h>
+
 #include <cstdio>
 #include <ctime>
 #include <memory>
@@ -8,9 +10,13 @@
 
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/cli/provenance.hpp"
 #include "experiments/io/dump.hpp"
+#include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/methods/memory_estimate.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
 #include "formats/float16.hpp"
@@ -70,6 +76,18 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
   } else if (!opt.group.empty()) {
     throw UsageError("--group applies to --input dumps only");
   }
+  // Everything that can be refused is refused before reading or computing: the output path, then
+  // each input's memory estimate.
+  check_output_path(opt.output, {opt.input});
+  for (const std::string& prefix : prefixes) {
+    const std::string name =
+        opt.input.empty() ? "synthetic:" + opt.synthetic : dump_input_name(opt.input, prefix);
+    check_point_memory(method, opt.input, prefix, opt.synthetic, omp_get_max_threads(),
+                       "run of " + method.short_name() + " on " + name);
+  }
+  // Then the data of every group, when there is more than one: a group is otherwise read only
+  // after the groups before it were computed.
+  if (prefixes.size() > 1) check_attention_dumps(opt.input, prefixes, opt.allow_nonfinite);
   std::unique_ptr<H5Writer> w;
   if (!opt.output.empty()) w = std::make_unique<H5Writer>(opt.output);
   ResultTable table;
@@ -100,6 +118,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       w->attr_f64(o, "rmse", row.m.rmse);
       w->attr_f64(o, "rel_fro", row.m.rel_fro);
       w->attr_f64(o, "max_abs", row.m.max_abs);
+      w->attr_i64(o, "nonfinite", row.m.nonfinite);
       w->attr_i64(o, "ulp_p50", row.m.ulp_p50);
       w->attr_i64(o, "ulp_p99", row.m.ulp_p99);
       w->attr_i64(o, "ulp_max", row.m.ulp_max);
@@ -128,11 +147,15 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--input", opt->input,
                   "HDF5 dump with q, k, v (every layer_NN group unless --group)");
   cmd->add_option("--synthetic", opt->synthetic, "synthetic input spec instead of a dump");
-  cmd->add_option("--group", opt->group, "one layer group of the dump, e.g. layer_03");
-  cmd->add_option("--output", opt->output,
-                  "output .h5: o (or GROUP/o) and metrics/ (written atomically)");
+  cmd->add_option("--group", opt->group, "one layer group of the dump, e.g. layer_03")
+      ->check(non_empty());
+  cmd->add_option("--out,--output", opt->output,
+                  "output .h5: o (or GROUP/o) and metrics/ (written atomically; not an input, a "
+                  "directory or a special file)")
+      ->check(output_name());
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
   cmd->add_flag("--quiet", opt->quiet, "print nothing on success");
+  add_max_memory_option(cmd);
   cmd->callback([opt]() { run_one(*opt, command_line()); });
 }
 

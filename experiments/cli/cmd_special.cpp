@@ -1,10 +1,14 @@
 // `attnsim special`: the GPU's approximate special functions on raw float32 arrays (contract).
+#include <sys/stat.h>
+
 #include <cstring>
 #include <memory>
 #include <string>
 
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/io/file_io.hpp"
 #include "formats/float32.hpp"
 #include "numerics/special.hpp"
@@ -26,11 +30,22 @@ void add_special_command(CLI::App& app) {
       "--no-ftz", *no_ftz,
       "the variants without .ftz (ex2.approx.f32 etc.: range scaling around the same MUFU, "
       "subnormal inputs and results kept)");
-  cmd->add_option("--in", *in, "input float32 file")->required();
-  cmd->add_option("--out", *out, "output float32 file (written atomically)")->required();
+  cmd->add_option("--in,--input", *in, "input float32 file")->required();
+  cmd->add_option("--out,--output", *out,
+                  "output float32 file (written atomically; not the input, a directory or a "
+                  "special file)")
+      ->required()
+      ->check(output_name());
+  add_max_memory_option(cmd);
   cmd->callback([fn, in, out, no_ftz]() {
     if (*fn != "ex2" && *fn != "rcp" && *fn != "lg2")
       throw UsageError("unknown --fn '" + *fn + "' (expected ex2, rcp or lg2)");
+    check_output_path(*out, {*in});
+    // The file's bytes, its values, and the function's table (at most 96 MiB, measured).
+    struct stat st;
+    if (::stat(in->c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+      check_memory(2.0 * double(st.st_size) + 128.0 * (1 << 20), "special on '" + *in + "'");
+    }
     std::vector<float> x = read_f32_file(*in);
     try {
       if (*no_ftz) {

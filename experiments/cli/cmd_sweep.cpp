@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,10 +17,13 @@
 #include "experiments/cli/build_info.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
+#include "experiments/cli/option_checks.hpp"
 #include "experiments/cli/provenance.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/io/toml_reader.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/methods/pipeline_options.hpp"
 #include "experiments/sweep/mpi_env.hpp"
@@ -48,61 +52,83 @@ std::string toml_list(const std::vector<std::string>& v) {
   return s + "]";
 }
 
-// Reads a sweep TOML file (CLI11's TOML reader) into the options not set on the command line.
+// Reads a sweep TOML file (toml++, experiments/io/toml_reader.hpp) into the options not set on the
+// command line: keys at the top or in a [sweep] table. Syntax errors, unknown keys, wrong types and
+// a key given twice are errors naming FILE:LINE:COLUMN, even for options the command line sets.
 void apply_config(SweepOptions& opt, const CLI::App& cmd) {
   if (opt.config.empty()) return;
-  std::vector<CLI::ConfigItem> items;
-  try {
-    items = CLI::ConfigTOML().from_file(opt.config);
-  } catch (const CLI::Error& e) {
-    throw UsageError("cannot read config '" + opt.config + "': " + e.what());
+  static const std::vector<std::string> kKeys{
+      "methods", "input",  "synthetic",       "grid",
+      "seeds",   "output", "allow_nonfinite", "allow-nonfinite"};
+  const TomlTable root = TomlTable::parse_file(opt.config);
+  std::vector<std::string> top = kKeys;
+  top.push_back("sweep");
+  root.check_keys(top, "the config");
+  std::vector<TomlTable> tables{root};
+  if (root.contains("sweep")) {
+    tables.push_back(root.table("sweep"));
+    tables.back().check_keys(kKeys, "[sweep]");
   }
   auto given = [&](const char* name) { return cmd.get_option(name)->count() > 0; };
-  for (const auto& it : items) {
-    const std::string key = it.name;
-    if (!it.parents.empty() && !(it.parents.size() == 1 && it.parents[0] == "sweep")) {
-      throw UsageError("config '" + opt.config + "': unknown section '" + it.parents[0] + "'");
-    }
-    if (key == "methods") {
-      if (!given("--methods")) opt.methods = it.inputs;
-    } else if (key == "input") {
-      if (!given("--input")) opt.inputs = it.inputs;
-    } else if (key == "synthetic") {
-      if (!given("--synthetic")) opt.synthetic = it.inputs;
-    } else if (key == "grid") {
-      if (!given("--grid")) opt.grid = it.inputs;
-    } else if (key == "seeds") {
-      if (!given("--seeds")) {
-        if (it.inputs.size() != 1)
-          throw UsageError("config '" + opt.config + "': seeds takes one integer");
-        try {
-          opt.seeds = std::stoi(it.inputs[0]);
-        } catch (const std::exception&) {
-          throw UsageError("config '" + opt.config + "': seeds = '" + it.inputs[0] +
-                           "' is not an integer");
-        }
+  std::vector<std::string> seen;
+  for (const TomlTable& t : tables) {
+    for (const std::string& key : t.keys()) {
+      if (key == "sweep") continue;
+      const std::string name = key == "allow-nonfinite" ? "allow_nonfinite" : key;
+      if (std::find(seen.begin(), seen.end(), name) != seen.end())
+        t.fail(key, name + " is given twice (at the top and in [sweep], or in both spellings)");
+      seen.push_back(name);
+      if (name == "methods") {
+        auto v = t.strings(key);
+        if (!given("--methods")) opt.methods = std::move(v);
+      } else if (name == "input") {
+        auto v = t.strings(key);
+        if (!given("--input")) opt.inputs = std::move(v);
+      } else if (name == "synthetic") {
+        auto v = t.strings(key);
+        if (!given("--synthetic")) opt.synthetic = std::move(v);
+      } else if (name == "grid") {
+        auto v = t.strings(key);
+        if (!given("--grid")) opt.grid = std::move(v);
+      } else if (name == "seeds") {
+        const std::int64_t n = t.integer(key);
+        if (n < 1 || n > std::numeric_limits<int>::max())
+          t.fail(key, "seeds must be a positive integer (at most 2^31 - 1)");
+        if (!given("--seeds")) opt.seeds = int(n);
+      } else if (name == "output") {
+        std::string v = t.string(key);
+        if (v.empty()) t.fail(key, "output must not be empty");
+        if (!given("--output")) opt.output = std::move(v);
+      } else {
+        opt.allow_nonfinite = t.boolean(key) || opt.allow_nonfinite;
       }
-    } else if (key == "output") {
-      if (!given("--output") && it.inputs.size() == 1) opt.output = it.inputs[0];
-    } else if (key == "allow_nonfinite" || key == "allow-nonfinite") {
-      if (!it.inputs.empty()) opt.allow_nonfinite = opt.allow_nonfinite || it.inputs[0] == "true";
-    } else {
-      throw UsageError(
-          "config '" + opt.config + "': unknown key '" + key +
-          "' (allowed: methods, input, synthetic, grid, seeds, output, allow_nonfinite)");
     }
   }
 }
 
 void run_sweep(const SweepOptions& opt) {
+  const int rank = mpi_rank();
+  // The output path first: refused before the plan opens any input (not a directory, not a
+  // special file, not one of the inputs or the config, in an existing directory).
+  if (rank == 0) {
+    std::vector<std::string> inputs = opt.inputs;
+    inputs.push_back(opt.config);
+    check_output_path(opt.output, inputs);
+  }
+  // Validates every method, grid value, dump and spec, and the memory estimate.
   const SweepPlan plan = make_plan(opt.methods, opt.grid, opt.inputs, opt.synthetic, opt.seeds);
   if (opt.resume && opt.output.empty())
     throw UsageError("--resume needs --output (checkpoints sit beside it)");
   if (opt.max_points >= 0 && opt.output.empty())
     throw UsageError("--max-points needs --output (to resume from)");
-  const int rank = mpi_rank();
-  // Make sure the output path is writable before computing anything (the probe leaves nothing).
-  if (!opt.output.empty() && rank == 0) AtomicFile probe(opt.output);
+  // The data of every dump before the first point: run_plan reads a dump when its chunk of
+  // cases comes up, so a bad layer group would otherwise be found after the points before it
+  // were computed and checkpointed.
+  if (rank == 0 && plan.cases.size() > 1) {
+    for (const SweepCase& c : plan.cases) {
+      if (c.kind == "dump") check_attention_dumps(c.file, {c.prefix}, opt.allow_nonfinite);
+    }
+  }
 
   SweepRunOptions ro;
   ro.allow_nonfinite = opt.allow_nonfinite;
@@ -181,19 +207,23 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--synthetic", opt->synthetic,
                   "synthetic input spec(s), see `attnsim synth --help`");
   cmd->add_option("--seeds", opt->seeds, "seeds 0..N-1 for each synthetic spec")
+      ->check(integer_in(1))
       ->capture_default_str();
   cmd->add_option("--grid", opt->grid,
                   "KEY=V1,V2,... (repeatable): run every method that has option KEY at each value "
                   "(cartesian product over the --grid options)");
   cmd->add_option(
-      "--output", opt->output,
-      "results .h5 (written atomically); completed points go to OUTPUT.ckpt.<rank> meanwhile");
+         "--out,--output", opt->output,
+         "results .h5 (written atomically); completed points go to OUTPUT.ckpt.<rank> meanwhile")
+      ->check(output_name());
   cmd->add_flag("--resume", opt->resume,
                 "reuse the points completed by an interrupted run with the same --output");
   cmd->add_option("--max-points", opt->max_points,
-                  "stop after this many points per rank (exit 3; finish later with --resume)");
+                  "stop after this many points per rank (exit 3; finish later with --resume)")
+      ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()));
   cmd->add_flag("--quiet", opt->quiet, "no progress bar and no table");
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
+  add_max_memory_option(cmd);
   cmd->add_flag("--report-time", opt->report_time,
                 "print the evaluation time on stderr (attnsim bench)")
       ->group("");
@@ -204,11 +234,15 @@ void add_sweep_command(CLI::App& app) {
     } catch (const UsageError& e) {
       // Under MPI a failing rank must take the others down instead of leaving them in a collective.
       if (mpi_size() <= 1 || e.code() == 3) throw;
-      std::fprintf(stderr, "attnsim: error: %s (rank %d)\n", e.what(), mpi_rank());
+      std::fprintf(stderr, "attnsim: error: %s (rank %d)\n", one_line(e.what()).c_str(),
+                   mpi_rank());
+      remove_registered_temp_files();  // MPI_Abort runs no destructors
       mpi_abort(e.code());
     } catch (const std::exception& e) {
       if (mpi_size() <= 1) throw;
-      std::fprintf(stderr, "attnsim: error: %s (rank %d)\n", e.what(), mpi_rank());
+      std::fprintf(stderr, "attnsim: error: %s (rank %d)\n",
+                   one_line(describe_exception(e)).c_str(), mpi_rank());
+      remove_registered_temp_files();
       mpi_abort(2);
     }
   });

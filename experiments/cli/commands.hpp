@@ -19,6 +19,9 @@ void add_repro_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_attribute_command(CLI::App& app);
 
+// Appends to every subcommand's --help the exit codes it can return (main.cpp documents them).
+void add_exit_code_footers(CLI::App& app);
+
 // The command line as typed, for results-file provenance.
 void set_command_line(int argc, char** argv);
 

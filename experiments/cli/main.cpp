@@ -1,16 +1,65 @@
 // The `attnsim` executable: subcommands registered from experiments/cli/cmd_*.cpp.
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <new>
+#include <stdexcept>
+#include <string>
 
 #include "experiments/cli/commands.hpp"
 #include "experiments/cli/error.hpp"
+#include "experiments/io/file_io.hpp"
+#include "experiments/io/hdf5_io.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 
+namespace {
+
+void print_error(int code, const std::string& what) {
+  // Exit 1 (compare/gate found differences) and 3 (sweep stopped by --max-points) are outcomes,
+  // not errors.
+  std::fprintf(stderr, code == 2 ? "attnsim: error: %s\n" : "attnsim: %s\n",
+               attnsim::one_line(what).c_str());
+}
+
+// An exception that escapes a worker thread or a noexcept region ends here instead of in
+// abort(): one line, temp files removed, exit 2 (or the UsageError's code).
+[[noreturn]] void on_terminate() {
+  attnsim::remove_registered_temp_files();
+  int code = 2;
+  std::string what = "internal error: terminated";
+  if (const std::exception_ptr e = std::current_exception()) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const attnsim::UsageError& u) {
+      code = u.code();
+      what = u.what();
+    } catch (const std::exception& x) {
+      what = attnsim::describe_exception(x);
+    } catch (...) {
+    }
+  }
+  std::fflush(stdout);
+  print_error(code, what);
+  std::_Exit(code);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::set_terminate(on_terminate);
+  attnsim::install_cleanup_handlers();
   attnsim::MpiEnvironment mpi(&argc, &argv);
+  // After MPI_Init, which may install its own SIGSEGV/SIGBUS/SIGFPE handlers under a launcher.
+  attnsim::install_hdf5_crash_handlers();
+  // The exit codes in the description: CLI11 repeats an app's footer under every subcommand's
+  // help, which ends with its own (add_exit_code_footers).
   CLI::App app{
-      "attnsim: bit-exact CPU reference simulator for quantized and approximate attention"};
+      "attnsim: bit-exact CPU reference simulator for quantized and approximate attention.\n"
+      "Exit codes: 0 success; 1 `compare` found differences or `gate` found regressions; 2 usage "
+      "or input error (one line `attnsim: error: ...` on stderr, no output written); 3 `sweep` "
+      "stopped by --max-points (finish with --resume). `attnsim COMMAND --help` for each "
+      "command's options, defaults and exit codes."};
   app.require_subcommand(1);
   attnsim::set_command_line(argc, argv);
   attnsim::add_info_command(app);
@@ -26,18 +75,20 @@ int main(int argc, char** argv) {
   attnsim::add_repro_command(app);
   attnsim::add_quantize_command(app);
   attnsim::add_attribute_command(app);
+  attnsim::add_exit_code_footers(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help is a ParseError with exit code 0; real parse errors print one line.
     if (e.get_exit_code() == 0) return app.exit(e);
-    std::fprintf(stderr, "attnsim: error: %s\n", e.what());
+    print_error(2, e.what());
     return 2;
   } catch (const attnsim::UsageError& e) {
-    std::fprintf(stderr, "attnsim: error: %s\n", e.what());
+    std::fflush(stdout);
+    print_error(e.code(), e.what());
     return e.code();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "attnsim: error: %s\n", e.what());
+    print_error(2, attnsim::describe_exception(e));
     return 2;
   }
   return 0;

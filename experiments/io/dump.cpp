@@ -1,7 +1,10 @@
 // Attention tensor dumps in HDF5 and seeded synthetic inputs.
 #include "experiments/io/dump.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <limits>
 #include <map>
 
 #include "experiments/cli/error.hpp"
@@ -45,37 +48,52 @@ std::vector<std::string> dump_prefixes(const std::string& path) {
 AttentionInput read_attention_dump(const std::string& path, const std::string& prefix,
                                    bool allow_nonfinite, DumpInfo* info) {
   H5Reader r(path);
-  const H5Array q = r.read_array(prefix + "q");
-  const H5Array k = r.read_array(prefix + "k");
-  const H5Array v = r.read_array(prefix + "v");
   const std::string where = "'" + path + "'" + (prefix.empty() ? "" : " group " + prefix);
-  for (const auto* a : {&q, &k, &v}) {
-    if (a->dims.size() != 4) {
+  // The shapes first, from the metadata: a dump that is not an attention problem is refused before
+  // its data is read, and no size is cast to int before it is known to fit.
+  const char* names[3] = {"q", "k", "v"};
+  std::vector<std::uint64_t> dims[3];
+  for (int t = 0; t < 3; ++t) {
+    dims[t] = r.dataset_info(prefix + names[t]).dims;
+    if (dims[t].size() != 4) {
       throw UsageError("q, k and v in " + where +
                        " must have rank 4 [batch, heads, tokens, head_dim]; got rank " +
-                       std::to_string(a->dims.size()));
+                       std::to_string(dims[t].size()));
+    }
+    for (const std::uint64_t d : dims[t]) {
+      if (d > std::uint64_t(std::numeric_limits<int>::max())) {
+        throw UsageError(std::string(names[t]) + " in " + where + " has a dimension of " +
+                         std::to_string(d) + ", beyond the limit of 2147483647");
+      }
     }
   }
+  const std::vector<std::uint64_t>&qd = dims[0], &kd = dims[1], &vd = dims[2];
   AttentionInput in;
   AttentionShape& s = in.shape;
-  s.batch = int(q.dims[0]);
-  s.heads_q = int(q.dims[1]);
-  s.len_q = int(q.dims[2]);
-  s.head_dim = int(q.dims[3]);
-  s.heads_kv = int(k.dims[1]);
-  s.len_kv = int(k.dims[2]);
-  s.head_dim_v = int(v.dims[3]);
-  if (k.dims[0] != q.dims[0] || v.dims[0] != q.dims[0])
+  s.batch = int(qd[0]);
+  s.heads_q = int(qd[1]);
+  s.len_q = int(qd[2]);
+  s.head_dim = int(qd[3]);
+  s.heads_kv = int(kd[1]);
+  s.len_kv = int(kd[2]);
+  s.head_dim_v = int(vd[3]);
+  if (kd[0] != qd[0] || vd[0] != qd[0])
     throw UsageError("batch sizes of q, k, v differ in " + where);
-  if (k.dims[3] != q.dims[3]) throw UsageError("head_dim of q and k differ in " + where);
-  if (v.dims[1] != k.dims[1] || v.dims[2] != k.dims[2])
+  if (kd[3] != qd[3]) throw UsageError("head_dim of q and k differ in " + where);
+  if (vd[1] != kd[1] || vd[2] != kd[2])
     throw UsageError("k and v differ in heads or tokens in " + where);
+  // Before the head ratio: zero k/v heads would divide by zero.
+  for (const auto& d : dims) {
+    if (std::find(d.begin(), d.end(), 0u) != d.end()) throw UsageError("empty tensor in " + where);
+  }
   if (s.heads_q % s.heads_kv != 0) {
     throw UsageError("q heads (" + std::to_string(s.heads_q) +
                      ") are not a multiple of k/v heads (" + std::to_string(s.heads_kv) + ") in " +
                      where);
   }
-  if (!s.valid()) throw UsageError("empty tensor in " + where);
+  const H5Array q = r.read_array(prefix + "q");
+  const H5Array k = r.read_array(prefix + "k");
+  const H5Array v = r.read_array(prefix + "v");
   if (!allow_nonfinite) {
     check_finite(q.data, q.dims, "q in " + where);
     check_finite(k.data, k.dims, "k in " + where);
@@ -87,15 +105,26 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
   // One dtype for all three; a mixed dump counts as float32 (its values are used as they are).
   in.dtype = q.dtype == k.dtype && k.dtype == v.dtype ? q.dtype : "float32";
   const std::string group = prefix.empty() ? "/" : prefix.substr(0, prefix.size() - 1);
+  // causal is a flag and sm_scale a softmax scale: a NaN or Inf scale would make every output
+  // NaN, measured as if it were the method's error.
   for (const std::string& obj : {group, std::string("/")}) {
     if (r.has_attr(obj, "causal")) {
-      in.causal = r.attr_f64(obj, "causal") != 0.0;
+      const double c = r.attr_f64(obj, "causal");
+      if (c != 0.0 && c != 1.0) {
+        throw UsageError("attribute causal = " + std::to_string(c) + " in " + where +
+                         " must be 0 or 1");
+      }
+      in.causal = c != 0.0;
       break;
     }
   }
   for (const std::string& obj : {group, std::string("/")}) {
     if (r.has_attr(obj, "sm_scale")) {
       in.sm_scale = r.attr_f64(obj, "sm_scale");
+      if (!std::isfinite(in.sm_scale) || in.sm_scale <= 0) {
+        throw UsageError("attribute sm_scale = " + std::to_string(in.sm_scale) + " in " + where +
+                         " must be a finite number > 0");
+      }
       break;
     }
   }
@@ -106,6 +135,11 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
     info->source = r.has_attr("/", "source") ? r.attr_string("/", "source") : "";
   }
   return in;
+}
+
+void check_attention_dumps(const std::string& path, const std::vector<std::string>& prefixes,
+                           bool allow_nonfinite) {
+  for (const std::string& prefix : prefixes) read_attention_dump(path, prefix, allow_nonfinite);
 }
 
 void write_attention_dump(const std::string& path, const AttentionInput& in,
@@ -153,6 +187,61 @@ struct Spec {
   }
 };
 
+// Largest |N(0,1)| normal01 can return: Box-Muller's radius sqrt(-2 ln u1) at the smallest u1,
+// 2^-54 (uniform01 never returns less), is sqrt(108 ln 2) = 8.6507.
+constexpr double kMaxNormal = 8.6507;
+constexpr double kMaxFloat = 3.4028234663852886e38;
+
+// Ranges of the distribution parameters, the keys each distribution uses, and a bound on the
+// generated values: a spec whose q, k or v could overflow float32 (to Inf, making every metric NaN)
+// is refused whatever its seed and size.
+void validate_spec(const Spec& s, const std::string& text) {
+  auto bad = [&](const std::string& what) {
+    throw UsageError("synthetic spec '" + text + "': " + what);
+  };
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> kOwnKeys{
+      {"uniform", {"lo", "hi"}},
+      {"normal", {"sigma"}},
+      {"kbias", {"sigma", "bias"}},
+      {"outlier", {"sigma", "frac", "mag"}},
+      {"peaked", {"sigma", "sharp"}}};
+  std::vector<std::string> own;
+  for (const auto& [dist, keys] : kOwnKeys)
+    if (dist == s.dist) own = keys;
+  for (const auto& [key, value] : s.kv) {
+    const bool shape = key == "b" || key == "hq" || key == "hkv" || key == "nq" || key == "nkv" ||
+                       key == "d" || key == "dv" || key == "causal" || key == "seed";
+    if (shape || std::find(own.begin(), own.end(), key) != own.end()) continue;
+    std::string list;
+    for (const auto& k : own) list += (list.empty() ? "" : " ") + k;
+    bad("key '" + key + "' does not apply to " + s.dist + " (its parameters: " + list + ")");
+  }
+  const double seed = s.get("seed", 0);
+  if (seed < 0 || seed != std::floor(seed) || seed > 9.0e15) bad("seed must be an integer >= 0");
+  const double causal = s.get("causal", 0);
+  if (causal != 0 && causal != 1) bad("causal must be 0 or 1");
+  const double sigma = s.get("sigma", 1.0);
+  if (sigma < 0) bad("sigma must be >= 0");
+  const double lo = s.get("lo", -1.0), hi = s.get("hi", 1.0);
+  if (lo > hi) bad("lo must be <= hi");
+  const double frac = s.get("frac", 0.05);
+  if (frac < 0 || frac > 1) bad("frac must be in [0, 1]");
+  const double noise = sigma * kMaxNormal;
+  double bound = noise;
+  if (s.dist == "uniform") bound = std::max(std::fabs(lo), std::fabs(hi));
+  if (s.dist == "kbias") bound = noise + std::fabs(s.get("bias", 4.0)) * kMaxNormal;
+  if (s.dist == "outlier" && frac > 0) bound = noise * std::max(1.0, std::fabs(s.get("mag", 20.0)));
+  if (s.dist == "peaked") bound = (std::fabs(s.get("sharp", 4.0)) + 0.25) * noise;
+  if (!(bound <= kMaxFloat)) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf,
+                  "generated values can reach %.3g, beyond float32's largest %.3g (they would "
+                  "overflow to Inf)",
+                  bound, kMaxFloat);
+    bad(buf);
+  }
+}
+
 Spec parse_spec(const std::string& spec) {
   static const std::vector<std::string> kDists{"normal", "uniform", "kbias", "outlier", "peaked"};
   static const std::vector<std::string> kKeys{"b",    "hq",     "hkv",  "nq",    "nkv", "d",
@@ -186,27 +275,26 @@ Spec parse_spec(const std::string& spec) {
       for (const auto& k : kKeys) all += (all.empty() ? "" : " ") + k;
       throw UsageError("unknown synthetic spec key '" + key + "' (allowed: " + all + ")");
     }
+    // As in the method grammar: a key given twice is a typo, not an override.
+    if (s.kv.count(key))
+      throw UsageError("synthetic spec key '" + key + "' given twice in '" + spec + "'");
+    double v = 0;
     try {
       std::size_t used = 0;
-      const double v = std::stod(item.substr(eq + 1), &used);
-      if (used != item.size() - eq - 1 || !std::isfinite(v)) throw std::invalid_argument("x");
-      s.kv[key] = v;
+      v = std::stod(item.substr(eq + 1), &used);
+      if (used != item.size() - eq - 1) throw std::invalid_argument("trailing characters");
     } catch (const std::exception&) {
-      throw UsageError("synthetic spec value '" + item + "' is not a finite number");
+      v = NAN;  // not a number, or out of double's range (std::out_of_range)
     }
+    if (!std::isfinite(v))
+      throw UsageError("synthetic spec value '" + item + "' is not a finite number");
+    s.kv[key] = v;
   }
+  validate_spec(s, spec);
   return s;
 }
 
 }  // namespace
-
-std::uint64_t synthetic_seed(const std::string& spec) {
-  const double seed = parse_spec(spec).get("seed", 0);
-  if (seed < 0 || seed != std::floor(seed) || seed > 9.0e15) {
-    throw UsageError("synthetic spec: seed must be a non-negative integer");
-  }
-  return std::uint64_t(seed);
-}
 
 AttentionInput make_synthetic(const std::string& spec) {
   return make_synthetic(spec, synthetic_seed(spec));
@@ -216,10 +304,19 @@ namespace {
 
 AttentionShape shape_of(const Spec& s) {
   AttentionShape sh;
+  // A size is a positive integer the simulators' int holds. Whether a legal size fits is the
+  // element bound's and the memory estimate's question: their messages name the size and the
+  // limit (a huge nkv is not "not a positive integer").
   auto geti = [&](const char* k, double def) {
     const double v = s.get(k, def);
-    if (v < 1 || v != std::floor(v) || v > (1 << 24)) {
+    if (v < 1 || v != std::floor(v)) {
       throw UsageError(std::string("synthetic spec: ") + k + " must be a positive integer");
+    }
+    if (v > double(std::numeric_limits<int>::max())) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "synthetic spec: %s=%.17g is out of range (at most %d)", k, v,
+                    std::numeric_limits<int>::max());
+      throw UsageError(buf);
     }
     return int(v);
   };
@@ -237,8 +334,14 @@ AttentionShape shape_of(const Spec& s) {
                k = double(sh.heads_kv) * sh.len_kv * sh.head_dim,
                v = double(sh.heads_kv) * sh.len_kv * sh.head_dim_v,
                o = double(sh.heads_q) * sh.len_q * sh.head_dim_v;
-  if (b * (q + k + v + o) > 4.0e8)
-    throw UsageError("synthetic spec: tensors larger than 400M elements");
+  if (b * (q + k + v + o) > 4.0e8) {
+    char buf[200];
+    std::snprintf(buf, sizeof buf,
+                  "synthetic spec: q, k, v and o would hold %.4g elements together, beyond the "
+                  "limit of 4e8 (400M) elements",
+                  b * (q + k + v + o));
+    throw UsageError(buf);
+  }
   return sh;
 }
 
@@ -246,8 +349,15 @@ AttentionShape shape_of(const Spec& s) {
 
 AttentionShape synthetic_shape(const std::string& spec) { return shape_of(parse_spec(spec)); }
 
-AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) {
-  const Spec s = parse_spec(spec_text);
+std::uint64_t synthetic_seed(const std::string& spec) {
+  const Spec s = parse_spec(spec);
+  shape_of(s);  // the whole spec is valid, sizes included, before a sweep starts
+  return std::uint64_t(s.get("seed", 0));  // an integer >= 0 (validate_spec)
+}
+
+namespace {
+
+AttentionInput generate(const Spec& s, std::uint64_t seed) {
   AttentionInput in;
   in.shape = shape_of(s);
   AttentionShape& sh = in.shape;
@@ -318,6 +428,25 @@ AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) 
           }
         }
       }
+    }
+  }
+  return in;
+}
+
+}  // namespace
+
+AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) {
+  AttentionInput in = generate(parse_spec(spec_text), seed);
+  // validate_spec bounds the values; this makes sure no Inf or NaN reaches a kernel regardless.
+  const char* names[] = {"q", "k", "v"};
+  const std::vector<float>* tensors[] = {&in.q, &in.k, &in.v};
+  for (int t = 0; t < 3; ++t) {
+    const std::vector<float>& x = *tensors[t];
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (std::isfinite(x[i])) continue;
+      throw UsageError("synthetic spec '" + spec_text + "' (seed " + std::to_string(seed) +
+                       ") generates a non-finite " + names[t] + " (element " + std::to_string(i) +
+                       "): float32 overflow");
     }
   }
   return in;

@@ -23,6 +23,12 @@ struct DumpInfo {
 AttentionInput read_attention_dump(const std::string& path, const std::string& prefix,
                                    bool allow_nonfinite, DumpInfo* info = nullptr);
 
+// Reads the inputs `prefixes` of `path` one at a time and drops them: a command that computes input
+// by input calls it first, so that a bad layer group deep in a file is refused before anything is
+// computed, printed or checkpointed (read_attention_dump's errors).
+void check_attention_dumps(const std::string& path, const std::vector<std::string>& prefixes,
+                           bool allow_nonfinite);
+
 // Lists the inputs of a dump: {""} for a flat file, {"layer_00/", ...} for per-layer groups.
 std::vector<std::string> dump_prefixes(const std::string& path);
 // The inputs a command runs on: every prefix of the dump, or the one layer group `group` names
@@ -41,8 +47,14 @@ void write_attention_dump(const std::string& path, const AttentionInput& in,
 //         seed, sigma (normal scale, default 1), lo hi (uniform), bias (kbias: per-channel mean
 //         of K and V, default 4), frac and mag (outlier: fraction of channels scaled by mag,
 //         defaults 0.05 and 20), sharp (peaked: queries = sharp * a key + noise, default 4)
+// Refused with one line (UsageError): a key given twice, a parameter of another distribution
+// (bias on normal), values that are not finite numbers, sizes that are not positive integers,
+// sizes beyond 2^31 - 1 (named with that limit), causal not 0/1, a seed that is not an integer
+// >= 0, sigma < 0, lo > hi, frac outside [0, 1], and parameters whose generated values could
+// overflow float32 (bound: |N(0,1)| <= 8.6507 for the counter generator), so no spec yields Inf
+// or NaN in q, k or v (also checked after generating).
 AttentionInput make_synthetic(const std::string& spec);
-// The spec's seed (0 if it names none); validates the spec.
+// The spec's seed (0 if it names none); validates the whole spec, sizes included.
 std::uint64_t synthetic_seed(const std::string& spec);
 // The shape a spec describes (validates the spec; tensors of q, k, v and o together ≤ 400M
 // elements).

@@ -11,6 +11,13 @@
 
 namespace attnsim {
 
+// Makes a crash of libhdf5 inside an H5Reader call (SIGSEGV, SIGBUS, SIGFPE on corrupt metadata,
+// which libhdf5 1.10 does not always turn into an error) end the process like a bad input: temp
+// files removed, "attnsim: error: cannot read 'FILE': ..." on stderr, exit 2. Crashes elsewhere
+// keep their default action. For the executable's main(); tests and the fuzz target leave their
+// own handlers in place.
+void install_hdf5_crash_handlers();
+
 // Creates `path` atomically: everything goes to a temp file that commit() closes and renames.
 class H5Writer {
  public:
@@ -19,8 +26,10 @@ class H5Writer {
   H5Writer(const H5Writer&) = delete;
   H5Writer& operator=(const H5Writer&) = delete;
 
-  // Datasets are chunked, shuffle + gzip(4) compressed (readable by h5py, xarray, pandas).
-  // Intermediate groups in `name` ("layer_00/q") are created as needed.
+  // Datasets are chunked, shuffle + gzip(4) compressed and carry HDF5's Fletcher-32 checksum
+  // (readable by h5py, xarray, pandas; a changed byte is a read error, see H5Reader). Empty
+  // datasets are stored contiguous (no data). Intermediate groups in `name` ("layer_00/q") are
+  // created as needed.
   void write_f32(const std::string& name, const std::vector<std::uint64_t>& dims,
                  const float* data);
   void write_f64(const std::string& name, const std::vector<std::uint64_t>& dims,
@@ -34,7 +43,8 @@ class H5Writer {
   // IEEE binary16 from its bit patterns, as an HDF5 16-bit float type (h5py reads numpy float16).
   void write_f16(const std::string& name, const std::vector<std::uint64_t>& dims,
                  const std::uint16_t* bits);
-  // Variable-length UTF-8 strings (h5py reads them as bytes/str).
+  // Fixed-length null-padded UTF-8 strings, as wide as the longest (h5py reads numpy bytes;
+  // `.asstr()` gives str). Variable-length strings cannot carry the checksum filter.
   void write_strings(const std::string& name, const std::vector<std::string>& values);
 
   // Attributes on an object ("/" for the file, or a dataset/group name).
@@ -51,7 +61,8 @@ class H5Writer {
 };
 
 // A dataset read into float32 (float16, bfloat16 [uint16 + attribute dtype="bfloat16"], float32 and
-// float64 sources; float64 is rounded to nearest float32).
+// float64 sources; float64 is rounded to nearest float32). A dtype="bfloat16" attribute on anything
+// but uint16 is an error.
 struct H5Array {
   std::vector<std::uint64_t> dims;
   std::vector<float> data;
@@ -67,6 +78,10 @@ struct H5DatasetInfo {
   std::string dtype_attr;  // the `dtype` attribute if any ("bfloat16", ...)
 };
 
+// Every failure is one UsageError line naming the file (and dataset): not an HDF5 file, truncated,
+// a chunk that does not decompress (with HDF5's innermost message), and a Fletcher-32 mismatch
+// ("checksum mismatch in dataset 'k' of 'f.h5' (the file is corrupt)"). HDF5's own error stack is
+// never printed, on any thread.
 class H5Reader {
  public:
   explicit H5Reader(const std::string& path);

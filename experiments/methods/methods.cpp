@@ -2,6 +2,7 @@
 #include "experiments/methods/methods.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "experiments/cli/error.hpp"
 #include "experiments/cli/names.hpp"
@@ -39,13 +40,25 @@ std::string MethodConfig::short_name() const {
   return s;
 }
 
-static bool is_int_at_least(const std::string& v, int min) {
-  if (v.empty() || v.size() > 9) return false;
+namespace {
+
+// An integer option's value: decimal digits, at least `min`, at most INT_MAX (the simulators
+// take int). Whether a large legal value fits in memory is the memory estimate's question
+// (experiments/methods/memory_estimate.hpp), not the grammar's.
+enum class IntCheck { kOk, kNotInteger, kTooSmall, kTooLarge };
+IntCheck check_int(const std::string& v, int min) {
+  if (v.empty()) return IntCheck::kNotInteger;
   for (char c : v) {
-    if (c < '0' || c > '9') return false;
+    if (c < '0' || c > '9') return IntCheck::kNotInteger;
   }
-  return std::stol(v) >= min;
+  const std::size_t first = std::min(v.find_first_not_of('0'), v.size());
+  if (v.size() - first > 10) return IntCheck::kTooLarge;
+  const long long x = first == v.size() ? 0 : std::stoll(v.substr(first));
+  if (x > std::numeric_limits<int>::max()) return IntCheck::kTooLarge;
+  return x < min ? IntCheck::kTooSmall : IntCheck::kOk;
 }
+
+}  // namespace
 
 MethodConfig parse_method(const std::string& text) {
   const auto colon = text.find(':');
@@ -89,8 +102,14 @@ MethodConfig parse_method(const std::string& text) {
       throw UsageError("method option '" + key + "' given twice in '" + text + "'");
     }
     seen.push_back(key);
+    const IntCheck ic = p->choices.empty() ? check_int(value, p->min_int) : IntCheck::kOk;
+    if (ic == IntCheck::kTooLarge) {
+      throw UsageError("method '" + name + "' option " + key + "=" + value +
+                       " is out of range (at most " +
+                       std::to_string(std::numeric_limits<int>::max()) + ")");
+    }
     if (p->choices.empty()
-            ? !is_int_at_least(value, p->min_int)
+            ? ic != IntCheck::kOk
             : std::find(p->choices.begin(), p->choices.end(), value) == p->choices.end()) {
       throw UsageError("method '" + name + "' option " + key + "=" + value +
                        " is not allowed (expected " +

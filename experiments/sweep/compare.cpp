@@ -1,7 +1,6 @@
 // `attnsim compare` and `attnsim gate` (see compare.hpp).
 #include "experiments/sweep/compare.hpp"
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,6 +9,7 @@
 
 #include "experiments/cli/error.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/io/toml_reader.hpp"
 #include "numerics/metrics.hpp"
 
 namespace attnsim {
@@ -196,66 +196,45 @@ int compare_files(const std::string& path_a, const std::string& path_b, const Co
 
 namespace {
 
-double parse_number(const std::string& path, const std::string& where,
-                    const std::vector<std::string>& inputs) {
-  if (inputs.size() != 1) throw UsageError("rules '" + path + "': " + where + " takes one number");
-  const std::string& s = inputs[0];
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || !std::isfinite(v) || v < 0) {
-    throw UsageError("rules '" + path + "': " + where + " = '" + s +
-                     "' is not a non-negative number");
-  }
+double tolerance(const TomlTable& t, const std::string& metric, const std::string& key) {
+  const double v = t.number(key);
+  if (!std::isfinite(v) || v < 0)
+    t.fail(key, "[" + metric + "] " + key + " must be a finite number >= 0");
   return v;
 }
 
 }  // namespace
 
 GateRules read_gate_rules(const std::string& path) {
-  std::vector<CLI::ConfigItem> items;
-  try {
-    items = CLI::ConfigTOML().from_file(path);
-  } catch (const CLI::Error& e) {
-    throw UsageError("cannot read rules '" + path + "': " + e.what());
-  }
+  const TomlTable root = TomlTable::parse_file(path);
   GateRules r;
-  std::map<std::string, std::size_t> index;
-  for (const auto& it : items) {
-    if (it.name == "++" || it.name == "--") continue;  // CLI11's section markers
-    if (it.parents.empty()) {
-      if (it.name != "key")
-        throw UsageError("rules '" + path + "': unknown top-level key '" + it.name +
-                         "' (allowed: key)");
-      if (it.inputs.empty()) throw UsageError("rules '" + path + "': key is empty");
-      r.key = it.inputs;
+  for (const std::string& name : root.keys()) {
+    if (!root.is_table(name)) {
+      if (name != "key") {
+        root.fail(name, "unknown top-level key '" + name +
+                            "' (allowed: key, and one [METRIC] table per gated metric)");
+      }
+      r.key = root.strings("key");
+      if (r.key.empty()) root.fail("key", "key is empty");
       continue;
     }
-    if (it.parents.size() != 1)
-      throw UsageError("rules '" + path + "': nested section in '" + it.parents[0] + "'");
-    const std::string& metric = it.parents[0];
-    if (!index.count(metric)) {
-      index[metric] = r.rules.size();
-      r.rules.push_back(GateRule{metric});
-    }
-    GateRule& g = r.rules[index[metric]];
-    const std::string where = "[" + metric + "] " + it.name;
-    if (it.name == "abs") {
-      g.abs = parse_number(path, where, it.inputs);
-    } else if (it.name == "rel") {
-      g.rel = parse_number(path, where, it.inputs);
-    } else if (it.name == "ulp") {
-      g.ulp = parse_number(path, where, it.inputs);
-    } else if (it.name == "better") {
-      if (it.inputs.size() != 1 ||
-          (it.inputs[0] != "lower" && it.inputs[0] != "higher" && it.inputs[0] != "none")) {
-        throw UsageError("rules '" + path + "': " + where +
-                         " must be \"lower\", \"higher\" or \"none\"");
+    const TomlTable t = root.table(name);
+    const std::string where = "[" + name + "]";
+    t.check_keys({"abs", "rel", "ulp", "better"}, where);
+    GateRule g{name};
+    for (const std::string& key : t.keys()) {
+      if (key == "better") {
+        g.better = t.string(key);
+        if (g.better != "lower" && g.better != "higher" && g.better != "none")
+          t.fail(key, where + " better must be \"lower\", \"higher\" or \"none\"");
+      } else {
+        (key == "abs" ? g.abs : key == "rel" ? g.rel : g.ulp) = tolerance(t, name, key);
+        // A count of FP64 units in the last place, printed and compared as an integer.
+        if (key == "ulp" && (g.ulp != std::floor(g.ulp) || g.ulp > 0x1p62))
+          t.fail(key, where + " ulp must be a whole number of units, at most 2^62");
       }
-      g.better = it.inputs[0];
-    } else {
-      throw UsageError("rules '" + path + "': unknown key " + where +
-                       " (allowed: abs, rel, ulp, better)");
     }
+    r.rules.push_back(g);
   }
   if (r.rules.empty())
     throw UsageError("rules '" + path + "' gate no metric (add a [METRIC] section)");
@@ -331,6 +310,13 @@ GateResult run_gate(const std::string& baseline, const std::string& results, con
                     std::FILE* out) {
   const H5Reader rb(baseline), rn(results);
   const Table tb = key_table(rb, rules.key), tn = key_table(rn, rules.key);
+  // Every rule's column of both files before the report starts: a rule for a metric either file
+  // lacks (a typo such as [cosin]) is one error line, not a half-printed table.
+  std::vector<std::vector<double>> base_cols, new_cols;
+  for (const auto& g : rules.rules) {
+    base_cols.push_back(metric_column(rb, g.metric, tb.rows));
+    new_cols.push_back(metric_column(rn, g.metric, tn.rows));
+  }
   GateResult res;
   res.rows = int(tb.rows);
   std::fprintf(out, "gate: baseline %s (%zu rows), results %s (%zu rows)\n", baseline.c_str(),
@@ -346,9 +332,9 @@ GateResult run_gate(const std::string& baseline, const std::string& results, con
   for (const auto& k : tn.keys) extra += !tb.row_of.count(k);
   std::fprintf(out, "  %-10s %-44s %6s %6s %8s %11s\n", "metric", "rule", "rows", "moved",
                "improved", "REGRESSED");
-  for (const auto& g : rules.rules) {
-    const std::vector<double> vb = metric_column(rb, g.metric, tb.rows),
-                              vn = metric_column(rn, g.metric, tn.rows);
+  for (std::size_t r = 0; r < rules.rules.size(); ++r) {
+    const GateRule& g = rules.rules[r];
+    const std::vector<double>&vb = base_cols[r], &vn = new_cols[r];
     int moved = 0, improved = 0, regressed = 0, compared = 0;
     for (std::size_t i = 0; i < tb.rows; ++i) {
       auto it = tn.row_of.find(tb.keys[i]);

@@ -36,8 +36,9 @@ struct GateRules {
   std::vector<GateRule> rules;
 };
 
-// TOML (CLI11's reader): `key = [...]` at the top, then one [METRIC] section per gated metric with
-// `abs`, `rel`, `ulp`, `better`. Unknown keys and malformed values are UsageErrors.
+// TOML (toml++, experiments/io/toml_reader.hpp): `key = [...]` at the top, then one [METRIC]
+// table per gated metric with `abs`, `rel`, `ulp` (numbers >= 0) and `better` (a string); rules in
+// file order. Syntax errors, unknown keys and wrong types are UsageErrors naming FILE:LINE:COLUMN.
 GateRules read_gate_rules(const std::string& path);
 
 struct GateResult {

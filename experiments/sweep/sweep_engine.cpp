@@ -15,8 +15,11 @@
 #include <set>
 
 #include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
 #include "experiments/cli/names.hpp"
 #include "experiments/io/dump.hpp"
+#include "experiments/io/file_io.hpp"
+#include "experiments/methods/memory_estimate.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "sim/golden/golden.hpp"
 
@@ -64,6 +67,22 @@ std::vector<MethodConfig> expand_grid(const std::vector<MethodConfig>& methods,
           (keys.empty() ? std::string("none") : join_choices({keys.begin(), keys.end()})) + ")");
     }
   }
+  // The number of methods before expanding: a few axes of a few dozen values each make millions
+  // of parsed configurations (about 8 KiB each with their canonical strings), refused by the
+  // memory limit instead of filling it.
+  double count = 0;
+  for (const auto& m : methods) {
+    double n = 1;
+    for (const auto& a : grid) {
+      for (const auto& p : m.spec->params) {
+        if (p.key == a.key) n *= double(a.values.size());
+      }
+    }
+    count += n;
+  }
+  char what[96];
+  std::snprintf(what, sizeof what, "--grid expanding to %.4g methods", count);
+  check_memory(8192.0 * count, what);
   std::vector<MethodConfig> out;
   std::set<std::string> seen;
   for (const auto& m : methods) {
@@ -125,6 +144,8 @@ SweepPlan make_plan(const std::vector<std::string>& method_lists,
   for (const auto& list : method_lists) {
     for (const auto& m : split_method_list(list)) base.push_back(parse_method(m));
   }
+  // `--methods ""` (or only commas): a sweep of no points would write an empty results file.
+  if (base.empty()) throw UsageError("--methods names no method");
   std::vector<GridAxis> axes;
   for (const auto& g : grid) axes.push_back(parse_grid_axis(g));
   plan.methods = expand_grid(base, axes);
@@ -136,13 +157,63 @@ SweepPlan make_plan(const std::vector<std::string>& method_lists,
            prefix, "", 0});
     }
   }
-  for (const auto& spec : synthetic) {
-    const std::uint64_t first = synthetic_seed(spec);  // also validates the spec
+  std::vector<std::uint64_t> first_seeds;
+  for (const auto& spec : synthetic) first_seeds.push_back(synthetic_seed(spec));  // validates
+  check_plan_memory(plan, synthetic, seeds);
+  for (std::size_t i = 0; i < synthetic.size(); ++i) {
     for (int s = 0; s < seeds; ++s)
-      plan.cases.push_back(
-          {"synthetic:" + spec, "synthetic", "", "", spec, first + std::uint64_t(s)});
+      plan.cases.push_back({"synthetic:" + synthetic[i], "synthetic", "", "", synthetic[i],
+                            first_seeds[i] + std::uint64_t(s)});
   }
   return plan;
+}
+
+void check_plan_memory(const SweepPlan& plan, const std::vector<std::string>& synthetic,
+                       int seeds) {
+  // Before the synthetic cases exist (2^31 seeds would not fit): every case's worst point,
+  // evaluated `threads` at a time (run_plan: a chunk of `threads` cases with their golden
+  // references, then their points in parallel, each simulator on one thread), plus the rows every
+  // point leaves until the results file is written (its strings, its per-head metrics with their
+  // ULP histograms, and their text form in the gather: about 2 KiB per head).
+  const int threads = std::max(1, omp_get_max_threads());
+  struct Case {
+    double count, peak, heads, name;
+  };
+  std::vector<Case> cases;
+  for (const auto& c : plan.cases) {
+    const auto shape = dump_shape(c.file, c.prefix);
+    double peak = dump_read_bytes(c.file, c.prefix), heads = 1;
+    if (shape) {
+      heads = double(shape->batch) * shape->heads_q;
+      for (const auto& m : plan.methods)
+        peak = std::max(peak, point_memory_bytes(m, *shape, 1) - fixed_memory_bytes());
+    }
+    cases.push_back({1, peak, heads, double(c.name.size())});
+  }
+  for (const auto& spec : synthetic) {
+    const AttentionShape shape = synthetic_shape(spec);
+    double peak = 0;
+    for (const auto& m : plan.methods)
+      peak = std::max(peak, point_memory_bytes(m, shape, 1) - fixed_memory_bytes());
+    cases.push_back({double(seeds), peak, double(shape.batch) * shape.heads_q,
+                     10.0 + double(spec.size())});
+  }
+  double ncases = 0, worst = 0, rows = 0, method_chars = 0;
+  for (const auto& m : plan.methods) method_chars += 3.0 * double(m.canonical().size());
+  const double nmethods = double(plan.methods.size());
+  for (const Case& c : cases) {
+    ncases += c.count;
+    worst = std::max(worst, c.peak);
+    rows += c.count * (sizeof(SweepCase) + 2.0 * c.name +
+                       nmethods * ((1.0 + c.heads) * 2048.0 + 3.0 * c.name) + method_chars);
+  }
+  const double in_flight = std::min(double(threads), ncases * nmethods);
+  const double need = in_flight * worst + rows + fixed_memory_bytes();
+  char what[160];
+  std::snprintf(what, sizeof what, "sweep of %.0f points (%.0f method%s x %.0f input%s, %d threads)",
+                ncases * nmethods, nmethods, nmethods == 1 ? "" : "s", ncases,
+                ncases == 1 ? "" : "s", threads);
+  check_memory(need, what);
 }
 
 // ---- checkpoints ------------------------------------------------------------------------------
@@ -160,9 +231,11 @@ std::string header_line(const SweepPlan& plan) {
 
 struct Checkpoint {
   std::FILE* f = nullptr;
+  int cleanup_slot = -1;  // registered with the signal handlers while it holds no point
   std::chrono::steady_clock::time_point last_sync = std::chrono::steady_clock::now();
   ~Checkpoint() {
     if (f) std::fclose(f);
+    unregister_cleanup_path(cleanup_slot);
   }
   void append(const std::string& line) {
     if (!f) return;
@@ -171,6 +244,10 @@ struct Checkpoint {
     // Flushed to the OS after every point (survives a killed process); fsync'd at most once a
     // second (survives a crashed node, minus the last second).
     if (std::fflush(f) != 0) throw UsageError("cannot append to the sweep checkpoint");
+    if (cleanup_slot >= 0 && line.rfind("attnsim-checkpoint", 0) != 0) {
+      unregister_cleanup_path(cleanup_slot);  // a point is in: keep it for --resume
+      cleanup_slot = -1;
+    }
     const auto now = std::chrono::steady_clock::now();
     if (now - last_sync > std::chrono::seconds(1)) {
       ::fsync(::fileno(f));
@@ -189,7 +266,10 @@ std::vector<std::string> checkpoint_files(const std::string& base) {
   std::error_code ec;
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind(stem, 0) == 0 && name.find(".tmp.") == std::string::npos)
+    // Regular files only: a directory (or a FIFO) of that name is not ours to read or remove.
+    std::error_code kind;
+    if (name.rfind(stem, 0) == 0 && name.find(".tmp.") == std::string::npos &&
+        it->is_regular_file(kind))
       out.push_back(it->path().string());
   }
   std::sort(out.begin(), out.end());
@@ -209,6 +289,8 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
   std::set<std::int64_t> done;
 
   Checkpoint ckpt;
+  bool fresh_checkpoint = false;
+  std::string own_checkpoint;
   if (!opt.checkpoint_base.empty()) {
     const std::string header = header_line(plan);
     if (opt.resume) {
@@ -235,6 +317,11 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
     }
     mpi_barrier();  // nobody writes a checkpoint before every rank has read them all
     const std::string own = opt.checkpoint_base + ".ckpt." + std::to_string(rank);
+    std::error_code ec;
+    if (fs::exists(fs::symlink_status(own, ec)) && !fs::is_regular_file(own, ec)) {
+      throw UsageError("cannot write the sweep checkpoint '" + own +
+                       "': it exists and is not a regular file");
+    }
     if (opt.resume && fs::exists(own)) {
       // Trim a record cut by a crash, then append.
       std::ifstream in(own, std::ios::binary);
@@ -242,10 +329,18 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
       const auto nl = text.rfind('\n');
       fs::resize_file(own, nl == std::string::npos ? 0 : nl + 1);
     }
-    const bool fresh = !fs::exists(own) || fs::file_size(own) == 0;
-    ckpt.f = std::fopen(own.c_str(), fresh ? "w" : "a");
-    if (!ckpt.f) throw UsageError("cannot write the sweep checkpoint '" + own + "'");
-    if (fresh) ckpt.append(header);
+    fresh_checkpoint = !fs::exists(own) || fs::file_size(own) == 0;
+    own_checkpoint = own;
+    {
+      // Until it holds a point, the checkpoint goes with the run (an error or SIGINT/SIGTERM
+      // leaves nothing to resume, so nothing behind). Created and registered with those signals
+      // held back, so that none arrives in between.
+      const CleanupSignalsHeld held;
+      ckpt.f = std::fopen(own.c_str(), fresh_checkpoint ? "w" : "a");
+      if (!ckpt.f) throw UsageError("cannot write the sweep checkpoint '" + own + "'");
+      if (fresh_checkpoint) ckpt.cleanup_slot = register_cleanup_path(own);
+    }
+    if (fresh_checkpoint) ckpt.append(header);
   }
 
   // This rank's remaining points, in point order (so case by case).
@@ -306,22 +401,32 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
     const int ncases = int(chunk_cases.size());
     std::vector<AttentionInput> inputs(static_cast<std::size_t>(ncases));
     std::vector<std::vector<double>> goldens(static_cast<std::size_t>(ncases));
+    // Dumps are read here, one at a time on this thread: libhdf5 may be built without thread
+    // safety, and in a thread-safe build the silencing of its error stacks (hdf5_io.cpp) holds
+    // for the main thread only. No exception may leave an OpenMP region (it would terminate the
+    // process): workers capture errors, rethrown below after the region.
+    for (int k = 0; k < ncases && !failed; ++k) {
+      const SweepCase& c = plan.cases[std::size_t(chunk_cases[std::size_t(k)])];
+      if (c.kind != "dump") continue;
+      try {
+        inputs[std::size_t(k)] = read_attention_dump(c.file, c.prefix, opt.allow_nonfinite);
+      } catch (const UsageError& e) {
+        capture(e.what(), e.code());
+      } catch (const std::exception& e) {
+        capture(describe_exception(e), 2);
+      }
+    }
 #pragma omp parallel for schedule(dynamic, 1) if (ncases > 1)
     for (int k = 0; k < ncases; ++k) {
+      if (failed) continue;
       try {
         const SweepCase& c = plan.cases[std::size_t(chunk_cases[std::size_t(k)])];
-        if (c.kind == "dump") {
-          // libhdf5 may be built without thread safety: one reader at a time.
-#pragma omp critical(attnsim_hdf5)
-          inputs[std::size_t(k)] = read_attention_dump(c.file, c.prefix, opt.allow_nonfinite);
-        } else {
-          inputs[std::size_t(k)] = make_synthetic(c.spec, c.seed);
-        }
+        if (c.kind != "dump") inputs[std::size_t(k)] = make_synthetic(c.spec, c.seed);
         goldens[std::size_t(k)] = golden_attention_ref(inputs[std::size_t(k)]);
       } catch (const UsageError& e) {
         capture(e.what(), e.code());
       } catch (const std::exception& e) {
-        capture(e.what(), 2);
+        capture(describe_exception(e), 2);
       }
     }
     if (failed) break;
@@ -344,25 +449,42 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
         PointRow row =
             measure_point(point, m, c.name, std::int64_t(c.seed), inputs[k], out, goldens[k]);
         const std::string line = serialize_row(row);
+        // No exception may leave a critical section either: the append's error is captured.
+        std::string append_error;
 #pragma omp critical(attnsim_sweep_rows)
         {
-          ckpt.append(line);
-          rows.push_back(std::move(row));
-          ++finished;
-          ++outcome.computed;
-          draw(false);
+          try {
+            ckpt.append(line);
+            rows.push_back(std::move(row));
+            ++finished;
+            ++outcome.computed;
+            draw(false);
+          } catch (const std::exception& e) {
+            append_error = describe_exception(e);
+          }
         }
+        if (!append_error.empty()) capture(append_error, 2);
       } catch (const UsageError& e) {
         capture(e.what(), e.code());
       } catch (const std::exception& e) {
-        capture(e.what(), 2);
+        capture(describe_exception(e), 2);
       }
     }
     next = end;
   }
   draw(true);
   if (opt.progress && rank == 0) std::fprintf(stderr, "\n");
-  if (failed) throw UsageError(error, error_code);
+  if (failed) {
+    // A checkpoint this run created and added no point to records nothing worth resuming.
+    if (ckpt.f && fresh_checkpoint && outcome.computed == 0) {
+      std::fclose(ckpt.f);
+      ckpt.f = nullptr;
+      std::remove(own_checkpoint.c_str());
+      unregister_cleanup_path(ckpt.cleanup_slot);
+      ckpt.cleanup_slot = -1;
+    }
+    throw UsageError(error, error_code);
+  }
   if (ckpt.f) {
     ::fsync(::fileno(ckpt.f));
     std::fclose(ckpt.f);

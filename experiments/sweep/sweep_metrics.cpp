@@ -22,9 +22,12 @@ MetricValues measure(const double* out, const double* golden, std::size_t n,
   m.rel_fro = e.rel_fro;
   m.max_abs = e.max_abs;
   m.nonfinite = std::int64_t(e.nonfinite);
-  m.ulp_p50 = std::int64_t(h.quantile_ulp(0.5));
-  m.ulp_p99 = std::int64_t(h.quantile_ulp(0.99));
-  m.ulp_max = std::int64_t(h.max_ulp);
+  // Exact order statistics; a NaN where golden is not counts as kUlpNanMismatch (2^63 - 1) in
+  // them and in ulp_max, so an all-NaN output reads as far as possible, never as 0.
+  m.ulp_p50 = std::int64_t(h.p50);
+  m.ulp_p99 = std::int64_t(h.p99);
+  m.ulp_max = std::int64_t(h.nan_mismatch > 0 ? kUlpNanMismatch
+                                                : std::min(h.max_ulp, kUlpNanMismatch - 1));
   m.ulp_hist.assign(h.counts.begin(), h.counts.end());
   return m;
 }
@@ -237,16 +240,26 @@ void ResultTable::sort_by_point() {
 }
 
 void ResultTable::print(std::FILE* f) const {
-  std::fprintf(f, "%-34s %-28s %4s %10s %10s %10s %10s %10s %6s %7s %8s\n", "method", "input",
-               "seed", "cos_sim", "rel_l1", "rmse", "rel_fro", "max_abs", "out", "ulp_p99",
-               "ulp_max");
+  // Method and input columns as wide as their longest entry: never truncated, so two inputs that
+  // differ only in a long name's tail cannot look the same. ULP figures of a NaN mismatch
+  // (kUlpNanMismatch) print as "nan".
+  int wm = 6, wi = 5;
   for (const auto& r : rows_) {
-    std::string in = r.input;
-    if (in.size() > 28) in = in.substr(0, 25) + "...";
-    std::fprintf(f, "%-34s %-28s %4lld %10.8f %10.3e %10.3e %10.3e %10.3e %6s %7lld %8lld\n",
-                 r.label.c_str(), in.c_str(), (long long)r.seed, r.m.cosine, r.m.rel_l1, r.m.rmse,
-                 r.m.rel_fro, r.m.max_abs, r.out_format.c_str(), (long long)r.m.ulp_p99,
-                 (long long)r.m.ulp_max);
+    wm = std::max(wm, int(r.label.size()));
+    wi = std::max(wi, int(r.input.size()));
+  }
+  auto ulp = [](std::int64_t v) {
+    return v == std::int64_t(kUlpNanMismatch) ? std::string("nan") : std::to_string(v);
+  };
+  std::fprintf(f, "%-*s %-*s %4s %10s %10s %10s %10s %10s %6s %9s %7s %7s %8s\n", wm, "method", wi,
+               "input", "seed", "cos_sim", "rel_l1", "rmse", "rel_fro", "max_abs", "out",
+               "nonfinite", "ulp_p50", "ulp_p99", "ulp_max");
+  for (const auto& r : rows_) {
+    std::fprintf(f, "%-*s %-*s %4lld %10.8f %10.3e %10.3e %10.3e %10.3e %6s %9lld %7s %7s %8s\n",
+                 wm, r.label.c_str(), wi, r.input.c_str(), (long long)r.seed, r.m.cosine,
+                 r.m.rel_l1, r.m.rmse, r.m.rel_fro, r.m.max_abs, r.out_format.c_str(),
+                 (long long)r.m.nonfinite, ulp(r.m.ulp_p50).c_str(), ulp(r.m.ulp_p99).c_str(),
+                 ulp(r.m.ulp_max).c_str());
   }
 }
 

@@ -197,3 +197,79 @@ TEST(Metrics, ResultsDoNotDependOnSummationChunking) {
 
 }  // namespace
 }  // namespace attnsim
+
+namespace attnsim {
+namespace {
+
+// ulp_p50 / ulp_p99 are exact order statistics (issue 10), not a histogram bucket's bound: for
+// distances 0..99 the 50th value is 49 and the 99th is 98 (the buckets would say 64 and 128).
+TEST(Metrics, UlpOrderStatisticsAreExact) {
+  std::vector<double> r, o;
+  for (int d = 99; d >= 0; --d) {  // any order
+    r.push_back(1.0);
+    o.push_back(1.0 + d * 0x1p-23);
+  }
+  const UlpHistogram h = ulp_histogram(o.data(), r.data(), r.size(), UlpFormat::kFp32);
+  EXPECT_EQ(h.p50, 49u);
+  EXPECT_EQ(h.p99, 98u);
+  EXPECT_EQ(h.quantile_ulp(0.5), 64u);  // the bucket bound, kept for histogram readers
+  // Smallest d with at least ceil(q n) pairs <= d: n = 3 gives the 2nd and the 3rd value.
+  const double r3[3] = {1, 1, 1}, o3[3] = {1 + 7 * 0x1p-23, 1, 1 + 3 * 0x1p-23};
+  const UlpHistogram h3 = ulp_histogram(o3, r3, 3, UlpFormat::kFp32);
+  EXPECT_EQ(h3.p50, 3u);
+  EXPECT_EQ(h3.p99, 7u);
+  const UlpHistogram h0 = ulp_histogram(o3, r3, 0, UlpFormat::kFp32);
+  EXPECT_EQ(h0.p50, 0u);
+  EXPECT_EQ(h0.p99, 0u);
+}
+
+// A NaN output never reads as close: every NaN pair (one side or both) is kUlpNanMismatch in the
+// order statistics.
+TEST(Metrics, NanOutputsNeverReadZeroUlp) {
+  const double nan = std::nan("");
+  std::vector<double> r(100, 1.0), o(100, nan);
+  for (UlpFormat f : {UlpFormat::kFp64, UlpFormat::kFp32, UlpFormat::kBf16, UlpFormat::kFp16,
+                      UlpFormat::kE4m3fn, UlpFormat::kE5m2}) {
+    const UlpHistogram h = ulp_histogram(o.data(), r.data(), r.size(), f);
+    EXPECT_EQ(h.p50, kUlpNanMismatch);
+    EXPECT_EQ(h.p99, kUlpNanMismatch);
+    EXPECT_EQ(h.nan_mismatch, 100u);
+  }
+  const UlpHistogram both = ulp_histogram(o.data(), o.data(), o.size(), UlpFormat::kFp32);
+  EXPECT_EQ(both.p50, kUlpNanMismatch);
+  // One NaN in 100 moves p99 (the 99th value), not p50.
+  std::vector<double> one(100, 1.0);
+  one[17] = nan;
+  const UlpHistogram h1 = ulp_histogram(one.data(), r.data(), r.size(), UlpFormat::kFp32);
+  EXPECT_EQ(h1.p50, 0u);
+  EXPECT_EQ(h1.p99, 0u);
+  one[18] = nan;
+  EXPECT_EQ(ulp_histogram(one.data(), r.data(), r.size(), UlpFormat::kFp32).p99, kUlpNanMismatch);
+  // fp64 distances beyond 2^63 stay below the NaN sentinel.
+  const double big[1] = {-1e308}, big_ref[1] = {1e308};
+  EXPECT_LT(ulp_histogram(big, big_ref, 1, UlpFormat::kFp64).p50, kUlpNanMismatch);
+}
+
+// An output equal to its reference has cosine exactly 1, at every size and scale (one square root
+// of the product; two roots can miss by an ulp: 1.0000000000000002 was printed before).
+TEST(Metrics, CosineOfAnOutputWithItselfIsExactlyOne) {
+  std::uint64_t z = 12345;
+  auto next = [&] {
+    z = z * 6364136223846793005ull + 1442695040888963407ull;
+    return double(std::int64_t(z >> 11)) * 0x1p-52 - 1.0;
+  };
+  for (double scale : {1.0, 1e-150, 1e-160, 1e150, 3.7}) {  // squares stay finite and nonzero
+    for (std::size_t n : {1u, 2u, 3u, 17u, 100u, 4097u}) {
+      std::vector<double> x(n);
+      for (auto& v : x) v = next() * scale;
+      const ErrorMetrics m = error_metrics(x, x);
+      EXPECT_EQ(m.cosine, 1.0) << "n " << n << " scale " << scale;
+      std::vector<double> neg(x);
+      for (auto& v : neg) v = -v;
+      EXPECT_EQ(error_metrics(neg, x).cosine, -1.0) << "n " << n << " scale " << scale;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace attnsim

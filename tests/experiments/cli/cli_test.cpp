@@ -1,6 +1,7 @@
 // The `attnsim` executable end to end: the convert contract, one-line errors, no partial outputs,
 // sweeps and their HDF5 results.
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "experiments/io/hdf5_io.hpp"
+#include "tests/experiments/io/hdf5_chunks.hpp"
 
 namespace attnsim {
 namespace {
@@ -298,6 +300,148 @@ TEST_F(Cli, InfoListsFormatsAndPolicies) {
     EXPECT_NE(text.find(s), std::string::npos) << s;
   }
   EXPECT_NE(text.find("max 448"), std::string::npos);
+}
+
+// ---- issue 10: TOML, synthetic specs and dumps refused with one line, nothing written ----------
+
+// Every file left in `dir` whose name marks an output or a leftover (temp files, checkpoints).
+std::vector<std::string> leftovers(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (n.find(".tmp.") != std::string::npos || n.find(".ckpt.") != std::string::npos ||
+        n.rfind("out", 0) == 0)
+      out.push_back(n);
+  }
+  return out;
+}
+
+void expect_one_line_error(const CliRun& r, const std::string& needle, const std::string& what) {
+  EXPECT_EQ(r.code, 2) << what << " -> " << r.err;
+  EXPECT_EQ(r.err.rfind("attnsim: error: ", 0), 0u) << what << " -> " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << what << " -> " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << what << " -> " << r.err;
+  EXPECT_EQ(r.err.find("HDF5-DIAG"), std::string::npos) << what;
+  EXPECT_EQ(r.err.find("std::"), std::string::npos) << what;
+}
+
+TEST_F(Cli, MalformedTomlNamesFileLineAndColumn) {
+  struct Bad {
+    std::string text, needle;
+  } sweeps[] = {
+      // An unclosed array: the old reader dropped both lines, then said "needs --input".
+      {"methods = [\"golden\"\nsynthetic = [\"normal:nq=8,d=4\"]\n", ":2:1: "},
+      {"methods = [\"golden\"]\nsynthetic = [\"normal:nq=8,d=4\"]\nmethods = [\"flash\"]\n", ":3:"},
+      {"mehtods = [\"golden\"]\n", ":1:1: unknown key 'mehtods' in the config (allowed: methods,"},
+      {"methods = [\"golden\"]\nsynthetic = [\"normal:nq=8,d=4\"]\nseeds = \"2\"\n",
+       ":3:9: seeds must be an integer, not a string"},
+      {"methods = \"golden\"\nsynthetic = [\"normal:nq=8,d=4\"]\n",
+       ":1:11: methods must be an array"},
+      {"methods = [\"golden\"]\nsynthetic = [\"normal:nq=8,d=4\"]\nallow_nonfinite = \"yes\"\n",
+       ":3:19: allow_nonfinite must be true or false"},
+      {"methods = [\"golden\"]\nsynthetic = [\"normal:nq=8,d=4\"]\n[other]\nx = 1\n",
+       ":3:2: unknown key 'other'"},
+  };
+  for (const auto& b : sweeps) {
+    std::ofstream(path("c.toml")) << b.text;
+    const CliRun r =
+        run("sweep --quiet --config " + path("c.toml") + " --output " + path("out.h5"));
+    expect_one_line_error(r, "attnsim: error: " + path("c.toml") + b.needle, b.text);
+    EXPECT_TRUE(leftovers(dir_).empty()) << b.text;
+  }
+  const std::string base = std::string(ATTNSIM_SOURCE_DIR) + "/data/baselines/flash_small.h5";
+  Bad rules[] = {
+      {"[rel_fro\nrel = 1e-6\n", ":1:9: "},
+      {"[rel_fro]\nrel = \"1e-6\"\n", ":2:7: rel must be a number, not a string"},
+      {"[rel_fro]\nrel = -1\n", ":2:7: [rel_fro] rel must be a finite number >= 0"},
+      {"[rel_fro]\ntolerance = 1\n", ":2:1: unknown key 'tolerance' in [rel_fro] (allowed: abs,"},
+      {"key = \"method\"\n[rel_fro]\nrel = 1\n", ":1:7: key must be an array of strings"},
+      {"[rel_fro]\nbetter = \"up\"\n", ":2:10: [rel_fro] better must be"},
+  };
+  for (const auto& b : rules) {
+    std::ofstream(path("g.toml")) << b.text;
+    const CliRun r =
+        run("gate --baseline " + base + " --results " + base + " --rules " + path("g.toml"));
+    expect_one_line_error(r, "attnsim: error: " + path("g.toml") + b.needle, b.text);
+  }
+}
+
+TEST_F(Cli, BadSyntheticSpecsWriteNothing) {
+  struct Bad {
+    std::string spec, needle;
+  } cases[] = {
+      {"normal:nq=8,nq=16,d=4", "key 'nq' given twice"},
+      {"normal:nq=8,d=4,sigma=-1", "sigma must be >= 0"},
+      {"uniform:nq=8,d=4,lo=2,hi=1", "lo must be <= hi"},
+      {"outlier:nq=8,d=4,frac=1.5", "frac must be in [0, 1]"},
+      {"normal:nq=8,d=4,causal=5", "causal must be 0 or 1"},
+      {"kbias:nq=8,d=4,bias=nan", "not a finite number"},
+      {"normal:nq=0,d=4", "nq must be a positive integer"},
+      // The old behaviour: exit 0 with all-NaN metrics (sweep) or a dump full of Inf (synth).
+      {"normal:nq=8,d=4,sigma=1e39", "overflow"},
+  };
+  for (const auto& c : cases) {
+    for (const std::string& cmd :
+         {"synth --synthetic " + c.spec + " --out " + path("out.h5"),
+          "sweep --quiet --methods golden --synthetic " + c.spec + " --output " + path("out.h5"),
+          "run --method golden --synthetic " + c.spec + " --output " + path("out.h5")}) {
+      expect_one_line_error(run(cmd), c.needle, cmd);
+      EXPECT_TRUE(leftovers(dir_).empty()) << cmd;
+    }
+  }
+}
+
+using testio::first_chunk;
+
+TEST_F(Cli, CorruptDumpsAreOneLineWithoutTheHdf5Stack) {
+  ASSERT_EQ(run("synth --synthetic normal:hq=2,nq=64,d=16 --out " + path("d.h5")).code, 0);
+  ASSERT_EQ(run("run --method golden --input " + path("d.h5") + " --output " + path("r.h5")).code,
+            0);
+  // A flipped bit in k's stored bytes: Fletcher-32 catches it (before: read silently when the
+  // dataset was uncompressed).
+  fs::copy_file(path("d.h5"), path("flip.h5"));
+  {
+    const auto [addr, size] = first_chunk(path("flip.h5"), "k");
+    ASSERT_GT(size, 8u);
+    std::fstream io(path("flip.h5"), std::ios::in | std::ios::out | std::ios::binary);
+    io.seekg(std::streamoff(addr + size / 2));
+    char c = 0;
+    io.read(&c, 1);
+    c = char(c ^ 0x04);
+    io.seekp(std::streamoff(addr + size / 2));
+    io.write(&c, 1);
+  }
+  const std::string mismatch =
+      "checksum mismatch in dataset 'k' of '" + path("flip.h5") + "' (the file is corrupt)";
+  CliRun r = run("run --method golden --input " + path("flip.h5") + " --output " + path("out.h5"));
+  expect_one_line_error(r, mismatch, "run");
+  EXPECT_EQ(run("compare " + path("flip.h5") + " " + path("d.h5")).err.find("HDF5-DIAG"),
+            std::string::npos);
+  // Read on OpenMP worker threads (HDF5's error printing is per thread).
+  r = run("sweep --quiet --methods golden --input " + path("d.h5") + " --input " + path("flip.h5") +
+          " --input " + path("d.h5") + " --output " + path("out.h5"));
+  expect_one_line_error(r, mismatch, "sweep");
+  // Truncated, not HDF5, a bfloat16 attribute on float32.
+  fs::copy_file(path("d.h5"), path("trunc.h5"));
+  fs::resize_file(path("trunc.h5"), fs::file_size(path("d.h5")) / 2);
+  r = run("run --method golden --input " + path("trunc.h5") + " --output " + path("out.h5"));
+  expect_one_line_error(r, "'" + path("trunc.h5") + "'", "truncated");
+  std::ofstream(path("junk.h5")) << "not hdf5";
+  r = run("run --method golden --input " + path("junk.h5") + " --output " + path("out.h5"));
+  expect_one_line_error(r, "not a readable HDF5 file", "junk");
+  {
+    H5Writer w(path("bf.h5"));
+    const std::vector<float> x(16, 0.5f);
+    for (const char* n : {"q", "k", "v"}) w.write_f32(n, {1, 1, 4, 4}, x.data());
+    w.attr_string("k", "dtype", "bfloat16");
+    w.commit();
+  }
+  r = run("run --method golden --input " + path("bf.h5") + " --output " + path("out.h5"));
+  expect_one_line_error(r,
+                        "dataset 'k' in '" + path("bf.h5") +
+                            "' has the attribute dtype = \"bfloat16\" but holds float32",
+                        "bf16");
+  EXPECT_TRUE(leftovers(dir_).empty());
 }
 
 }  // namespace

@@ -1,14 +1,23 @@
-// experiments/io/dump: HDF5 dump round trip, dtype handling, validation errors, synthetic seeds.
+// experiments/io/dump and hdf5_io: HDF5 dump round trip, dtype handling, validation errors, the
+// Fletcher-32 checksum, one-line HDF5 failures, synthetic seeds and spec validation.
 #include "experiments/io/dump.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <hdf5.h>
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <thread>
 
 #include "experiments/cli/error.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "tests/experiments/io/hdf5_chunks.hpp"
 
 namespace attnsim {
 namespace {
@@ -81,6 +90,237 @@ TEST(Dump, RejectsNonFiniteUnlessAllowedAndBadShapes) {
   }
   EXPECT_THROW(read_attention_dump(p, "", false), UsageError);  // 3 q heads on 2 kv heads
   std::filesystem::remove(p);
+}
+
+// The message of the UsageError `f` throws ("" and a test failure when it throws none).
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const UsageError& e) {
+    EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no UsageError";
+  return "";
+}
+
+using testio::first_chunk;
+
+bool has_fletcher32(const std::string& file, const std::string& name) {
+  const hid_t f = H5Fopen(file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const hid_t ds = H5Dopen2(f, name.c_str(), H5P_DEFAULT);
+  const hid_t dcpl = H5Dget_create_plist(ds);
+  unsigned flags = 0, conf = 0;
+  std::size_t n = 0;
+  const bool yes = H5Pget_filter_by_id2(dcpl, H5Z_FILTER_FLETCHER32, &flags, &n, nullptr, 0,
+                                        nullptr, &conf) >= 0;
+  H5Pclose(dcpl);
+  H5Dclose(ds);
+  H5Fclose(f);
+  return yes;
+}
+
+void flip_byte(const std::string& file, std::uint64_t at) {
+  std::fstream io(file, std::ios::in | std::ios::out | std::ios::binary);
+  io.seekg(std::streamoff(at));
+  char c = 0;
+  io.read(&c, 1);
+  c = char(c ^ 0x10);
+  io.seekp(std::streamoff(at));
+  io.write(&c, 1);
+}
+
+TEST(Integrity, EveryWrittenDatasetCarriesFletcher32) {
+  const std::string p = tmp("f32.h5");
+  {
+    H5Writer w(p);
+    const std::vector<float> f{1, 2, 3, 4};
+    const std::vector<double> d{1, 2};
+    const std::vector<std::int64_t> i{1, 2};
+    const std::vector<std::uint16_t> u16{1, 2};
+    const std::vector<std::uint8_t> u8{1, 2};
+    w.write_f32("g/f32", {2, 2}, f.data());
+    w.write_f64("f64", {2}, d.data());
+    w.write_i64("i64", {2}, i.data());
+    w.write_u16("u16", {2}, u16.data());
+    w.write_u8("u8", {2}, u8.data());
+    w.write_f16("f16", {2}, u16.data());
+    w.write_strings("s", {"golden", "flash:qkv=bf16,p=bf16", ""});
+    w.write_f32("empty", {0, 4}, nullptr);  // no data: contiguous, no checksum
+    w.commit();
+  }
+  for (const char* name : {"g/f32", "f64", "i64", "u16", "u8", "f16", "s"})
+    EXPECT_TRUE(has_fletcher32(p, name)) << name;
+  H5Reader r(p);
+  EXPECT_EQ(r.read_strings("s"), (std::vector<std::string>{"golden", "flash:qkv=bf16,p=bf16", ""}));
+  EXPECT_EQ(r.read_f64("empty").size(), 0u);
+  std::filesystem::remove(p);
+}
+
+TEST(Integrity, ABitFlipIsAChecksumMismatch) {
+  const AttentionInput in = make_synthetic("normal:hq=2,nq=64,d=16", 4);
+  const std::string p = tmp("flip.h5");
+  write_attention_dump(p, in, "test");
+  ASSERT_NO_THROW(read_attention_dump(p, "", false));
+  // One bit in the middle of k's (compressed) data: gzip may well still decompress it, the
+  // checksum over the stored bytes cannot match.
+  const auto [addr, size] = first_chunk(p, "k");
+  ASSERT_GT(size, 8u);
+  flip_byte(p, addr + size / 2);
+  EXPECT_EQ(error_of([&] { read_attention_dump(p, "", false); }),
+            "checksum mismatch in dataset 'k' of '" + p + "' (the file is corrupt)");
+  EXPECT_NE(error_of([&] { H5Reader(p).read_numeric("k"); }).find("checksum mismatch"),
+            std::string::npos);
+  // String columns too.
+  {
+    H5Writer w(p);
+    w.write_strings("method", {"golden", "flash", "flash:qkv=bf16,p=bf16,out=bf16"});
+    w.commit();
+  }
+  const auto [saddr, ssize] = first_chunk(p, "method");
+  ASSERT_GT(ssize, 8u);
+  flip_byte(p, saddr + ssize / 2);
+  EXPECT_NE(error_of([&] { H5Reader(p).read_strings("method"); }).find("checksum mismatch"),
+            std::string::npos);
+  std::filesystem::remove(p);
+}
+
+TEST(Integrity, HdfFailuresAreOneLineNamingTheFile) {
+  // A bundled dump written before the checksum: still read; a damaged chunk is one line.
+  const std::string src = std::string(ATTNSIM_SOURCE_DIR) + "/data/bundled/outlier_causal.h5";
+  const std::string p = tmp("old.h5");
+  std::filesystem::copy_file(src, p, std::filesystem::copy_options::overwrite_existing);
+  ASSERT_NO_THROW(read_attention_dump(p, "", false));
+  ASSERT_FALSE(has_fletcher32(p, "k"));
+  const auto [addr, size] = first_chunk(p, "k");
+  ASSERT_GT(size, 128u);
+  {
+    std::fstream io(p, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(std::streamoff(addr + size / 4));
+    const std::string junk(64, '\xff');
+    io.write(junk.data(), std::streamsize(junk.size()));
+  }
+  std::string e = error_of([&] { read_attention_dump(p, "", false); });
+  EXPECT_NE(e.find("dataset 'k' in '" + p + "'"), std::string::npos) << e;
+  // Truncated: the superblock's end-of-file address is past the end.
+  write_attention_dump(p, make_synthetic("normal:nq=64,d=16"), "t");
+  std::filesystem::resize_file(p, std::filesystem::file_size(p) * 2 / 3);
+  e = error_of([&] { read_attention_dump(p, "", false); });
+  EXPECT_NE(e.find("'" + p + "'"), std::string::npos) << e;
+  EXPECT_NE(e.find("truncated"), std::string::npos) << e;
+  // Not HDF5, missing.
+  std::ofstream(p) << "not hdf5";
+  EXPECT_NE(error_of([&] { read_attention_dump(p, "", false); }).find("not a readable HDF5 file"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { read_attention_dump(p + ".none", "", false); }).find("cannot read"),
+            std::string::npos);
+  std::filesystem::remove(p);
+}
+
+// HDF5's automatic error printing is a per-thread setting in the thread-safe library: a failure
+// on a worker thread (where sweeps read their dumps) must not print the HDF5-DIAG stack either.
+TEST(Integrity, NoHdf5StackOnAnyThread) {
+  const std::string p = tmp("diag.h5");
+  write_attention_dump(p, make_synthetic("normal:nq=64,d=16"), "t");
+  const auto [addr, size] = first_chunk(p, "q");
+  ASSERT_GT(size, 8u);
+  flip_byte(p, addr + size / 2);
+  const std::string log = tmp("stderr.txt");
+  std::fflush(stderr);
+  const int saved = ::dup(2);
+  const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ::dup2(fd, 2);
+  std::string e1, e2;
+  std::thread worker([&] { e1 = error_of([&] { read_attention_dump(p, "", false); }); });
+  worker.join();
+  std::thread opener([&] { e2 = error_of([&] { H5Reader(p + ".none"); }); });
+  opener.join();
+  std::fflush(stderr);
+  ::dup2(saved, 2);
+  ::close(fd);
+  ::close(saved);
+  std::ifstream in(log);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "");
+  EXPECT_NE(e1.find("checksum mismatch in dataset 'q'"), std::string::npos) << e1;
+  EXPECT_NE(e2.find("cannot read"), std::string::npos) << e2;
+  std::filesystem::remove(p);
+  std::filesystem::remove(log);
+}
+
+TEST(Dump, Bfloat16AttributeOnlyOnUint16) {
+  const std::string p = tmp("bfattr.h5");
+  const std::vector<float> x(8, 1.0f);
+  const std::vector<std::int64_t> xi(8, 1);
+  {
+    H5Writer w(p);
+    w.write_f32("q", {1, 1, 2, 4}, x.data());
+    w.attr_string("q", "dtype", "bfloat16");
+    w.write_f32("k", {1, 1, 2, 4}, x.data());
+    w.write_f32("v", {1, 1, 2, 4}, x.data());
+    w.write_i64("i", {8}, xi.data());
+    w.attr_string("i", "dtype", "bfloat16");
+    w.commit();
+  }
+  EXPECT_EQ(error_of([&] { read_attention_dump(p, "", false); }),
+            "dataset 'q' in '" + p +
+                "' has the attribute dtype = \"bfloat16\" but holds float32 (bfloat16 is stored "
+                "as uint16 bits)");
+  H5Reader r(p);
+  EXPECT_NE(error_of([&] { r.read_numeric("q"); }).find("holds float32"), std::string::npos);
+  EXPECT_NE(error_of([&] { r.read_numeric("i"); }).find("holds int64"), std::string::npos);
+  std::filesystem::remove(p);
+}
+
+TEST(Synthetic, RefusesBadSpecsWithOneLine) {
+  struct Bad {
+    const char* spec;
+    const char* needle;
+  } cases[] = {
+      {"normal:nq=8,nq=16", "key 'nq' given twice"},
+      {"normal:sigma=1,sigma=2", "key 'sigma' given twice"},
+      {"normal:sigma=-1", "sigma must be >= 0"},
+      {"normal:sigma=nan", "not a finite number"},
+      {"normal:sigma=inf", "not a finite number"},
+      {"normal:sigma=1e999", "not a finite number"},
+      {"uniform:lo=2,hi=1", "lo must be <= hi"},
+      {"outlier:frac=1.5", "frac must be in [0, 1]"},
+      {"outlier:frac=-0.1", "frac must be in [0, 1]"},
+      {"outlier:mag=inf", "not a finite number"},
+      {"kbias:bias=nan", "not a finite number"},
+      {"normal:causal=5", "causal must be 0 or 1"},
+      {"normal:causal=0.5", "causal must be 0 or 1"},
+      {"normal:seed=-1", "seed must be an integer >= 0"},
+      {"normal:seed=1.5", "seed must be an integer >= 0"},
+      {"normal:nq=0", "nq must be a positive integer"},
+      {"normal:d=-4", "d must be a positive integer"},
+      {"normal:hq=2.5", "hq must be a positive integer"},
+      {"normal:bias=3", "key 'bias' does not apply to normal"},
+      {"uniform:sigma=2", "key 'sigma' does not apply to uniform"},
+      // Values that would overflow float32 (3.4e38) to Inf, refused before generating.
+      {"normal:sigma=1e39", "overflow"},
+      {"normal:sigma=1e38", "overflow"},  // 8.65 standard deviations reach 8.7e38
+      {"kbias:bias=1e38", "overflow"},
+      {"outlier:mag=1e38,sigma=1", "overflow"},
+      {"peaked:sharp=1e38", "overflow"},
+      {"uniform:lo=-1e39", "overflow"},
+  };
+  for (const auto& c : cases) {
+    const std::string e = error_of([&] { make_synthetic(c.spec); });
+    EXPECT_NE(e.find(c.needle), std::string::npos) << c.spec << " -> " << e;
+    // The validation runs wherever a spec is taken.
+    EXPECT_THROW(synthetic_seed(c.spec), UsageError) << c.spec;
+    EXPECT_THROW(make_synthetic(c.spec, 3), UsageError) << c.spec;
+  }
+  // Edges that are legal: zero spread, a constant uniform, frac 0 with a huge mag (no channel is
+  // scaled), values just inside float32.
+  for (const char* ok :
+       {"normal:nq=4,d=4,sigma=0", "uniform:nq=4,d=4,lo=2,hi=2", "outlier:nq=4,d=4,frac=0,mag=1e38",
+        "outlier:nq=4,d=4,frac=1", "uniform:nq=4,d=4,lo=-3.4e38,hi=3.4e38",
+        "normal:nq=4,d=4,sigma=3e37", "kbias:nq=4,d=4,causal=1,bias=-2"}) {
+    const AttentionInput in = make_synthetic(ok);
+    for (float x : in.q) EXPECT_TRUE(std::isfinite(x)) << ok;
+  }
 }
 
 TEST(Synthetic, SeedsAreReproducibleAndDistinct) {

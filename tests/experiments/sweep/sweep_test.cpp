@@ -491,7 +491,7 @@ TEST_F(Exp, GateFailsOnAPerturbedBaseline) {
   r = run(std::string("gate --baseline ") + kBaseline + " --results " + kBaseline + " --rules " +
           path("bad.toml"));
   EXPECT_EQ(r.code, 2);
-  EXPECT_NE(r.err.find("unknown key [rel_fro] tolerance"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("unknown key 'tolerance' in [rel_fro]"), std::string::npos) << r.err;
   std::ofstream(path("nometric.toml")) << "[speed]\nabs = 1\n";
   EXPECT_EQ(run(std::string("gate --baseline ") + kBaseline + " --results " + kBaseline +
                 " --rules " + path("nometric.toml"))

@@ -1,0 +1,141 @@
+// Memory estimates of attention runs (see memory_estimate.hpp).
+#include "experiments/methods/memory_estimate.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "experiments/cli/error.hpp"
+#include "experiments/cli/memory_limit.hpp"
+#include "experiments/io/dump.hpp"
+#include "experiments/io/hdf5_io.hpp"
+
+namespace attnsim {
+
+namespace {
+
+// The lazily loaded tables of the H100's ex2/rcp/lg2.approx (numerics/special) and the
+// executable's own footprint: 190 MiB measured for a tiny sage2 run, 17 MiB for golden.
+constexpr double kTables = 256.0 * (1 << 20);
+
+double as_double(int x) { return double(x); }
+
+}  // namespace
+
+double input_bytes(const AttentionShape& s) {
+  return 4.0 * (double(s.q_size()) + double(s.k_size()) + double(s.v_size()));
+}
+
+double output_bytes(const AttentionShape& s) {
+  // O and the log-sum-exp, in FP64.
+  return 8.0 * double(s.o_size()) + 8.0 * as_double(s.batch) * s.heads_q * s.len_q;
+}
+
+double golden_memory_bytes(const AttentionShape& s, int threads) {
+  // Per thread (sim/golden/golden.cpp): one KV head in FP64, a score block of chunk_rows × len_kv
+  // and the chunk's Q and O rows.
+  const double kv = as_double(s.len_kv);
+  const double chunk = std::clamp((1 << 22) / std::max(s.len_kv, 1), 16, 256);
+  const double per_thread = 8.0 * kv * (s.head_dim + s.head_dim_v) + 8.0 * chunk * kv +
+                            8.0 * chunk * (s.head_dim + s.head_dim_v);
+  return double(std::max(threads, 1)) * per_thread + output_bytes(s);
+}
+
+double method_memory_bytes(const MethodConfig& method, const AttentionShape& s, int threads) {
+  const double in = input_bytes(s), out = output_bytes(s);
+  const double t = double(std::max(threads, 1));
+  if (method.spec->name == "golden") return golden_memory_bytes(s, threads) + out;
+  const auto bq_it = method.values.find("bq"), bk_it = method.values.find("bk");
+  if (bq_it != method.values.end() && bk_it != method.values.end()) {
+    // The attention pipeline (sim/pipeline): the prepared operands (decoded values, encodings,
+    // scales: about three copies of the input), and per thread a tile workspace of about 36 bytes
+    // per score of a bq × bk tile (FP64 and FP32 scores and P, P as decoded and as encodings)
+    // plus the transposed V tile and the row states. Measured: 27 bytes per score at bq = bk =
+    // 4096 with acc=fp32.
+    // The workspace grows on a thread's first tile, so only threads that get a tile (batch ×
+    // heads × query blocks of them) hold one; every thread holds its bq row states.
+    const double bq = std::stod(bq_it->second), bk = std::stod(bk_it->second) + 64;
+    const double dv = s.head_dim_v;
+    const double tiles = as_double(s.batch) * s.heads_q * std::ceil(s.len_q / bq);
+    const double workspace = 36.0 * bq * bk + 16.0 * dv * bk;
+    return 3.0 * in + std::min(t, tiles) * workspace + t * 16.0 * bq * (dv + 8) + out;
+  }
+  // SageAttention (sim/sage) and any other kernel with fixed tiles: quantized and smoothed
+  // copies of the inputs and FP64 intermediates of O; fitted to the peak RSS of sage1 and sage2
+  // on three shapes (at most 3.1 × input + 1.9 × output + tables), with a margin.
+  return 6.0 * in + 3.0 * out;
+}
+
+double fixed_memory_bytes() { return kTables; }
+
+double point_memory_bytes(const MethodConfig& method, const AttentionShape& s, int threads) {
+  // The golden reference stays while the method runs; the golden's working set is freed before.
+  const double in = input_bytes(s), out = output_bytes(s);
+  const double peak = std::max(golden_memory_bytes(s, threads),
+                               method_memory_bytes(method, s, threads) + 8.0 * double(s.o_size()));
+  return in + out + peak + kTables;
+}
+
+std::optional<AttentionShape> dump_shape(const std::string& path, const std::string& prefix) {
+  try {
+    H5Reader r(path);
+    std::vector<std::uint64_t> d[3];
+    const char* names[3] = {"q", "k", "v"};
+    for (int i = 0; i < 3; ++i) {
+      if (!r.exists(prefix + names[i])) return std::nullopt;
+      d[i] = r.dataset_info(prefix + names[i]).dims;
+      if (d[i].size() != 4) return std::nullopt;
+      for (auto x : d[i])
+        if (x == 0 || x > 0x7fffffffull) return std::nullopt;
+    }
+    AttentionShape s;
+    s.batch = int(d[0][0]);
+    s.heads_q = int(d[0][1]);
+    s.len_q = int(d[0][2]);
+    s.head_dim = int(d[0][3]);
+    s.heads_kv = int(d[1][1]);
+    s.len_kv = int(d[1][2]);
+    s.head_dim_v = int(d[2][3]);
+    if (!s.valid()) return std::nullopt;
+    return s;
+  } catch (const UsageError&) {
+    return std::nullopt;
+  }
+}
+
+double dump_elements(const std::string& path, const std::string& prefix) {
+  try {
+    H5Reader r(path);
+    double n = 0;
+    for (const char* name : {"q", "k", "v"}) {
+      if (!r.exists(prefix + name)) continue;
+      double e = 1;
+      for (auto x : r.dataset_info(prefix + name).dims) e *= double(x);
+      n += e;
+    }
+    return n;
+  } catch (const UsageError&) {
+    return 0;
+  }
+}
+
+double dump_read_bytes(const std::string& path, const std::string& prefix) {
+  return 16.0 * dump_elements(path, prefix);
+}
+
+void check_point_memory(const MethodConfig& method, const std::string& dump,
+                        const std::string& prefix, const std::string& spec, int threads,
+                        const std::string& what) {
+  double need = 0;
+  if (dump.empty()) {
+    need = point_memory_bytes(method, synthetic_shape(spec), threads);
+  } else {
+    need = dump_read_bytes(dump, prefix);
+    if (const auto s = dump_shape(dump, prefix))
+      need = std::max(need, point_memory_bytes(method, *s, threads));
+  }
+  check_memory(need, what);
+}
+
+}  // namespace attnsim
