@@ -781,6 +781,21 @@ def random_method(rng):
     return name + (":" + ",".join(items) if items else "")
 
 
+def random_method_and_spec_cases(rng, cmd, argv, method_option, output, n):
+    """n random method strings and n random synthetic specs in place of argv's valid ones:
+    each must run (exit 0) or be refused with one line (exit 2)."""
+    cases = []
+    for _ in range(n):
+        method = random_method(rng)
+        cases.append(Case(cmd, f"random method {method!r}",
+                          replace_value(argv, method_option, method), codes={0, 2},
+                          outputs=(output,)))
+        spec = random_spec(rng)
+        cases.append(Case(cmd, f"random spec {spec!r}", replace_value(argv, "--synthetic", spec),
+                          codes={0, 2}, outputs=(output,)))
+    return cases
+
+
 def mutate_text(rng, s):
     b = bytearray(s.encode())
     for _ in range(rng.randrange(1, 6)):
@@ -1006,15 +1021,7 @@ def build_cases(long_mode, rng):
                                'synthetic = ["normal:nq=8,d=4"]\nseeds = 2\ngrid = ["bk=16,32"]\n')
             cases.append(Case("sweep", f"config: random edit {i}", swc, {"c.toml": raw(body)},
                               codes={0, 2}, outputs=("r.h5",)))
-        for i in range(40):
-            spec = random_spec(rng)
-            cases.append(Case("sweep", f"random spec {spec!r}",
-                              replace_value(sws, "--synthetic", spec), codes={0, 2},
-                              outputs=("r.h5",)))
-            method = random_method(rng)
-            cases.append(Case("sweep", f"random method {method!r}",
-                              replace_value(sws, "--methods", method), codes={0, 2},
-                              outputs=("r.h5",)))
+        cases += random_method_and_spec_cases(rng, "sweep", sws, "--methods", "r.h5", 40)
 
     # mma
     mm = ["mma", "--instr", "sm90.hmma.f16.f32", "--m", "16", "--n", "8", "--k", "16", "--a",
@@ -1123,15 +1130,7 @@ def build_cases(long_mode, rng):
     cases += [Case("run", c.name, c.argv, {**rnf, **c.files}, c.codes, env=c.env,
                    require=c.require) for c in memory_option_cases("run", rn)]
     if long_mode:
-        for i in range(40):
-            method = random_method(rng)
-            cases.append(Case("run", f"random method {method!r}",
-                              replace_value(rns, "--method", method), codes={0, 2},
-                              outputs=("o.h5",)))
-            spec = random_spec(rng)
-            cases.append(Case("run", f"random spec {spec!r}",
-                              replace_value(rns, "--synthetic", spec), codes={0, 2},
-                              outputs=("o.h5",)))
+        cases += random_method_and_spec_cases(rng, "run", rns, "--method", "o.h5", 40)
 
     # compare
     cmf = {"a.h5": copy("results.h5"), "b.h5": copy("results.h5")}
