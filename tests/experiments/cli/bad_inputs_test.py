@@ -732,6 +732,18 @@ GATE_RULES = [
 ]
 
 
+def path_and_memory_cases(cmd, base, files, in_opt, first_input, outputs=()):
+    """Hostile input paths for in_opt, hostile output paths for --out and the --max-memory
+    cases of one command, each with the command's valid input files present."""
+    cases = input_path_cases(cmd, base, in_opt)
+    for c in output_path_cases(cmd, base, "--out", first_input, outputs=outputs):
+        c.files = {**files, **c.files}
+        cases.append(c)
+    cases += [Case(cmd, c.name, c.argv, {**files, **c.files}, c.codes, env=c.env,
+                   require=c.require) for c in memory_option_cases(cmd, base)]
+    return cases
+
+
 def dump_command_cases(cmd, make_argv, outputs, long_mode, rng, step=1, phase=0):
     """Every dump mutation as the input of a dump-reading command, without --quiet (a bad input
     must be refused before any of the report is printed)."""
@@ -894,12 +906,7 @@ def build_cases(long_mode, rng):
     cases.append(Case("convert", "--count without --decode", cv + ["--count", "4"], cvf))
     cases += [Case("convert", n, a, {**cvf, **f}, codes=k, outputs=o) for n, a, f, k, o in [
         ("empty input", cv, {"x.f32": raw(b"")}, {0, 2}, ("y.u8",))]]
-    cases += input_path_cases("convert", cv, "--in")
-    for c in output_path_cases("convert", cv, "--out", "x.f32"):
-        c.files = {**cvf, **c.files}
-        cases.append(c)
-    cases += [Case("convert", c.name, c.argv, {**cvf, **c.files}, c.codes, env=c.env,
-                   require=c.require) for c in memory_option_cases("convert", cv)]
+    cases += path_and_memory_cases("convert", cv, cvf, "--in", "x.f32")
 
     # synth
     sy = ["synth", "--synthetic", "normal:nq=8,d=4", "--out", "s.h5"]
@@ -1076,12 +1083,7 @@ def build_cases(long_mode, rng):
         cases.append(Case("special", f"input of {size} bytes", sp, {"x.f32": raw(b"\7" * size)}))
     cases.append(Case("special", "empty input", sp, {"x.f32": raw(b"")}, codes={0, 2},
                       outputs=("y.f32",)))
-    cases += input_path_cases("special", sp, "--in")
-    for c in output_path_cases("special", sp, "--out", "x.f32"):
-        c.files = {**spf, **c.files}
-        cases.append(c)
-    cases += [Case("special", c.name, c.argv, {**spf, **c.files}, c.codes, env=c.env,
-                   require=c.require) for c in memory_option_cases("special", sp)]
+    cases += path_and_memory_cases("special", sp, spf, "--in", "x.f32")
 
     # run
     rnf = {"dump.h5": copy("dump.h5")}
@@ -1123,12 +1125,7 @@ def build_cases(long_mode, rng):
                            "x.f32": raw(b"\1\2\3")}))
     cases += dump_command_cases("run", lambda f: replace_value(rn, "--input", f), ("o.h5",),
                                 long_mode, rng, step=2, phase=0)
-    cases += input_path_cases("run", rn, "--input")
-    for c in output_path_cases("run", rn, "--out", "dump.h5", outputs=("o.h5",)):
-        c.files = {**rnf, **c.files}
-        cases.append(c)
-    cases += [Case("run", c.name, c.argv, {**rnf, **c.files}, c.codes, env=c.env,
-                   require=c.require) for c in memory_option_cases("run", rn)]
+    cases += path_and_memory_cases("run", rn, rnf, "--input", "dump.h5", ("o.h5",))
     if long_mode:
         cases += random_method_and_spec_cases(rng, "run", rns, "--method", "o.h5", 40)
 
@@ -1235,12 +1232,7 @@ def build_cases(long_mode, rng):
                       qzf, codes={0, 2}, outputs=("q.h5",)))
     cases += dump_command_cases("quantize", lambda f: replace_value(qz, "--input", f), ("q.h5",),
                                 long_mode, rng, step=3, phase=1)
-    cases += input_path_cases("quantize", qz, "--input")
-    for c in output_path_cases("quantize", qz, "--out", "dump.h5", outputs=("q.h5",)):
-        c.files = {**qzf, **c.files}
-        cases.append(c)
-    cases += [Case("quantize", c.name, c.argv, {**qzf, **c.files}, c.codes, env=c.env,
-                   require=c.require) for c in memory_option_cases("quantize", qz)]
+    cases += path_and_memory_cases("quantize", qz, qzf, "--input", "dump.h5", ("q.h5",))
 
     # attribute
     atf = {"dump.h5": copy("dump.h5")}
@@ -1269,12 +1261,7 @@ def build_cases(long_mode, rng):
                           outputs=("a.h5",), require=req))
     cases += dump_command_cases("attribute", lambda f: replace_value(at, "--input", f),
                                 ("a.csv",), long_mode, rng, step=3, phase=2)
-    cases += input_path_cases("attribute", at, "--input")
-    for c in output_path_cases("attribute", at, "--out", "dump.h5", outputs=("a.csv",)):
-        c.files = {**atf, **c.files}
-        cases.append(c)
-    cases += [Case("attribute", c.name, c.argv, {**atf, **c.files}, c.codes, env=c.env,
-                   require=c.require) for c in memory_option_cases("attribute", at)]
+    cases += path_and_memory_cases("attribute", at, atf, "--input", "dump.h5", ("a.csv",))
 
     # Argument-list edits of every valid invocation (long mode).
     if long_mode:
