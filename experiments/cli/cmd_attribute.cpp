@@ -109,12 +109,8 @@ void run_attribute(const AttributeOptions& opt) {
     check_output_path(o, {opt.input});
   }
   // The pipeline runs once per variant, one after the other: a run's memory.
-  for (const std::string& prefix : prefixes) {
-    const std::string name =
-        opt.input.empty() ? "synthetic:" + opt.synthetic : dump_input_name(opt.input, prefix);
-    check_point_memory(method, opt.input, prefix, opt.synthetic, omp_get_max_threads(),
-                       "attribute of " + method.short_name() + " on " + name);
-  }
+  check_points_memory(method, opt.input, prefixes, opt.synthetic, omp_get_max_threads(),
+                      "attribute");
   // The data of every group before the first is computed and printed.
   if (prefixes.size() > 1) check_attention_dumps(opt.input, prefixes, opt.allow_nonfinite);
   std::vector<AttributionRow> all_rows;

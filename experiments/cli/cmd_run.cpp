@@ -79,12 +79,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
   // Everything that can be refused is refused before reading or computing: the output path, then
   // each input's memory estimate.
   check_output_path(opt.output, {opt.input});
-  for (const std::string& prefix : prefixes) {
-    const std::string name =
-        opt.input.empty() ? "synthetic:" + opt.synthetic : dump_input_name(opt.input, prefix);
-    check_point_memory(method, opt.input, prefix, opt.synthetic, omp_get_max_threads(),
-                       "run of " + method.short_name() + " on " + name);
-  }
+  check_points_memory(method, opt.input, prefixes, opt.synthetic, omp_get_max_threads(), "run");
   // Then the data of every group, when there is more than one: a group is otherwise read only
   // after the groups before it were computed.
   if (prefixes.size() > 1) check_attention_dumps(opt.input, prefixes, opt.allow_nonfinite);

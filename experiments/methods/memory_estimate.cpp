@@ -138,4 +138,14 @@ void check_point_memory(const MethodConfig& method, const std::string& dump,
   check_memory(need, what);
 }
 
+void check_points_memory(const MethodConfig& method, const std::string& dump,
+                         const std::vector<std::string>& prefixes, const std::string& spec,
+                         int threads, const std::string& verb) {
+  for (const std::string& prefix : prefixes) {
+    const std::string name = dump.empty() ? "synthetic:" + spec : dump_input_name(dump, prefix);
+    check_point_memory(method, dump, prefix, spec, threads,
+                       verb + " of " + method.short_name() + " on " + name);
+  }
+}
+
 }  // namespace attnsim

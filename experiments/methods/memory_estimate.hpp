@@ -5,6 +5,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "experiments/methods/methods.hpp"
 #include "sim/problem.hpp"
@@ -44,5 +45,12 @@ double dump_read_bytes(const std::string& path, const std::string& prefix);
 void check_point_memory(const MethodConfig& method, const std::string& dump,
                         const std::string& prefix, const std::string& spec, int threads,
                         const std::string& what);
+
+// The same for each prefix of a dump (or the synthetic spec when `dump` is empty), named
+// "<verb> of <method> on <input>" in the error: run and attribute compute the groups one after the
+// other, so the largest one decides.
+void check_points_memory(const MethodConfig& method, const std::string& dump,
+                         const std::vector<std::string>& prefixes, const std::string& spec,
+                         int threads, const std::string& verb);
 
 }  // namespace attnsim
