@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -78,18 +79,20 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
       if (std::find(seen.begin(), seen.end(), name) != seen.end())
         t.fail(key, name + " is given twice (at the top and in [sweep], or in both spellings)");
       seen.push_back(name);
-      if (name == "methods") {
-        auto v = t.strings(key);
-        if (!given("--methods")) opt.methods = std::move(v);
-      } else if (name == "input") {
-        auto v = t.strings(key);
-        if (!given("--input")) opt.inputs = std::move(v);
-      } else if (name == "synthetic") {
-        auto v = t.strings(key);
-        if (!given("--synthetic")) opt.synthetic = std::move(v);
-      } else if (name == "grid") {
-        auto v = t.strings(key);
-        if (!given("--grid")) opt.grid = std::move(v);
+      // The string-array keys and the command-line options that take precedence over them.
+      const struct {
+        const char* key;
+        const char* option;
+        std::vector<std::string>* field;
+      } lists[] = {{"methods", "--methods", &opt.methods},
+                   {"input", "--input", &opt.inputs},
+                   {"synthetic", "--synthetic", &opt.synthetic},
+                   {"grid", "--grid", &opt.grid}};
+      const auto list = std::find_if(std::begin(lists), std::end(lists),
+                                     [&](const auto& l) { return name == l.key; });
+      if (list != std::end(lists)) {
+        auto v = t.strings(key);  // type-checked even when the option overrides it
+        if (!given(list->option)) *list->field = std::move(v);
       } else if (name == "seeds") {
         const std::int64_t n = t.integer(key);
         if (n < 1 || n > std::numeric_limits<int>::max())
