@@ -9,12 +9,13 @@ namespace attnsim {
 std::string dot_model_name(const DotModel& m) {
   if (m.kind == DotModel::kFp32) return "fp32";
   if (m.kind == DotModel::kFp64) return "fp64";
+  if (m.kind == DotModel::kExact) return "exact";
   return mma_info(m.instr).name;
 }
 
 const std::vector<std::string>& dot_model_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n{"fp32", "fp64"};
+    std::vector<std::string> n{"fp32", "fp64", "exact"};
     for (const MmaInstrInfo& i : mma_instructions()) n.push_back(i.name);
     return n;
   }();
@@ -22,8 +23,10 @@ const std::vector<std::string>& dot_model_names() {
 }
 
 bool parse_dot_model(const std::string& name, DotModel* out) {
-  if (name == "fp32" || name == "fp64") {
-    *out = DotModel{name == "fp32" ? DotModel::kFp32 : DotModel::kFp64};
+  if (name == "fp32" || name == "fp64" || name == "exact") {
+    *out = DotModel{name == "fp32"   ? DotModel::kFp32
+                    : name == "fp64" ? DotModel::kFp64
+                                     : DotModel::kExact};
     return true;
   }
   const std::optional<MmaInstr> i = parse_mma_instr(name);

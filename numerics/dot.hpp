@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "formats/encoding.hpp"
+#include "numerics/exact_sum.hpp"
 #include "numerics/mma.hpp"
 
 namespace attnsim {
@@ -18,12 +19,15 @@ namespace attnsim {
 //         assumes. C is read as FP32.
 //  kFp64  products exact (24 x 24 bits fit in 53), sums rounded to FP64; C read and D returned as
 //         double: the "better accumulation" bound, and the exact choice of error attribution.
+//  kExact every product exact and the sum exact, rounded once to FP32 (RNE) at the end
+//         (numerics/exact_sum.hpp): the "exact, then rounded" model of a matrix unit whose
+//         accumulation is not public (AMLA's Cube unit, sim/amla/README.md). C is taken exactly.
 //  kMma   the instruction `instr` chained over k in natural order (numerics/mma.hpp mma_dot), the
 //         D of one instruction the C of the next; promote > 0: two-level accumulation, the chain
 //         runs over `promote` elements from zero and each chunk is added to an FP32 register with
 //         FADD.RN (mma_dot_promoted; DeepSeek-V3 §3.3.2, SageAttention2 §4.3).
 struct DotModel {
-  enum Kind : std::uint8_t { kFp32, kFp64, kMma };
+  enum Kind : std::uint8_t { kFp32, kFp64, kMma, kExact };
   Kind kind = kFp32;
   MmaInstr instr = MmaInstr::kHmmaF16F32;  // kMma only
   int promote = 0;                         // kMma with a floating-point accumulator only
@@ -31,7 +35,7 @@ struct DotModel {
   bool operator==(const DotModel&) const = default;
 };
 
-// "fp32", "fp64" or the instruction's `attnsim mma --list` name.
+// "fp32", "fp64", "exact" or the instruction's `attnsim mma --list` name.
 std::string dot_model_name(const DotModel& m);
 // Parses a name of dot_model_name (promote is left at 0); false when it is none.
 bool parse_dot_model(const std::string& name, DotModel* out);
@@ -51,7 +55,8 @@ DotRequirements dot_requirements(const DotModel& m);
 
 // The CUDA-core models on decoded operands: D = C + Σ a[k]·b[k], k in natural order over n terms
 // (n may be 0). kMma is not accepted here (its operands are encodings: dot_mma). A may be FP64
-// (an FP64 pipeline's P): kFp32 rounds each a[k] to FP32 first, as an FP32 operand register would.
+// (an FP64 pipeline's P): kFp32 and kExact round each a[k] to FP32 first, as an FP32 operand
+// register would.
 template <class TA>
 inline double dot_values(DotModel::Kind kind, double c, const TA* a, const float* b, int n) {
   if (kind == DotModel::kFp32) {
@@ -62,6 +67,7 @@ inline double dot_values(DotModel::Kind kind, double c, const TA* a, const float
     }
     return acc;
   }
+  if (kind == DotModel::kExact) return dot_exact_f32(c, a, b, n);
   double acc = c;
   for (int k = 0; k < n; ++k) acc = acc + double(a[k]) * double(b[k]);
   return acc;

@@ -106,6 +106,9 @@ struct SoftmaxState {
   // SageAttention2's normalize_d (xor 1, then 2: (l0 + l1) + (l2 + l3)).
   bool xor1_first = false;
   std::vector<T> o;
+  // A technique's own per-row values (AMLA: n_{i-1}, c_{i-1}, S16 of sim/amla), zero when empty;
+  // merge() does not combine them (a split schedule does not run such a technique).
+  std::array<double, 4> aux{};
 
   explicit SoftmaxState(int dv = 0, int lanes_ = 1) : lanes(lanes_), o(std::size_t(dv), T(0)) {}
 
@@ -115,6 +118,7 @@ struct SoftmaxState {
     m = -std::numeric_limits<T>::infinity();
     l.fill(T(0));
     std::fill(o.begin(), o.end(), T(0));
+    aux.fill(0.0);
   }
 
   // The lane (quad thread) that owns column `col` of a KV block.

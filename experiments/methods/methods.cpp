@@ -15,6 +15,7 @@ const std::vector<MethodSpec>& method_registry() {
     register_golden_methods(r);
     register_flash_methods(r);
     register_sage_methods(r);
+    register_amla_methods(r);
     return r;
   }();
   return registry;

@@ -65,5 +65,6 @@ std::vector<std::string> split_method_list(const std::string& text);
 void register_golden_methods(std::vector<MethodSpec>& registry);
 void register_flash_methods(std::vector<MethodSpec>& registry);
 void register_sage_methods(std::vector<MethodSpec>& registry);
+void register_amla_methods(std::vector<MethodSpec>& registry);
 
 }  // namespace attnsim

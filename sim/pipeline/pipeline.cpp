@@ -28,6 +28,7 @@ struct TileWorkspace {
   std::vector<float> sf;           // FP32 scores (T = float)
   std::vector<float> ptf;          // FP32 P in the state's type (T = float)
   std::vector<float> alpha;        // per row: the rescale factor of the current block
+  std::vector<float> p_mul;        // per row: Rescale::kHook's factor of P before its cast
   std::vector<std::uint32_t> ones;  // RowSum::kMma: the B operand of ones
 };
 
@@ -183,6 +184,8 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
   ws.pb.assign(need_pbits ? std::size_t(bq) * kv_pad : 0, 0u);
   ws.p_scale.resize(std::size_t(bq));
   ws.alpha.resize(std::size_t(bq));
+  ws.p_mul.assign(std::size_t(bq), 1.0f);
+  const bool hook = p.rescale == Rescale::kHook;
   ws.vt.resize(std::size_t(dv) * bk);
   ws.vtb.assign(pv_mma ? std::size_t(dv) * kv_pad : 0, 0u);
   // The T-typed score and P buffers (FP64 state: the double vectors; FP32: float views).
@@ -316,7 +319,18 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
           p.row_sum == RowSum::kSageLanes || p.row_sum == RowSum::kTritonTree;
       if (!sum_fuses_rescale)
         for (int l = 0; l < st.lanes; ++l) st.l[l] = st.l[l] * alpha;
-      if (p.rescale == Rescale::kIntAdd) {
+      if (hook) {
+        // The technique's own step (AMLA): an INT32 added to O's FP32 bits, P's factor.
+        ws.p_mul[std::size_t(i)] = 1.0f;
+        if (!st.empty()) {
+          const RescaleStep r =
+              p.rescale_hook.step(float(st.m), was_empty, st.aux.data(), p.rescale_hook.ctx);
+          ws.p_mul[std::size_t(i)] = r.p_mul;
+          if (r.apply_add)
+            for (T& x : st.o)
+              x = T(as_fp32(std::int32_t(std::uint32_t(as_int32(float(x))) + std::uint32_t(r.o_add))));
+        }
+      } else if (p.rescale == Rescale::kIntAdd) {
         if (n_shift != 0)
           for (T& x : st.o) x = int_add_pow2(x, n_shift);
       } else if (o_fp16) {
@@ -403,7 +417,9 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         for (int j = 0; j < cols; ++j) {
           const std::size_t ij = std::size_t(i) * bk + j;
           // SageAttention2 Alg. 1: (P̃ · 448).to(FP8), the product one FP32 (state) multiply.
-          const double c = cast_p(p_static != T(0) ? pt[ij] * p_static : pt[ij], p);
+          // AMLA Alg. 2 line 12: P·S16 (one FP32 multiply), then the cast.
+          const T pij = hook ? pt[ij] * T(ws.p_mul[std::size_t(i)]) : pt[ij];
+          const double c = cast_p(p_static != T(0) ? pij * p_static : pij, p);
           ws.pf[ij] = float(c);
           if constexpr (std::is_same_v<T, double>) {
             pt[ij] = c;  // the P the FP64 product multiplies (FP64 P: unrounded)
@@ -520,9 +536,18 @@ void finish_tile(const PreparedInput& in, const Pipeline& p, const Tile& t,
       if (p.normalize == Normalize::kRcpApproxFtz) inv = T(RcpApproxFtz::h100()(float(l)));
     }
     double* orow = o + std::size_t(i) * dv;
+    // A technique's own epilogue (Rescale::kHook: AMLA's guard and O / (l·S16)).
+    thread_local std::vector<float> hooked;
+    const bool hook_finish = p.rescale == Rescale::kHook && p.rescale_hook.finish && !degenerate;
+    if (hook_finish) {
+      hooked.assign(st.o.begin(), st.o.end());
+      p.rescale_hook.finish(hooked.data(), dv, float(l), st.aux.data(), p.rescale_hook.ctx);
+    }
     for (int c = 0; c < dv; ++c) {
       T x;
-      if (p.normalize == Normalize::kDiv) {
+      if (hook_finish) {
+        x = T(hooked[std::size_t(c)]);
+      } else if (p.normalize == Normalize::kDiv) {
         x = degenerate ? st.o[c] : st.o[c] / l;
       } else if (p.normalize == Normalize::kDivFull) {
         x = degenerate ? st.o[c] : T(div_full(float(st.o[c]), float(l)));

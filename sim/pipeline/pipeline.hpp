@@ -158,7 +158,32 @@ enum class MaxRound : std::uint8_t { kNone, kCeil, kNearest };
 //             (numerics/fp32_bits.hpp mul_pow2_by_int_add; FP64 state: the same on the FP64 bits
 //             with N·2^52), the failure modes of Lemma 3.1 included; l is multiplied by 2^N.
 //             Needs a snapped max.
-enum class Rescale : std::uint8_t { kMultiply, kIntAdd };
+//  kHook      a technique's own rescale (AMLA Algorithm 2 lines 8-17, sim/amla): per row and KV
+//             block, `RescaleHook::step` sees the row's new max and returns the INT32 added to O's
+//             FP32 bits and the factor P is multiplied by before its cast; l follows
+//             alpha = exp(m_old − m) as with kMultiply; `RescaleHook::finish` is the epilogue.
+//             Needs an FP32 state, an unsnapped max and pv_acc=chunk (the product lands on O by
+//             an FADD after the integer add, AMLA's two atomic adds).
+enum class Rescale : std::uint8_t { kMultiply, kIntAdd, kHook };
+
+// What RescaleHook::step returns for one row and KV block.
+struct RescaleStep {
+  float p_mul = 1.0f;      // P is multiplied by this (one FP32 multiply) before the P cast
+  std::int32_t o_add = 0;  // added to every O element's FP32 bits as an INT32 (wrapping) ...
+  bool apply_add = false;  // ... when set (AMLA: every block but the row's first)
+};
+
+// A technique's rescale (Rescale::kHook). `aux` is the row's own storage
+// (SoftmaxState::aux, zeroed on reset); `m` the row's running max in the exponent's units after
+// this block (finite); `first` whether this is the first block the row sees a key in.
+struct RescaleHook {
+  RescaleStep (*step)(float m, bool first, double* aux, const void* ctx) = nullptr;
+  // The epilogue of one row: O (FP32, dv elements) to the normalized output, given the row sum l
+  // and aux (AMLA: |O| > 1e10 -> 0, O / (l·S16)). Empty rows (l = 0) are left as they are.
+  void (*finish)(float* o, int dv, float l, const double* aux, const void* ctx) = nullptr;
+  const void* ctx = nullptr;
+  std::string name;  // for describe()
+};
 
 // How P·V reaches O.
 //  kIntoC  O is the product's C operand: O = dot(P, V, C = O) (FA2 gemm_rs(acc_o, tOrP, tOrVt),
@@ -271,6 +296,7 @@ struct Pipeline {
   // rescaled by __hmul2 with fl16(alpha), P·V on HMMA with an fp16 accumulator).
   Encoding o_accum = Encoding::kFp32;
   Rescale rescale = Rescale::kMultiply;
+  RescaleHook rescale_hook;  // Rescale::kHook
   // With pv_acc=chunk: O = fma(alpha, O, chunk) in one rounding (the multiply of the rescale fused
   // into the chunk's add, as nvcc contracts SageAttention2's RO flush), instead of O·alpha then +.
   bool rescale_fused = false;

@@ -190,7 +190,10 @@ std::string describe(const Pipeline& p) {
   r += cat(" pv=", dot(p.pv), p.pv_perm16 ? "/perm16" : "",
            " pv_acc=", p.pv_acc == PvAccumulate::kIntoC ? "c" : "chunk",
            p.o_accum == Encoding::kFp16 ? "/o:fp16" : "",
-           " rescale=", p.rescale == Rescale::kMultiply ? "mul" : "int_add",
+           " rescale=",
+           p.rescale == Rescale::kMultiply ? "mul"
+           : p.rescale == Rescale::kIntAdd ? "int_add"
+                                           : ("hook/" + p.rescale_hook.name).c_str(),
            p.rescale_fused ? "+fused" : "",
            " norm=", kNorm[int(p.normalize)], " out=", encoding_name(p.out));
   if (p.out == Encoding::kBf16 || p.out == Encoding::kFp16)
@@ -227,6 +230,11 @@ void validate(const Pipeline& p) {
     fail("a snapped max needs the exp2 exponent");
   if (p.rescale == Rescale::kIntAdd && p.max_round == MaxRound::kNone)
     fail("rescale=int_add needs a max snapped to an integer (max_round=ceil or nearest)");
+  if (p.rescale == Rescale::kHook &&
+      (p.rescale_hook.step == nullptr || p.state != StateType::kFp32 ||
+       p.max_round != MaxRound::kNone || p.pv_acc != PvAccumulate::kChunk ||
+       p.o_accum != Encoding::kFp32))
+    fail("rescale=hook needs a step function, an FP32 state and O, an unsnapped max and pv_acc=chunk");
   if ((p.exp_fn == ExpFn::kEx2ApproxFtz || p.exp_fn == ExpFn::kEx2Approx) &&
       p.exp_base != ExpKind::kExp2)
     fail("ex2.approx evaluates exp2: it needs the exp2 exponent");
