@@ -135,36 +135,73 @@ double ExactSum::round_f64() const { return round_to(52, -1022, 1023); }
 
 namespace {
 
-// The fast path: four FP64 lanes with TwoSum (Knuth) error terms. When every addition was exact
-// (all error terms zero: the usual case for 16-bit operands, whose products have at most 22
-// significant bits), the FP64 sum is the exact sum and one conversion rounds it to FP32 (RNE);
-// otherwise the caller falls back to the exact register. Returns false on fallback.
-inline void two_sum(double& s, double x, bool& inexact) {
+// The fast path: four FP64 lanes, each with a TwoSum (Knuth) error term, i.e. a double-double sum
+// S + E of the exact value X with |X − (S + E)| <= n·2^-100·Σ|x| (a generous bound on the rounding of
+// the error terms themselves). When no addition rounded, S is X and one conversion rounds it to
+// FP32 (RNE). Otherwise the FP32 r nearest S + E is still X's rounding when X lies certainly
+// strictly between r's two rounding midpoints, which the double-double decides unless X is within
+// the bound of a midpoint (then, and for non-finite values, the caller takes the exact register).
+inline void two_sum(double& s, double x, double& e, bool& inexact) {
   const double t = s + x;
   const double bb = t - s;
   const double err = (s - (t - bb)) + (x - bb);
   inexact |= err != 0.0;
+  e += err;
   s = t;
 }
 
 template <class TA>
 bool dot_exact_lanes(double c, const TA* a, const float* b, int n, float* out) {
-  double l0 = c, l1 = 0.0, l2 = 0.0, l3 = 0.0;
+  double s0 = c, s1 = 0.0, s2 = 0.0, s3 = 0.0;
+  double e0 = 0.0, e1 = 0.0, e2 = 0.0, e3 = 0.0;
+  double asum = std::fabs(c);
   bool inexact = false;
   int k = 0;
   for (; k + 4 <= n; k += 4) {
-    two_sum(l0, double(float(a[k])) * double(b[k]), inexact);
-    two_sum(l1, double(float(a[k + 1])) * double(b[k + 1]), inexact);
-    two_sum(l2, double(float(a[k + 2])) * double(b[k + 2]), inexact);
-    two_sum(l3, double(float(a[k + 3])) * double(b[k + 3]), inexact);
+    const double x0 = double(float(a[k])) * double(b[k]);
+    const double x1 = double(float(a[k + 1])) * double(b[k + 1]);
+    const double x2 = double(float(a[k + 2])) * double(b[k + 2]);
+    const double x3 = double(float(a[k + 3])) * double(b[k + 3]);
+    asum += (std::fabs(x0) + std::fabs(x1)) + (std::fabs(x2) + std::fabs(x3));
+    two_sum(s0, x0, e0, inexact);
+    two_sum(s1, x1, e1, inexact);
+    two_sum(s2, x2, e2, inexact);
+    two_sum(s3, x3, e3, inexact);
   }
-  for (; k < n; ++k) two_sum(l0, double(float(a[k])) * double(b[k]), inexact);
-  two_sum(l0, l1, inexact);
-  two_sum(l2, l3, inexact);
-  two_sum(l0, l2, inexact);
-  if (inexact || !std::isfinite(l0)) return false;
-  *out = float(l0);
-  return true;
+  for (; k < n; ++k) {
+    const double x = double(float(a[k])) * double(b[k]);
+    asum += std::fabs(x);
+    two_sum(s0, x, e0, inexact);
+  }
+  double e = (e0 + e1) + (e2 + e3);
+  two_sum(s0, s1, e, inexact);
+  two_sum(s2, s3, e, inexact);
+  two_sum(s0, s2, e, inexact);
+  if (!std::isfinite(s0) || !std::isfinite(e) || !std::isfinite(asum)) return false;
+  if (!inexact) {  // no addition rounded: S is the exact sum
+    *out = float(s0);
+    return true;
+  }
+  const float r = float(s0 + e);
+  if (std::isinf(r)) return false;
+  const double rd = double(r);
+  const float lo = std::nextafter(r, -INFINITY), hi = std::nextafter(r, INFINITY);
+  // Midpoints to the neighbours (exact in FP64: two adjacent FP32 values have 25 significant bits
+  // together); beyond FLT_MAX the midpoint is FLT_MAX + 2^103.
+  const double mlo = std::isinf(lo) ? -(double(std::numeric_limits<float>::max()) + std::ldexp(1.0, 103))
+                                    : (double(lo) + rd) / 2;
+  const double mhi = std::isinf(hi) ? double(std::numeric_limits<float>::max()) + std::ldexp(1.0, 103)
+                                    : (rd + double(hi)) / 2;
+  const double delta = double(n + 8) * std::ldexp(asum, -100);
+  const double u = std::ldexp(1.0, -52);
+  const double dh = (s0 - mhi) + e, dl = (s0 - mlo) + e;
+  const double slack_h = delta + 4 * u * (std::fabs(s0 - mhi) + std::fabs(e));
+  const double slack_l = delta + 4 * u * (std::fabs(s0 - mlo) + std::fabs(e));
+  if (dh < -slack_h && dl > slack_l) {
+    *out = r;
+    return true;
+  }
+  return false;
 }
 
 template <class TA>

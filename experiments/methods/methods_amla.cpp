@@ -71,7 +71,8 @@ void register_amla_methods(std::vector<MethodSpec>& r) {
       {"pv_acc", acc, "default", "P*V accumulation (the Cube unit's is not public): as qk_acc"},
       {"comp", {"default", "none", "alg2", "appendix", "cann"}, "default",
        "BF16 compensation of the integer add (paper, cann): default = the variant's own (paper: "
-       "alg2, line 11 as printed; cann: cof(i-1)/cof(i)); appendix: Appendix A's direction"},
+       "appendix, Appendix A's direction; cann: cof(i-1)/cof(i)); alg2: Algorithm 2 line 11 as "
+       "printed (the reciprocal ratio); none: no compensation"},
       {"target", {"ascend", "h100"}, "ascend",
        "ascend: natural-log domain, Exp assumed correctly rounded; h100: the GPU analogue of "
        "cuda_check/amla (log2 domain, ex2.approx.ftz)"},

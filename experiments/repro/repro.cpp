@@ -15,6 +15,7 @@ const std::vector<Reproduction>& repro_registry() {
     std::vector<Reproduction> r;
     register_flash_repros(r);
     register_sage_repros(r);
+    register_amla_repros(r);
     return r;
   }();
   return registry;

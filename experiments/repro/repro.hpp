@@ -63,5 +63,6 @@ const std::vector<Reproduction>& repro_registry();
 // Registration hooks, one per reproduction file (repro_*.cpp).
 void register_flash_repros(std::vector<Reproduction>& registry);
 void register_sage_repros(std::vector<Reproduction>& registry);
+void register_amla_repros(std::vector<Reproduction>& registry);
 
 }  // namespace attnsim

@@ -180,9 +180,12 @@ Pipeline amla_pipeline(const AmlaOptions& o) {
               t.push_back(AmlaStepRule{v, AmlaComp(c), g, e});
       return t;
     }();
+    // The paper variant's default is Appendix A's direction (the paper's intent: Alg. 2 line 11
+    // prints the reciprocal ratio, which doubles the error instead of compensating it; comp=alg2
+    // is that literal reading, sim/amla/README.md).
     const AmlaComp comp = o.comp != AmlaComp::kDefault ? o.comp
                           : cann                       ? AmlaComp::kCann
-                                                       : AmlaComp::kAlg2;
+                                                       : AmlaComp::kAppendix;
     const std::size_t idx = ((std::size_t(cann ? 1 : 0) * 5 + std::size_t(comp)) * 2 +
                              std::size_t(h100 ? 1 : 0)) * 2 +
                             std::size_t(o.in == Encoding::kFp16 ? 1 : 0);

@@ -16,7 +16,8 @@
 namespace attnsim {
 
 // kBase   Algorithm 1: O·exp(m_old − m) + P·V in FP32 (rescale by multiplication).
-// kPaper  Algorithm 2 as written (round half even, the compensation ratio of its line 11).
+// kPaper  Algorithm 2 as written (round half even, the BF16 casts RNE, the order of its FP32 ops),
+//         with Appendix A's compensation direction by default (line 11's printed ratio: comp=alg2).
 // kCann   hicann/ops-transformer fia_block_vec_nonquant_mla.h (AmlaVecCompute, ProcessAmlaNupdate,
 //         DealBmm2ResBaseBlock): ties-away casts, -30 clamp, +1e-6, cof(i-1)/cof(i), |O| > 1e10 -> 0.
 enum class AmlaVariant : std::uint8_t { kBase, kPaper, kCann };
@@ -29,7 +30,8 @@ enum class AmlaVariant : std::uint8_t { kBase, kPaper, kCann };
 enum class AmlaAcc : std::uint8_t { kDefault, kExact, kFp32Seq, kBlock16 };
 
 // The compensation of the BF16 rounding of S16 (Appendix A):
-//  kDefault   the variant's own: kPaper -> kAlg2, kCann -> kCann (kBase has none)
+//  kDefault   the variant's own: kPaper -> kAppendix (the paper's intent), kCann -> kCann (kBase
+//             has none)
 //  kNone      ε = 0 (the plain integer add N·2^23 (+ the variant's bias))
 //  kAlg2      Algorithm 2 line 11 as printed: c_i = S32/S16, ε = 1.5·(c_i/c_{i−1} − 1)
 //  kAppendix  Appendix A's c_i = r_i/r'_i = S16/S32, ε = 1.5·(c_i/c_{i−1} − 1) (the direction that

@@ -438,6 +438,17 @@ TEST_F(Exp, GatePassesOnTheSageBaseline) {
   EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
 }
 
+TEST_F(Exp, GatePassesOnTheAmlaBaseline) {
+  // Every AMLA variant and accumulation model (experiments/configs/baseline_amla.toml).
+  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_amla.toml --output " +
+                    path("amla.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run("gate --baseline data/baselines/amla.h5 --results " + path("amla.h5") + " --rules " +
+          kRules);
+  EXPECT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+}
+
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
   const std::string m =
       "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";

@@ -88,7 +88,8 @@ std::vector<float> amla_ref(const AttentionInput& in, AmlaVariant var, bool exac
           s32 = float(std::exp(double(ln2 * (n + t))));
         }
         s16 = to16(s32, Encoding::kBf16, pr);
-        const float c = s32 / s16;
+        // CANN: cof = S32/S16 and cof(i-1)/cof(i); the paper preset: Appendix A's c = S16/S32.
+        const float c = cann ? s32 / s16 : s16 / s32;
         const float eps = cann ? ((c_prev / c) - 1.0f) * 1.5f : 1.5f * (c / c_prev - 1.0f);
         const float dn = b == 0 ? 0.0f : std::max(n - n_prev, -30.0f);
         nint = cann ? std::int32_t(std::round((dn + (eps + 1e-6f)) * 8388608.0f))
