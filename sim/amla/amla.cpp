@@ -193,6 +193,8 @@ Pipeline amla_pipeline(const AmlaOptions& o) {
     p.rescale_hook.step = step_hook;
     p.rescale_hook.finish = finish_hook;
     p.rescale_hook.ctx = &rules[idx];
+    // The GPU analogue adds each chunk onto O in global memory by a float atomicAdd.
+    p.rescale_hook.add_ftz = h100;
     static const char* kComp[] = {"default", "none", "alg2", "appendix", "cann"};
     p.rescale_hook.name = "amla_" + amla_variant_name(o.variant) + "/" + kComp[int(comp)] +
                           (h100 ? "/h100" : "/ascend");

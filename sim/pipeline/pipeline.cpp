@@ -54,6 +54,17 @@ float int_to_f32(std::int32_t v, Round r) {
       encode_float_bits(Encoding::kFp32, double(v), Policy{r, Overflow::kInf, NanEncoding::kCuda}));
 }
 
+// The H100's FP32 atomicAdd on global memory (RED.E.ADD.F32.FTZ.RN; data/hw/h100/amla
+// amla_probe.txt): subnormal operands and results flushed to zero with their sign, round to
+// nearest even, a NaN result as the canonical 0x7FFFFFFF.
+float red_add_f32_ftz(float a, float b) {
+  auto ftz = [](float x) {
+    return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
+  };
+  const float r = ftz(ftz(a) + ftz(b));
+  return r != r ? f32_from_bits(0x7FFFFFFFu) : r;
+}
+
 // O·2^n by an integer addition on the bits (AMLA Eq. 3; FP64: the same trick with 2^52).
 inline float int_add_pow2(float o, std::int32_t n) { return mul_pow2_by_int_add(o, n); }
 inline double int_add_pow2(double o, std::int32_t n) {
@@ -186,6 +197,7 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
   ws.alpha.resize(std::size_t(bq));
   ws.p_mul.assign(std::size_t(bq), 1.0f);
   const bool hook = p.rescale == Rescale::kHook;
+  const bool add_ftz = hook && p.rescale_hook.add_ftz;
   ws.vt.resize(std::size_t(dv) * bk);
   ws.vtb.assign(pv_mma ? std::size_t(dv) * kv_pad : 0, 0u);
   // The T-typed score and P buffers (FP64 state: the double vectors; FP32: float views).
@@ -508,6 +520,10 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         if (v_chunk_scale) f = f * in.v.scale(skv, j0, c);
         if (p_scaled || v_chunk_scale) chunk = chunk * T(f);
         // SageAttention2's flush RO = fma(o_scale, RO, buffer) when the rescale is fused.
+        if (add_ftz) {
+          oi[c] = T(red_add_f32_ftz(float(oi[c]), float(chunk)));
+          continue;
+        }
         oi[c] = fused_rescale ? std::fma(alpha_i, oi[c], chunk) : oi[c] + chunk;
       }
     }

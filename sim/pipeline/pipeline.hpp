@@ -183,6 +183,10 @@ struct RescaleHook {
   void (*finish)(float* o, int dv, float l, const double* aux, const void* ctx) = nullptr;
   const void* ctx = nullptr;
   std::string name;  // for describe()
+  // The FP32 add of each block's P·V onto O as the H100's `atomicAdd(float*)`
+  // (RED.E.ADD.F32.FTZ.RN, probed in data/hw/h100/amla): subnormal inputs and results flushed to
+  // zero (sign kept), a NaN result is 0x7FFFFFFF. Off: the IEEE add.
+  bool add_ftz = false;
 };
 
 // How P·V reaches O.

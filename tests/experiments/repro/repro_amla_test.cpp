@@ -14,15 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "tests/experiments/repro/repro_harness.hpp"
+
 namespace attnsim {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 class ReproAmla : public ::testing::Test {
  protected:
@@ -40,12 +37,7 @@ class ReproAmla : public ::testing::Test {
   }
   static std::string path(const std::string& name) { return (*dir_ / name).string(); }
   static int run(const std::string& env, const std::string& args, std::string* out) {
-    const std::string cmd = "cd " + std::string(ATTNSIM_SOURCE_DIR) + " && " + env + " " +
-                            ATTNSIM_EXE + " repro --quick --quiet " + args + " >" +
-                            path("stdout.txt") + " 2>" + path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    if (out) *out = slurp(path("stdout.txt"));
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run_repro_quick(*dir_, env, args, out);
   }
   static std::vector<std::vector<std::string>> csv(const std::string& p) {
     std::vector<std::vector<std::string>> rows;

@@ -17,16 +17,12 @@
 #include <vector>
 
 #include "experiments/io/hdf5_io.hpp"
+#include "tests/experiments/repro/repro_harness.hpp"
 
 namespace attnsim {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string slurp(const std::string& p) {
-  std::ifstream in(p);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // One row of the sage2 table.
 struct Row {
@@ -52,12 +48,7 @@ class ReproSage2 : public ::testing::Test {
   }
   static std::string path(const std::string& name) { return (*dir_ / name).string(); }
   static int run(const std::string& env, const std::string& args, std::string* out) {
-    const std::string cmd = "cd " + std::string(ATTNSIM_SOURCE_DIR) + " && " + env + " " +
-                            ATTNSIM_EXE + " repro sage2 --quick --quiet " + args + " >" +
-                            path("stdout.txt") + " 2>" + path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    if (out) *out = slurp(path("stdout.txt"));
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return run_repro_quick(*dir_, env, "sage2 " + args, out);
   }
   static std::vector<Row> rows_h5(const std::string& p) {
     const H5Reader h(p);

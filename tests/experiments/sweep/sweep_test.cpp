@@ -58,6 +58,15 @@ class Exp : public ::testing::Test {
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(path("stdout.txt")),
             slurp(path("stderr.txt"))};
   }
+  // The sweep of `config` passes `attnsim gate` against `baseline` (the CI numeric gate).
+  void expect_gate_passes(const std::string& config, const std::string& baseline) const {
+    CmdResult r = run("sweep --quiet --config " + config + " --output " + path("gate_new.h5"));
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run("gate --baseline " + baseline + " --results " + path("gate_new.h5") +
+            " --rules experiments/configs/gate.toml");
+    EXPECT_EQ(r.code, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+  }
   fs::path dir_;
 };
 
@@ -345,25 +354,14 @@ const char* kBaseline = "data/baselines/flash_small.h5";
 const char* kRules = "experiments/configs/gate.toml";
 
 TEST_F(Exp, GatePassesOnTheBundledBaseline) {
-  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_small.toml --output " +
-                    path("new.h5"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  r = run(std::string("gate --baseline ") + kBaseline + " --results " + path("new.h5") +
-          " --rules " + kRules);
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+  expect_gate_passes("experiments/configs/baseline_small.toml", kBaseline);
 }
 
 TEST_F(Exp, GatePassesOnThePipelineCompositionsBaseline) {
   // Cross-paper compositions of pipeline stage models (experiments/configs/baseline_pipeline.toml):
   // tensor-core, MUFU, quantizer and integer-add models all under the gate.
-  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_pipeline.toml --output " +
-                    path("pipe.h5"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  r = run("gate --baseline data/baselines/pipeline_compositions.h5 --results " + path("pipe.h5") +
-          " --rules " + kRules);
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+  expect_gate_passes("experiments/configs/baseline_pipeline.toml",
+                     "data/baselines/pipeline_compositions.h5");
 }
 
 // `attnsim run` with a SageAttention method writes o in the kernel's 16-bit dtype: bf16 (uint16 +
@@ -429,24 +427,12 @@ TEST_F(Exp, RunWritesSageOutputsInTheKernelsDtype) {
 
 TEST_F(Exp, GatePassesOnTheSageBaseline) {
   // Every SageAttention method (experiments/configs/baseline_sage.toml) under the gate.
-  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_sage.toml --output " +
-                    path("sage.h5"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  r = run("gate --baseline data/baselines/sage.h5 --results " + path("sage.h5") + " --rules " +
-          kRules);
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+  expect_gate_passes("experiments/configs/baseline_sage.toml", "data/baselines/sage.h5");
 }
 
 TEST_F(Exp, GatePassesOnTheAmlaBaseline) {
   // Every AMLA variant and accumulation model (experiments/configs/baseline_amla.toml).
-  CmdResult r = run("sweep --quiet --config experiments/configs/baseline_amla.toml --output " +
-                    path("amla.h5"));
-  ASSERT_EQ(r.code, 0) << r.err;
-  r = run("gate --baseline data/baselines/amla.h5 --results " + path("amla.h5") + " --rules " +
-          kRules);
-  EXPECT_EQ(r.code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("gate: PASS"), std::string::npos) << r.out;
+  expect_gate_passes("experiments/configs/baseline_amla.toml", "data/baselines/amla.h5");
 }
 
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
