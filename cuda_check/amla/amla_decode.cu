@@ -52,16 +52,9 @@
 
 #include "tests/hw/amla_cases.hpp"
 
-namespace {
+#include "cuda_check/probe_util.cuh"
 
-#define CHECK(x)                                                                       \
-  do {                                                                                 \
-    cudaError_t e_ = (x);                                                              \
-    if (e_ != cudaSuccess) {                                                           \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                    \
-    }                                                                                  \
-  } while (0)
+namespace {
 
 constexpr int kDk = 576, kDv = 512, kBlock = 512;
 constexpr int kRows = 32, kWarps = 8, kThreads = 32 * kWarps;
@@ -506,8 +499,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(Args a) {
 template <class T>
 T* to_device(const std::vector<T>& v) {
   T* p = nullptr;
-  CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  if (!v.empty()) CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
+  if (!v.empty()) ATTNSIM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return p;
 }
 
@@ -524,13 +517,13 @@ void launch(bool amla, const Args& a, cudaStream_t stream = 0) {
   } else {
     mla_decode_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(a);
   }
-  CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
 }
 
 void set_smem_limits() {
-  CHECK(cudaFuncSetAttribute(mla_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  ATTNSIM_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kSmemBytes)));
-  CHECK(cudaFuncSetAttribute(mla_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  ATTNSIM_CUDA_CHECK(cudaFuncSetAttribute(mla_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              int(kSmemBytes)));
 }
 
@@ -572,11 +565,11 @@ int run_probe() {
   float* da = to_device(ad);
   float* di = to_device(std::vector<float>(m0.size(), 0.0f));
   atomic_probe_kernel<<<1, 32>>>(dm, da, di, int(m0.size()));
-  CHECK(cudaGetLastError());
-  CHECK(cudaDeviceSynchronize());
+  ATTNSIM_CUDA_CHECK(cudaGetLastError());
+  ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<float> rm(m0.size()), ri(m0.size());
-  CHECK(cudaMemcpy(rm.data(), dm, rm.size() * 4, cudaMemcpyDeviceToHost));
-  CHECK(cudaMemcpy(ri.data(), di, ri.size() * 4, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(rm.data(), dm, rm.size() * 4, cudaMemcpyDeviceToHost));
+  ATTNSIM_CUDA_CHECK(cudaMemcpy(ri.data(), di, ri.size() * 4, cudaMemcpyDeviceToHost));
   int differ = 0;
   std::printf(
       "probe: FP32 atomicAdd on global memory vs __fadd_rn vs the host's (x86) add (bits)\n");
@@ -633,12 +626,12 @@ int run_record(const std::string& dir, const std::string& only) {
       a.out = to_device(std::vector<std::uint16_t>(no, 0xFFFFu));
       a.rows = to_device(std::vector<std::uint32_t>(nr, 0xFFFFFFFFu));
       launch(amla, a);
-      CHECK(cudaDeviceSynchronize());
+      ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
       std::vector<std::uint16_t> out(no);
       std::vector<std::uint32_t> raw(no), rows(nr);
-      CHECK(cudaMemcpy(out.data(), a.out, no * 2, cudaMemcpyDeviceToHost));
-      CHECK(cudaMemcpy(raw.data(), a.o, no * 4, cudaMemcpyDeviceToHost));
-      CHECK(cudaMemcpy(rows.data(), a.rows, nr * 4, cudaMemcpyDeviceToHost));
+      ATTNSIM_CUDA_CHECK(cudaMemcpy(out.data(), a.out, no * 2, cudaMemcpyDeviceToHost));
+      ATTNSIM_CUDA_CHECK(cudaMemcpy(raw.data(), a.o, no * 4, cudaMemcpyDeviceToHost));
+      ATTNSIM_CUDA_CHECK(cudaMemcpy(rows.data(), a.rows, nr * 4, cudaMemcpyDeviceToHost));
       std::size_t poisoned = 0;
       for (std::uint16_t x : out) poisoned += x == 0xFFFFu;
       write_all(bin, out.data(), no * 2);
@@ -646,14 +639,14 @@ int run_record(const std::string& dir, const std::string& only) {
       write_all(bin, rows.data(), nr * 4);
       std::printf("record %-22s %s: B=%d G=%d S=%d, %zu outputs still 0xFFFF\n", c.name.c_str(),
                   amla ? "amla" : "base", c.batch, c.g, c.s, poisoned);
-      CHECK(cudaFree(a.o));
-      CHECK(cudaFree(a.out));
-      CHECK(cudaFree(a.rows));
+      ATTNSIM_CUDA_CHECK(cudaFree(a.o));
+      ATTNSIM_CUDA_CHECK(cudaFree(a.out));
+      ATTNSIM_CUDA_CHECK(cudaFree(a.rows));
     }
     std::fprintf(txt, "%s %d %d %d %u\n", c.name.c_str(), c.batch, c.g, c.s, digest);
-    CHECK(cudaFree(dq));
-    CHECK(cudaFree(dk));
-    if (!c.v_from_k) CHECK(cudaFree(dv));
+    ATTNSIM_CUDA_CHECK(cudaFree(dq));
+    ATTNSIM_CUDA_CHECK(cudaFree(dk));
+    if (!c.v_from_k) ATTNSIM_CUDA_CHECK(cudaFree(dv));
   }
   std::fclose(bin);
   std::fclose(txt);
@@ -681,7 +674,7 @@ int run_time(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "w");
   if (!f) return 2;
   cudaDeviceProp prop;
-  CHECK(cudaGetDeviceProperties(&prop, 0));
+  ATTNSIM_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   std::fprintf(f, "# %s, %d SMs; G=128, Dk=576, Dv=512, V = K[:, :512], median of 20 launches\n",
                prop.name, prop.multiProcessorCount);
   std::fprintf(f, "%-6s %-6s %12s %12s %8s %10s %10s\n", "batch", "S", "amla_us", "base_us",
@@ -694,13 +687,13 @@ int run_time(const std::string& path) {
       const std::size_t no = std::size_t(batch) * g * kDv;
       std::uint16_t *dq, *dk, *dout;
       float* dO;
-      CHECK(cudaMalloc(&dq, nq * 2));
-      CHECK(cudaMalloc(&dk, nk * 2));
-      CHECK(cudaMalloc(&dout, no * 2));
-      CHECK(cudaMalloc(&dO, no * 4));
+      ATTNSIM_CUDA_CHECK(cudaMalloc(&dq, nq * 2));
+      ATTNSIM_CUDA_CHECK(cudaMalloc(&dk, nk * 2));
+      ATTNSIM_CUDA_CHECK(cudaMalloc(&dout, no * 2));
+      ATTNSIM_CUDA_CHECK(cudaMalloc(&dO, no * 4));
       fill_kernel<<<1024, 256>>>(dq, nq, 1);
       fill_kernel<<<4096, 256>>>(dk, nk, 2);
-      CHECK(cudaGetLastError());
+      ATTNSIM_CUDA_CHECK(cudaGetLastError());
       Args a{};
       a.q = dq, a.k = dk, a.v = dk, a.ldv = kDk;
       a.batch = batch, a.g = g, a.s = s, a.c = exp_coefficient();
@@ -711,32 +704,32 @@ int run_time(const std::string& path) {
         const bool amla = kernel == 0;
         a.o = amla ? dO : nullptr;
         cudaEvent_t e0, e1;
-        CHECK(cudaEventCreate(&e0));
-        CHECK(cudaEventCreate(&e1));
+        ATTNSIM_CUDA_CHECK(cudaEventCreate(&e0));
+        ATTNSIM_CUDA_CHECK(cudaEventCreate(&e1));
         for (int w = 0; w < 3; ++w) launch(amla, a);
         std::vector<float> ms;
         for (int r = 0; r < 20; ++r) {
-          CHECK(cudaEventRecord(e0));
+          ATTNSIM_CUDA_CHECK(cudaEventRecord(e0));
           launch(amla, a);
-          CHECK(cudaEventRecord(e1));
-          CHECK(cudaEventSynchronize(e1));
+          ATTNSIM_CUDA_CHECK(cudaEventRecord(e1));
+          ATTNSIM_CUDA_CHECK(cudaEventSynchronize(e1));
           float x = 0.0f;
-          CHECK(cudaEventElapsedTime(&x, e0, e1));
+          ATTNSIM_CUDA_CHECK(cudaEventElapsedTime(&x, e0, e1));
           ms.push_back(x);
         }
         std::sort(ms.begin(), ms.end());
         med[kernel] = 0.5 * (ms[9] + ms[10]) * 1e3;
-        CHECK(cudaEventDestroy(e0));
-        CHECK(cudaEventDestroy(e1));
+        ATTNSIM_CUDA_CHECK(cudaEventDestroy(e0));
+        ATTNSIM_CUDA_CHECK(cudaEventDestroy(e1));
       }
       const double flop = 2.0 * batch * g * double(s) * (kDk + kDv);
       std::fprintf(f, "%-6d %-6d %12.1f %12.1f %8.3f %10.1f %10.1f\n", batch, s, med[0], med[1],
                    med[0] / med[1], flop / med[0] * 1e-6, flop / med[1] * 1e-6);
       std::printf("%-6d %-6d %12.1f %12.1f %8.3f\n", batch, s, med[0], med[1], med[0] / med[1]);
-      CHECK(cudaFree(dq));
-      CHECK(cudaFree(dk));
-      CHECK(cudaFree(dout));
-      CHECK(cudaFree(dO));
+      ATTNSIM_CUDA_CHECK(cudaFree(dq));
+      ATTNSIM_CUDA_CHECK(cudaFree(dk));
+      ATTNSIM_CUDA_CHECK(cudaFree(dout));
+      ATTNSIM_CUDA_CHECK(cudaFree(dO));
     }
   }
   std::fclose(f);

@@ -31,16 +31,9 @@
 #include <cstring>
 #include <vector>
 
-namespace {
+#include "cuda_check/probe_util.cuh"
 
-#define CHECK(x)                                                                      \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
-      std::fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                   \
-    }                                                                                 \
-  } while (0)
+namespace {
 
 // One case of operands.bin (little-endian): int32 header[10] = {B, HQ, HKV, LQ, LKV, D, causal,
 // out_bf16, 0, 0}, float c (the exponent's sm_scale·log2 e), then
@@ -239,8 +232,8 @@ void read_vec(std::FILE* f, std::vector<T>& v, std::size_t n) {
 template <class T>
 T* to_device(const std::vector<T>& v) {
   T* p = nullptr;
-  CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  if (!v.empty()) CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
+  if (!v.empty()) ATTNSIM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   return p;
 }
 
@@ -279,9 +272,9 @@ int main(int argc, char** argv) {
     std::vector<std::uint16_t> o(nq * c.D, 0);
     d.o = to_device(o);
     int4_attention_kernel<<<dim3((c.LQ + kRows - 1) / kRows, c.HQ, c.B), 32>>>(d);
-    CHECK(cudaGetLastError());
-    CHECK(cudaDeviceSynchronize());
-    CHECK(cudaMemcpy(o.data(), d.o, o.size() * 2, cudaMemcpyDeviceToHost));
+    ATTNSIM_CUDA_CHECK(cudaGetLastError());
+    ATTNSIM_CUDA_CHECK(cudaDeviceSynchronize());
+    ATTNSIM_CUDA_CHECK(cudaMemcpy(o.data(), d.o, o.size() * 2, cudaMemcpyDeviceToHost));
     std::fwrite(o.data(), 2, o.size(), out);
     ++ncases;
   }
