@@ -59,8 +59,9 @@ void register_amla_methods(std::vector<MethodSpec>& r) {
   const std::vector<std::string> acc{"default", "exact", "fp32_seq", "block16"};
   std::vector<MethodParam> p{
       {"variant", {"base", "paper", "cann"}, "cann",
-       "base: Algorithm 1 (FP32 rescale by multiplication); paper: Algorithm 2 as written; cann: "
-       "the public CANN kernel (hicann/ops-transformer fia_block_vec_nonquant_mla.h)"},
+       "base: Algorithm 1 (FP32 rescale by multiplication); paper: Algorithm 2 as written, with "
+       "Appendix A's compensation direction (comp=alg2: line 11 as printed); cann: the public CANN "
+       "kernel (hicann/ops-transformer fia_block_vec_nonquant_mla.h)"},
       {"in", {"auto", "bf16", "fp16"}, "auto",
        "Q/K/V and P format (auto: a 16-bit dump's own, else bf16; FP32 inputs are rounded RNE)"},
       {"block", {}, "512", "KV block (the paper fixes 512)", 1},

@@ -261,7 +261,7 @@ ReproTable amla_preload(const ReproOptions& opt) {
     if (r.searched > 0) {
       t.add_row({{"random sets where a Preload count < n exists"}, {"", double(r.n)},
                  {"", double(r.below_n)}, {"", double(r.searched)},
-                 {"exhaustive search on a subset: fewer is sometimes possible (the bound is not a lower bound for every set)"}});
+                 {"exhaustive search (n <= 4) over every ordering: n is the worst case, not every set's minimum"}});
       t.add_row({{"adversarial sets (Eq. 16) with minimum Preload count n"}, {"", double(r.n)},
                  {"", double(r.adversarial_min_n)}, {"", double(r.adversarial)},
                  {"Lemma B.2: no schedule beats n on them"}});
