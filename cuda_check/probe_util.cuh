@@ -4,10 +4,12 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #define ATTNSIM_CUDA_CHECK(call)                                                       \
   do {                                                                                 \
@@ -26,6 +28,16 @@ inline void write_bin(const std::string& path, const void* data, std::size_t byt
     std::fprintf(stderr, "probe: cannot write %s\n", path.c_str());
     std::exit(1);
   }
+}
+
+// A device copy of a host vector (one element allocated for an empty one, so the pointer is valid).
+template <class T>
+T* to_device(const std::vector<T>& v) {
+  T* p = nullptr;
+  ATTNSIM_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
+  if (!v.empty())
+    ATTNSIM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return p;
 }
 
 }  // namespace attnsim::probe

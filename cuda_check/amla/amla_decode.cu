@@ -496,13 +496,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(Args a) {
 // ---------------------------------------------------------------------------------------------
 // Host side.
 
-template <class T>
-T* to_device(const std::vector<T>& v) {
-  T* p = nullptr;
-  ATTNSIM_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  if (!v.empty()) ATTNSIM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
+using attnsim::probe::to_device;
 
 float exp_coefficient() {
   // pipeline.cpp exp_constants<float>, ScaleLog2::kHostDouble: fl32(double(fl32(sm_scale))·log2 e).

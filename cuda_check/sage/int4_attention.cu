@@ -229,13 +229,7 @@ void read_vec(std::FILE* f, std::vector<T>& v, std::size_t n) {
   }
 }
 
-template <class T>
-T* to_device(const std::vector<T>& v) {
-  T* p = nullptr;
-  ATTNSIM_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(1, v.size()) * sizeof(T)));
-  if (!v.empty()) ATTNSIM_CUDA_CHECK(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return p;
-}
+using attnsim::probe::to_device;
 
 }  // namespace
 
