@@ -108,7 +108,6 @@ double ExactSum::round_to(int man_bits, int min_exp, int max_exp) const {
     if (i < 0) return 0u;
     return (mag[std::size_t(i >> 5)] >> (i & 31)) & 1u;
   };
-  const int e = msb - 1074;  // the value lies in [2^e, 2^(e+1))
   // The least significant kept bit: man_bits below the top, not below the subnormal quantum.
   const int lsb = std::max(msb - man_bits, (min_exp - man_bits) + 1074);
   std::uint64_t q = 0;
@@ -123,7 +122,6 @@ double ExactSum::round_to(int man_bits, int min_exp, int max_exp) const {
     sticky = bit(i) != 0;
   }
   if (guard && (sticky || (q & 1u))) ++q;
-  (void)e;
   const double r = std::ldexp(double(q), lsb - 1074);
   const double max_finite = std::ldexp(2.0 - std::ldexp(1.0, -man_bits), max_exp);
   const double out = r > max_finite ? kInf : r;

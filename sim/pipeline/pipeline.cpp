@@ -54,17 +54,6 @@ float int_to_f32(std::int32_t v, Round r) {
       encode_float_bits(Encoding::kFp32, double(v), Policy{r, Overflow::kInf, NanEncoding::kCuda}));
 }
 
-// The H100's FP32 atomicAdd on global memory (RED.E.ADD.F32.FTZ.RN; data/hw/h100/amla
-// amla_probe.txt): subnormal operands and results flushed to zero with their sign, round to
-// nearest even, a NaN result as the canonical 0x7FFFFFFF.
-float red_add_f32_ftz(float a, float b) {
-  auto ftz = [](float x) {
-    return std::fpclassify(x) == FP_SUBNORMAL ? std::copysign(0.0f, x) : x;
-  };
-  const float r = ftz(ftz(a) + ftz(b));
-  return r != r ? f32_from_bits(0x7FFFFFFFu) : r;
-}
-
 // O·2^n by an integer addition on the bits (AMLA Eq. 3; FP64: the same trick with 2^52).
 inline float int_add_pow2(float o, std::int32_t n) { return mul_pow2_by_int_add(o, n); }
 inline double int_add_pow2(double o, std::int32_t n) {
@@ -339,8 +328,7 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
               p.rescale_hook.step(float(st.m), was_empty, st.aux.data(), p.rescale_hook.ctx);
           ws.p_mul[std::size_t(i)] = r.p_mul;
           if (r.apply_add)
-            for (T& x : st.o)
-              x = T(as_fp32(std::int32_t(std::uint32_t(as_int32(float(x))) + std::uint32_t(r.o_add))));
+            for (T& x : st.o) x = T(add_to_bits(float(x), r.o_add));
         }
       } else if (p.rescale == Rescale::kIntAdd) {
         if (n_shift != 0)

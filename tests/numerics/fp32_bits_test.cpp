@@ -131,3 +131,30 @@ TEST(Fp32Bits, BehaviourOutsideTheValidRange) {
 
 }  // namespace
 }  // namespace attnsim
+
+namespace attnsim {
+namespace {
+
+TEST(Fp32Bits, RedAddF32FtzIsTheH100FloatAtomic) {
+  // Every row of the H100 probe data/hw/h100/amla/amla_probe.txt: a, b, the float atomicAdd's bits.
+  const std::uint32_t probe[][3] = {
+      {0x00000000, 0x00000200, 0x00000000}, {0x00000200, 0x00000000, 0x00000000},
+      {0x00080000, 0x00080000, 0x00000000}, {0x3f800000, 0x00000200, 0x3f800000},
+      {0x00c00000, 0x80800000, 0x00000000}, {0x80000000, 0x00000000, 0x00000000},
+      {0x00000000, 0x80000000, 0x00000000}, {0x00800000, 0x80400000, 0x00800000},
+      {0xffe4d330, 0x3f800000, 0x7fffffff}, {0x3f800000, 0xffe4d330, 0x7fffffff},
+      {0x7f800001, 0x3f800000, 0x7fffffff}, {0x7fc00000, 0x3f800000, 0x7fffffff},
+  };
+  for (const auto& r : probe) {
+    const float a = as_fp32(std::int32_t(r[0])), b = as_fp32(std::int32_t(r[1]));
+    EXPECT_EQ(std::uint32_t(as_int32(red_add_f32_ftz(a, b))), r[2]) << std::hex << r[0] << " + " << r[1];
+  }
+  EXPECT_EQ(red_add_f32_ftz(1.0f, 0x1p-24f), 1.0f);  // a tie: nearest even
+  EXPECT_EQ(red_add_f32_ftz(1.0f, 0x1.8p-24f), 1.0f + 0x1p-23f);
+  // add_to_bits wraps like an INT32 add: 0 + (-1·2^23) is -Inf's pattern.
+  EXPECT_EQ(std::uint32_t(as_int32(add_to_bits(0.0f, -(1 << 23)))), 0xFF800000u);
+  EXPECT_EQ(add_to_bits(1.5f, 1 << 23), 3.0f);
+}
+
+}  // namespace
+}  // namespace attnsim
