@@ -75,6 +75,7 @@ int main(int argc, char** argv) {
   attnsim::add_repro_command(app);
   attnsim::add_quantize_command(app);
   attnsim::add_attribute_command(app);
+  attnsim::add_lean_command(app);
   attnsim::add_exit_code_footers(app);
   try {
     app.parse(argc, argv);

@@ -16,6 +16,7 @@ const std::vector<MethodSpec>& method_registry() {
     register_flash_methods(r);
     register_sage_methods(r);
     register_amla_methods(r);
+    register_lean_methods(r);
     return r;
   }();
   return registry;

@@ -1,0 +1,103 @@
+// Registration of the LeanAttention methods (sim/lean): `lean` (ONNX Runtime's stream-K
+// partition and reduction) and `splitkv:style=flashdecoding|flashinfer|flashmla` (fixed splits,
+// the peers' merges). The option strings are a contract (issue 14).
+#include <stdexcept>
+
+#include "experiments/cli/error.hpp"
+#include "experiments/methods/methods.hpp"
+#include "sim/lean/lean.hpp"
+
+namespace attnsim {
+
+namespace {
+
+LeanOptions lean_options(const MethodValues& v, const std::string& dtype, SplitStyle style) {
+  LeanOptions o;
+  o.style = style;
+  if (v.count("splits")) o.splits = std::stoi(v.at("splits"));
+  o.sms = std::stoi(v.at("sms"));
+  o.block_n = std::stoi(v.at("block_n"));
+  const std::string d = v.at("dtype");
+  o.dtype = d == "bf16" ? Encoding::kBf16
+            : d == "fp16" ? Encoding::kFp16
+            : dtype == "bfloat16" ? Encoding::kBf16
+                                  : Encoding::kFp16;
+  o.exp = v.at("exp") == "exact" ? LeanExp::kExact : LeanExp::kApprox;
+  if (v.count("reduce")) o.reduce = v.at("reduce") == "paper" ? LeanReduce::kPaper : LeanReduce::kKernel;
+  const std::string pr = v.at("product");
+  if (pr == "mma") {
+    o.product = DotModel{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};
+  } else if (!parse_dot_model(pr, &o.product)) {
+    throw UsageError("unknown product '" + pr + "'");
+  }
+  return o;
+}
+
+MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o) {
+  try {
+    LeanResult r = lean_attention(in, o);
+    return MethodOutput{std::move(r.o), encoding_name(o.dtype)};
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+std::vector<MethodParam> common_params() {
+  return {
+      {"dtype", {"auto", "fp16", "bf16"}, "auto",
+       "Q/K/V, P and output format (auto: a bf16 dump's bf16, else fp16; FP32 inputs rounded RNE)"},
+      {"sms", {}, "132", "streaming multiprocessors the partition assumes (H100 SXM: 132)", 1},
+      {"block_n", {}, "0", "keys per n-tile (0: the kernel's, 256 for d <= 64, 128 for d <= 128)",
+       0},
+      {"exp", {"approx", "exact"}, "approx",
+       "approx: exp2/log/exp as the kernel's build compiles them (H100 models); exact: correctly "
+       "rounded"},
+      {"product", {"mma", "fp32", "fp64", "exact"}, "mma",
+       "QK^T and P*V: mma = HMMA m16n8k16 with FP32 accumulation (the kernel's SM80 atom, H100 "
+       "model); fp32/fp64 CUDA-core loops; exact (rounded once)"},
+  };
+}
+
+}  // namespace
+
+void register_lean_methods(std::vector<MethodSpec>& r) {
+  std::vector<MethodParam> lp = common_params();
+  lp.push_back({"reduce", {"kernel", "paper"}, "kernel",
+                "kernel: ORT's per-split normalization + natural-log LSE reduction, host first; "
+                "paper: Appendix E Algorithm 2's pairwise merge of unnormalized (O, m, l)"});
+  r.push_back({"lean",
+               "LeanAttention (Sanovar et al.) as ONNX Runtime runs it: the stream-K partition "
+               "(attnsim lean plan), each CTA's n-tiles descending, per-split normalization, the "
+               "host CTA's LSE reduction (sim/lean)",
+               lp,
+               [](const AttentionInput& in, const MethodValues& v) {
+                 return run_lean(in, lean_options(v, in.dtype, SplitStyle::kLean));
+               },
+               [](const MethodValues& v) { (void)lean_options(v, "float32", SplitStyle::kLean); },
+               {}});
+  std::vector<MethodParam> sp = common_params();
+  sp.insert(sp.begin(),
+            {"style", {"flashdecoding", "flashinfer", "flashmla"}, "flashdecoding",
+             "the merge: flashdecoding = FA2 combine_attn_seqk_parallel (natural-log LSE); "
+             "flashinfer = sequential base-2 state merge (state.cuh); flashmla = base-2 combine"});
+  sp.insert(sp.begin() + 1,
+            {"splits", {}, "0", "splits per (batch, head, m-block) (0: FA2's num_splits_heuristic)",
+             0});
+  r.push_back({"splitkv",
+               "Fixed split-KV decoding: every block cut into `splits` contiguous n-tile ranges, "
+               "the same FA2 tile loop, the peer's merge (sim/lean)",
+               sp,
+               [](const AttentionInput& in, const MethodValues& v) {
+                 const std::string s = v.at("style");
+                 const SplitStyle st = s == "flashinfer" ? SplitStyle::kFlashInfer
+                                       : s == "flashmla" ? SplitStyle::kFlashMla
+                                                         : SplitStyle::kFlashDecoding;
+                 return run_lean(in, lean_options(v, in.dtype, st));
+               },
+               [](const MethodValues& v) {
+                 (void)lean_options(v, "float32", SplitStyle::kFlashDecoding);
+               },
+               {}});
+}
+
+}  // namespace attnsim

@@ -1,0 +1,492 @@
+// LeanAttention and split-KV decoding on the attention pipeline (see lean.hpp, sim/lean/README.md).
+#include "sim/lean/lean.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "formats/float32.hpp"
+#include "numerics/special.hpp"
+#include "sim/flash/flash.hpp"
+
+namespace attnsim {
+
+namespace {
+
+constexpr double kLog2e = 1.44269504088896340736;
+constexpr float kInfF = std::numeric_limits<float>::infinity();
+
+// The FP32 special functions of the split epilogue and the reduction, as one build compiles them.
+struct SplitMath {
+  bool exact = false;
+  bool fast = false;  // --use_fast_math (FA2, flashinfer, FlashMLA builds)
+  // `__logf` (the split LSE of lean_fwd_kernel.h / FA2 normalize_softmax_lse).
+  float fast_log(float x) const {
+    return exact ? float(std::log(double(x))) : fast_logf(x, fast);
+  }
+  // `expf` and `logf` of the reduction (fast math: __expf / __logf).
+  float exp_nat(float x) const {
+    if (exact) return float(std::exp(double(x)));
+    return fast ? fast_expf(x, true) : expf_libdevice(x, false);
+  }
+  float log_nat(float x) const {
+    if (exact) return float(std::log(double(x)));
+    return fast ? fast_logf(x, true) : logf_libdevice(x, false);
+  }
+  // Base 2 (flashinfer ptx_exp2 / ptx_lg2 = ex2/lg2.approx.ftz; FlashMLA exp2f/log2f under
+  // --use_fast_math: the same instructions).
+  float exp2(float x) const {
+    if (exact) return float(std::exp2(double(x)));
+    return fast ? Ex2ApproxFtz::h100()(x) : f32_from_bits(ex2_approx_bits(f32_bits(x)));
+  }
+  float log2(float x) const {
+    if (exact) return float(std::log2(double(x)));
+    return fast ? Lg2ApproxFtz::h100()(x) : f32_from_bits(lg2_approx_bits(f32_bits(x)));
+  }
+  // 1.f / sum (IEEE, or rcp.approx.ftz under fast math).
+  float rcp(float x) const { return fast && !exact ? RcpApproxFtz::h100()(x) : 1.0f / x; }
+};
+
+// The build each style's public kernel is compiled with (README: build flags), unless set.
+bool fast_math_of(const LeanOptions& o) {
+  if (o.fast_math >= 0) return o.fast_math != 0;
+  return o.style != SplitStyle::kLean;
+}
+
+bool base2(SplitStyle s) { return s == SplitStyle::kFlashInfer || s == SplitStyle::kFlashMla; }
+
+float round_out(Encoding e, float x) {
+  if (e == Encoding::kFp32) return x;
+  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  return decode_float_bits(e, encode_float_bits(e, x, kRne));
+}
+
+// A partition every block of which is cut into contiguous, disjoint, covering n-tile ranges with
+// splits 0, 1, ... (host = split 0 = the range starting at 0).
+void check_partition(const LeanPlan& pl) {
+  std::map<long long, std::vector<const LeanSegment*>> by;
+  for (const LeanSegment& g : pl.segments) {
+    if (g.n_begin < 0 || g.n_end <= g.n_begin)
+      throw std::invalid_argument("lean: a segment has an empty or negative n-tile range");
+    if (g.batch < 0 || g.head < 0 || g.m_block < 0 || g.m_block >= pl.num_m_blocks ||
+        g.head >= pl.heads)
+      throw std::invalid_argument("lean: a segment names a block outside the shape");
+    by[((long long)g.batch * pl.heads + g.head) * pl.num_m_blocks + g.m_block].push_back(&g);
+  }
+  for (auto& [key, v] : by) {
+    std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->split < b->split; });
+    int next = 0;
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      if (v[k]->split != int(k) || v[k]->n_begin != next)
+        throw std::invalid_argument("lean: a block's segments are not contiguous splits 0, 1, ...");
+      next = v[k]->n_end;
+    }
+    if (next != pl.tiles_of(v[0]->batch, v[0]->m_block))
+      throw std::invalid_argument("lean: a block's segments do not cover its n-tiles");
+  }
+  // Every block present: the covered tiles add up to the frame's total.
+  long long covered = 0;
+  for (const auto& [key, v] : by) covered += v.back()->n_end;
+  if (covered != pl.total_tiles)
+    throw std::invalid_argument("lean: the partition leaves blocks uncovered");
+}
+
+// The rows of one (batch, head, m-block) as pipeline tiles: one tile of up to block_m query rows,
+// or, with GQA decode folded into M, one single-row tile per query head of the group (the rows of
+// the kernel's tile are independent, so the per-row arithmetic is the same).
+std::vector<Tile> tiles_of_block(const LeanPlan& pl, const AttentionShape& s, int batch, int head,
+                                 int m_block) {
+  std::vector<Tile> t;
+  const int r0 = m_block * pl.block_m, r1 = std::min(pl.rows, r0 + pl.block_m);
+  if (pl.folded) {
+    const int g = s.heads_q / s.heads_kv;
+    for (int r = r0; r < r1; ++r) t.push_back(Tile{batch, head * g + r, 0, 1});
+  } else {
+    t.push_back(Tile{batch, head, r0, r1 - r0});
+  }
+  return t;
+}
+
+struct BlockRef {
+  int batch, head, m_block;
+  std::vector<const LeanSegment*> segs;  // by split
+};
+
+}  // namespace
+
+Pipeline lean_pipeline(const LeanOptions& o, int head_dim) {
+  FlashConfig c;
+  c.block_q = 64;
+  c.block_kv = o.block_n > 0 ? o.block_n : (head_dim <= 64 ? 256 : (head_dim <= 128 ? 128 : 64));
+  c.q = c.k = c.v = c.p = c.out = o.dtype;
+  if (o.out_fp32) c.out = Encoding::kFp32;
+  c.acc = Accum::kFp32;
+  c.exp = ExpKind::kExp2;
+  c.fma = true;  // `scores * scale_log2 - max_scaled` contracts to one FFMA (SASS, README)
+  c.kv_order = KvOrder::kDescending;
+  c.row_sum = RowSum::kQuad;
+  Pipeline p = flash_pipeline(c);
+  p.qk = o.product;
+  p.pv = o.product;
+  if (o.product.kind == DotModel::kMma) {
+    const MmaInstr i = o.dtype == Encoding::kBf16 ? MmaInstr::kHmmaBf16F32 : MmaInstr::kHmmaF16F32;
+    p.qk.instr = p.pv.instr = i;
+  }
+  const bool fast = fast_math_of(o);
+  if (o.exp == LeanExp::kExact) {
+    p.exp_fn = ExpFn::kExact;
+  } else {
+    // exp2f: ex2.approx.f32 (range-scaled) in an IEEE build, ex2.approx.ftz under fast math.
+    p.exp_fn = fast ? ExpFn::kEx2ApproxFtz : ExpFn::kEx2Approx;
+    if (fast) p.normalize = Normalize::kRcpApproxFtz;
+  }
+  return p;
+}
+
+LeanShape lean_shape(const AttentionInput& in, const LeanOptions& o) {
+  LeanShape s;
+  s.batch = in.shape.batch;
+  s.heads_q = in.shape.heads_q;
+  s.heads_kv = in.shape.heads_kv;
+  s.len_q = in.shape.len_q;
+  s.len_kv = in.shape.len_kv;
+  s.head_dim = in.shape.head_dim;
+  s.causal = in.causal;
+  s.sms = o.sms;
+  s.len_kv_per_batch = o.len_kv_per_batch;
+  s.block_n = o.block_n;
+  return s;
+}
+
+void validate(const LeanOptions& o, const AttentionInput& in) {
+  if (!in.shape.valid()) throw std::invalid_argument("lean: invalid attention shape");
+  if (in.shape.head_dim_v != in.shape.head_dim)
+    throw std::invalid_argument("lean: head_dim_v must equal head_dim (the kernel's one D)");
+  if (o.dtype != Encoding::kFp16 && o.dtype != Encoding::kBf16)
+    throw std::invalid_argument("lean: dtype must be fp16 or bf16");
+  if (o.block_n != 0 && (o.block_n < 16 || o.block_n % 16 != 0))
+    throw std::invalid_argument("lean: block_n must be a positive multiple of 16");
+  if (o.splits < 0) throw std::invalid_argument("lean: splits must be >= 0");
+  if (o.reduce == LeanReduce::kPaper && o.style != SplitStyle::kLean)
+    throw std::invalid_argument("lean: reduce=paper is LeanAttention's Algorithm 2 (style lean)");
+  validate(lean_shape(in, o));
+}
+
+LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o, bool keep_partials) {
+  validate(o, in);
+  const LeanShape ls = lean_shape(in, o);
+  return run_partition(in, o, o.style == SplitStyle::kLean ? lean_plan(ls) : splitkv_plan(ls, o.splits),
+                       keep_partials);
+}
+
+LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
+                         bool keep_partials) {
+  validate(o, in);
+  const AttentionShape& s = in.shape;
+  const Pipeline p = lean_pipeline(o, s.head_dim);
+  check_partition(plan);
+  LeanResult res;
+  res.plan = std::move(plan);
+  LeanPlan& pl = res.plan;
+  const SplitMath fm{o.exp == LeanExp::kExact, fast_math_of(o)};
+  const int dv = s.head_dim_v;
+
+  // One prepared input per batch entry of a ragged batch (its own context length), else one.
+  std::vector<PreparedInput> prep;
+  if (o.len_kv_per_batch.empty()) {
+    prep.push_back(prepare(in, p));
+  } else {
+    for (int b = 0; b < s.batch; ++b) {
+      AttentionInput sub;
+      sub.shape = s;
+      sub.shape.batch = 1;
+      sub.shape.len_kv = o.len_kv_per_batch[std::size_t(b)];
+      sub.causal = false;
+      sub.sm_scale = in.scale();
+      sub.dtype = in.dtype;
+      const std::size_t qn = std::size_t(s.heads_q) * s.len_q * s.head_dim;
+      sub.q.assign(in.q.begin() + std::ptrdiff_t(b * qn), in.q.begin() + std::ptrdiff_t((b + 1) * qn));
+      for (int h = 0; h < s.heads_kv; ++h) {
+        const std::size_t base = (std::size_t(b) * s.heads_kv + h) * s.len_kv * s.head_dim;
+        const std::size_t n = std::size_t(sub.shape.len_kv) * s.head_dim;
+        sub.k.insert(sub.k.end(), in.k.begin() + std::ptrdiff_t(base),
+                     in.k.begin() + std::ptrdiff_t(base + n));
+        sub.v.insert(sub.v.end(), in.v.begin() + std::ptrdiff_t(base),
+                     in.v.begin() + std::ptrdiff_t(base + n));
+      }
+      prep.push_back(prepare(sub, p));
+    }
+  }
+  const bool ragged = !o.len_kv_per_batch.empty();
+
+  // The blocks in the kernel's order, each with its segments by split.
+  std::vector<BlockRef> blocks;
+  std::map<long long, std::size_t> index;
+  for (const LeanSegment& g : pl.segments) {
+    const long long key = ((long long)g.batch * pl.heads + g.head) * pl.num_m_blocks + g.m_block;
+    auto it = index.find(key);
+    if (it == index.end()) {
+      it = index.emplace(key, blocks.size()).first;
+      blocks.push_back(BlockRef{g.batch, g.head, g.m_block, {}});
+    }
+    blocks[it->second].segs.push_back(&g);
+  }
+  std::vector<std::size_t> first_partial(blocks.size() + 1, 0);
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    std::sort(blocks[i].segs.begin(), blocks[i].segs.end(),
+              [](const LeanSegment* a, const LeanSegment* b) { return a->split < b->split; });
+    const std::size_t n = blocks[i].segs.size();
+    first_partial[i + 1] = first_partial[i] + (keep_partials && n > 1 ? n : 0);
+  }
+  res.o.assign(s.o_size(), 0.0);
+  if (keep_partials) res.partials.resize(first_partial.back());
+
+  const double sm = in.scale();
+  const float sm_f = float(sm);
+  const float scale_log2 = float(double(sm_f) * kLog2e);
+  ExpModel<float> em;  // the merge of reduce=paper: the pipeline's exp2 with scale_log2
+  em.kind = ExpKind::kExp2;
+  em.scale = scale_log2;
+  em.fma = true;
+  em.fn = p.exp_fn;
+
+#pragma omp parallel
+  {
+    TileWorkspacePtr ws = make_workspace();
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t bi = 0; bi < std::int64_t(blocks.size()); ++bi) {
+      const BlockRef& B = blocks[std::size_t(bi)];
+      const PreparedInput& pin = prep[ragged ? std::size_t(B.batch) : 0];
+      const int tb = ragged ? 0 : B.batch;  // the batch index inside pin
+      std::vector<Tile> tiles = tiles_of_block(pl, s, tb, B.head, B.m_block);
+      int rows = 0;
+      for (const Tile& t : tiles) rows += t.rows;
+      const std::size_t nsplit = B.segs.size();
+      // Every split's row states (tile-major, row within tile).
+      std::vector<std::vector<SoftmaxState<float>>> st(nsplit);
+      for (std::size_t k = 0; k < nsplit; ++k) {
+        const LeanSegment& g = *B.segs[k];
+        st[k].assign(std::size_t(rows), empty_row_state<float>(p, dv));
+        int r = 0;
+        std::vector<SoftmaxState<float>> tmp;
+        for (const Tile& t : tiles) {
+          tmp.assign(std::size_t(t.rows), empty_row_state<float>(p, dv));
+          attend_tile<float>(pin, p, t, g.n_begin, g.n_end, tmp, *ws);
+          for (int i = 0; i < t.rows; ++i) st[k][std::size_t(r + i)] = tmp[std::size_t(i)];
+          r += t.rows;
+        }
+      }
+      // Where each row's output goes.
+      auto out_row = [&](const Tile& t, int i) {
+        return res.o.data() +
+               ((std::size_t(B.batch) * s.heads_q + t.head) * s.len_q + std::size_t(t.q_begin + i)) * dv;
+      };
+      std::vector<double> lse_buf(64);
+      if (nsplit == 1) {
+        // Host and finisher at once: FA2's own epilogue (normalize_softmax_lse<Split=false>,
+        // O · (1/l) cast to the output type).
+        int r = 0;
+        for (const Tile& t : tiles) {
+          std::vector<SoftmaxState<float>> one(st[0].begin() + r, st[0].begin() + r + t.rows);
+          std::vector<double> ob(std::size_t(t.rows) * dv);
+          lse_buf.assign(std::size_t(t.rows), 0.0);
+          finish_tile<float>(pin, p, t, one, ob.data(), lse_buf.data());
+          for (int i = 0; i < t.rows; ++i)
+            std::copy(ob.begin() + std::ptrdiff_t(i) * dv, ob.begin() + std::ptrdiff_t(i + 1) * dv,
+                      out_row(t, i));
+          r += t.rows;
+        }
+        continue;
+      }
+      if (o.reduce == LeanReduce::kPaper) {
+        // Algorithm 2 lines 27-38: the host's (O, m, l) absorbs the CTAs after it one by one.
+        int r = 0;
+        for (const Tile& t : tiles) {
+          std::vector<SoftmaxState<float>> acc(st[0].begin() + r, st[0].begin() + r + t.rows);
+          for (std::size_t k = 1; k < nsplit; ++k)
+            for (int i = 0; i < t.rows; ++i) acc[std::size_t(i)].merge(st[k][std::size_t(r + i)], em);
+          std::vector<double> ob(std::size_t(t.rows) * dv);
+          lse_buf.assign(std::size_t(t.rows), 0.0);
+          finish_tile<float>(pin, p, t, acc, ob.data(), lse_buf.data());
+          for (int i = 0; i < t.rows; ++i)
+            std::copy(ob.begin() + std::ptrdiff_t(i) * dv, ob.begin() + std::ptrdiff_t(i + 1) * dv,
+                      out_row(t, i));
+          r += t.rows;
+        }
+        continue;
+      }
+      // The kernel's path: every split normalized with its LSE (lean_fwd_kernel.h /
+      // FA2 normalize_softmax_lse<Split=true>): inv = 1/l (1 when l is 0 or NaN), O·inv,
+      // lse = m·softmax_scale + __logf(l) as one FFMA (-inf when l is 0 or NaN); the base-2
+      // styles keep lse2 = m·scale_log2 + log2(l).
+      std::vector<std::vector<float>> po(nsplit, std::vector<float>(std::size_t(rows) * dv));
+      std::vector<std::vector<float>> pl2(nsplit, std::vector<float>(std::size_t(rows)));
+      const bool b2 = base2(o.style);
+      for (std::size_t k = 0; k < nsplit; ++k) {
+        for (int r = 0; r < rows; ++r) {
+          const SoftmaxState<float>& x = st[k][std::size_t(r)];
+          const float l = x.sum();
+          const bool degenerate = l == 0.0f || l != l;
+          const float inv = degenerate ? 1.0f : fm.rcp(l);
+          for (int c = 0; c < dv; ++c) po[k][std::size_t(r) * dv + c] = x.o[std::size_t(c)] * inv;
+          float lse;
+          if (degenerate) {
+            lse = -kInfF;
+          } else if (b2) {
+            lse = std::fma(x.m, scale_log2, fm.log2(l));
+          } else {
+            lse = std::fma(x.m, sm_f, fm.fast_log(l));
+          }
+          pl2[k][std::size_t(r)] = lse;
+        }
+        if (keep_partials) {
+          LeanPartial& P = res.partials[first_partial[std::size_t(bi)] + k];
+          P.batch = B.batch;
+          P.head = B.head;
+          P.m_block = B.m_block;
+          P.split = B.segs[k]->split;
+          P.cta = B.segs[k]->cta;
+          P.o = po[k];
+          P.lse = pl2[k];
+        }
+      }
+      // The host's reduction, row by row.
+      std::vector<float> acc(static_cast<std::size_t>(dv));
+      int r = 0;
+      for (const Tile& t : tiles) {
+        for (int i = 0; i < t.rows; ++i, ++r) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          if (o.style == SplitStyle::kFlashInfer) {
+            // flashinfer state_t: o = 0, m = -5e4, d = 1; merge(v_i, s_i, 1) in split order; then
+            // o = __fdividef(o, d).
+            float m = -5e4f, d = 1.0f;
+            for (std::size_t k = 0; k < nsplit; ++k) {
+              const float s_i = pl2[k][std::size_t(r)];
+              const float m_prev = m;
+              m = std::max(m_prev, s_i);
+              const float a = fm.exp2(m_prev - m), b = fm.exp2(s_i - m);
+              d = d * a + b;
+              for (int c = 0; c < dv; ++c)
+                acc[std::size_t(c)] = acc[std::size_t(c)] * a + po[k][std::size_t(r) * dv + c] * b;
+            }
+            for (int c = 0; c < dv; ++c)
+              acc[std::size_t(c)] = fm.exact ? acc[std::size_t(c)] / d
+                                             : div_approx_ftz(acc[std::size_t(c)], d);
+          } else {
+            // ORT lean_fwd_kernel.h host reduction / FA2 combine_attn_seqk_parallel (natural base),
+            // FlashMLA combine (base 2): lse_max (0 when -inf), Σ exp(lse_i − lse_max) in split
+            // order, lse_logsum = log(Σ) + lse_max (INF when Σ is 0 or NaN), scale_i =
+            // exp(lse_i − lse_logsum), O = Σ scale_i · O_i in split order (FFMA).
+            float lse_max = -kInfF;
+            for (std::size_t k = 0; k < nsplit; ++k) lse_max = std::max(lse_max, pl2[k][std::size_t(r)]);
+            if (lse_max == -kInfF) lse_max = 0.0f;
+            float sum = 0.0f;
+            for (std::size_t k = 0; k < nsplit; ++k) {
+              const float x = pl2[k][std::size_t(r)] - lse_max;
+              sum += b2 ? fm.exp2(x) : fm.exp_nat(x);
+            }
+            const float logsum = (sum == 0.0f || sum != sum)
+                                     ? kInfF
+                                     : (b2 ? fm.log2(sum) : fm.log_nat(sum)) + lse_max;
+            for (std::size_t k = 0; k < nsplit; ++k) {
+              const float x = pl2[k][std::size_t(r)] - logsum;
+              const float sc = b2 ? fm.exp2(x) : fm.exp_nat(x);
+              for (int c = 0; c < dv; ++c)
+                acc[std::size_t(c)] = std::fma(sc, po[k][std::size_t(r) * dv + c], acc[std::size_t(c)]);
+            }
+          }
+          double* dst = out_row(t, i);
+          for (int c = 0; c < dv; ++c) dst[c] = round_out(p.out, acc[std::size_t(c)]);
+        }
+      }
+    }
+  }
+  return res;
+}
+
+std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOptions& o,
+                                        const LeanPlan& plan) {
+  const AttentionShape& s = in.shape;
+  const int d = s.head_dim, dv = s.head_dim_v, g = s.group();
+  constexpr double u = 0x1p-24;
+  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  auto rnd = [&](float x) { return decode_float_bits(o.dtype, encode_float_bits(o.dtype, x, kRne)); };
+  // Splits and the largest segment per (batch, kernel head, m-block).
+  std::map<long long, std::pair<int, int>> split_info;
+  for (const LeanSegment& sg : plan.segments) {
+    auto& e = split_info[((long long)sg.batch * plan.heads + sg.head) * plan.num_m_blocks + sg.m_block];
+    e.first++;
+    e.second = std::max(e.second, sg.n_end - sg.n_begin);
+  }
+  const double scale = in.scale();
+  const double sl2 = scale * kLog2e;
+  std::vector<double> bound(s.o_size(), 0.0);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (long long row = 0; row < (long long)s.batch * s.heads_q * s.len_q; ++row) {
+    const int i = int(row % s.len_q), h = int((row / s.len_q) % s.heads_q),
+              b = int(row / s.len_q / s.heads_q);
+    const int lk = o.len_kv_per_batch.empty() ? s.len_kv : o.len_kv_per_batch[std::size_t(b)];
+    const int kh = b * s.heads_kv + h / g;
+    const int head = plan.folded ? h / g : h;
+    const int r = plan.folded ? h % g : i;
+    const auto it = split_info.find(((long long)b * plan.heads + head) * plan.num_m_blocks + r / plan.block_m);
+    const int splits = it == split_info.end() ? 1 : it->second.first;
+    std::vector<double> sc(std::size_t(lk), 0.0);
+    double m = -1e300;
+    for (int j = 0; j < lk; ++j) {
+      if (in.causal && j > i + s.len_kv - s.len_q) {
+        sc[std::size_t(j)] = -1e300;
+        continue;
+      }
+      double acc = 0;
+      for (int c = 0; c < d; ++c)
+        acc += double(rnd(in.q[(std::size_t(b * s.heads_q + h) * s.len_q + i) * d + c])) *
+               double(rnd(in.k[(std::size_t(kh) * s.len_kv + j) * d + c]));
+      sc[std::size_t(j)] = acc;
+      m = std::max(m, acc);
+    }
+    double l = 0, xmax = 0;
+    std::vector<double> w(std::size_t(dv), 0.0), ov(std::size_t(dv), 0.0);
+    for (int j = 0; j < lk; ++j) {
+      if (sc[std::size_t(j)] <= -1e299) continue;
+      const double x = (sc[std::size_t(j)] - m) * sl2;
+      const double pj = std::exp2(x);
+      xmax = std::max(xmax, std::min(150.0, -x));
+      l += pj;
+      for (int c = 0; c < dv; ++c) {
+        const double vv = double(rnd(in.v[(std::size_t(kh) * s.len_kv + j) * dv + c]));
+        w[std::size_t(c)] += pj * std::fabs(vv);
+        ov[std::size_t(c)] += pj * vv;
+      }
+    }
+    if (l == 0) continue;
+    const double n16 = std::ceil(lk / 16.0), tiles = std::ceil(double(lk) / plan.block_n);
+    const double lse = std::fabs(m * scale) + std::log(l);
+    // P is rounded to the input format relative to each split's own max: u_p per p on W.
+    const double up = o.dtype == Encoding::kBf16 ? 0x1p-8 : 0x1p-11;
+    const double k_acc = 2 * n16 + 8 + 2 * up / u;                      // P·V chain, on W
+    const double k_all = lk / 4.0 + 2 + (4 + std::log(2.0) * xmax) * (tiles + 2) +
+                         splits * (8 + 2 * lse) + 8;                    // on W + |O|
+    for (int c = 0; c < dv; ++c) {
+      const double wc = w[std::size_t(c)] / l, oc = std::fabs(ov[std::size_t(c)] / l);
+      bound[std::size_t(row) * dv + c] = u * (k_acc * wc + k_all * (wc + oc));
+    }
+  }
+  return bound;
+}
+
+std::string describe(const LeanOptions& o) {
+  const char* style = o.style == SplitStyle::kLean            ? "lean"
+                      : o.style == SplitStyle::kFlashDecoding ? "flashdecoding"
+                      : o.style == SplitStyle::kFlashInfer    ? "flashinfer"
+                                                              : "flashmla";
+  return std::string(style) + " sms=" + std::to_string(o.sms) + " splits=" +
+         std::to_string(o.splits) + " dtype=" + encoding_name(o.dtype) +
+         " exp=" + (o.exp == LeanExp::kExact ? "exact" : "approx") +
+         " reduce=" + (o.reduce == LeanReduce::kPaper ? "paper" : "kernel") +
+         " product=" + dot_model_name(o.product);
+}
+
+}  // namespace attnsim

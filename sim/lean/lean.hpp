@@ -1,0 +1,113 @@
+// LeanAttention (Sanovar et al.) and fixed split-KV decoding (FlashDecoding, FlashInfer, FlashMLA)
+// as one split/merge implementation on the attention pipeline (sim/pipeline): the partition
+// (sim/lean/schedule.hpp) says which CTA runs which n-tiles of which (batch, head, m-block); every
+// segment is the pipeline's FA2 tile loop (`attend_tile`) over that range; what is LeanAttention's
+// (or a peer's) own is the per-split normalization and the reduction. sim/lean/README.md names
+// the ONNX Runtime / peer code line behind every numeric choice.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/encoding.hpp"
+#include "numerics/dot.hpp"
+#include "sim/lean/schedule.hpp"
+#include "sim/pipeline/pipeline.hpp"
+#include "sim/problem.hpp"
+
+namespace attnsim {
+
+// The special functions of the kernel:
+//  kApprox  as ONNX Runtime's build compiles lean_fwd_kernel.h (see README: exp2f -> ex2.approx,
+//           __logf -> lg2.approx · ln 2, expf / logf -> libdevice sequences, 1.f/x IEEE), the
+//           H100 models of numerics/special.hpp
+//  kExact   exp2, exp, log correctly rounded to FP32 (the attribution baseline)
+enum class LeanExp : std::uint8_t { kApprox, kExact };
+
+// How the host CTA combines the splits of a block.
+//  kKernel  the public kernel: every split normalized (O_i / l_i, lse_i = m_i·scale + log l_i),
+//           lse_max, Σ exp(lse_i − lse_max), lse_logsum, O = Σ exp(lse_i − lse_logsum)·O_i in split
+//           order (ORT lean_fwd_kernel.h; FA2 combine_attn_seqk_parallel for FlashDecoding)
+//  kPaper   Appendix E Algorithm 2 lines 27-38: the host merges the unnormalized (O, m, l) of the
+//           CTAs g+1 .. last one by one (m_new = max, both sides rescaled by e^{m − m_new}), then
+//           O / l once
+enum class LeanReduce : std::uint8_t { kKernel, kPaper };
+
+// The partition and the merge family.
+//  kLean           stream-K (ORT), natural-log LSE merge
+//  kFlashDecoding  fixed splits, FA2's combine (natural-log LSE, the same formulas)
+//  kFlashInfer     fixed splits, base-2 LSE, sequential state merge (flashinfer state.cuh merge:
+//                  m = max, d = d·2^(m_old−m) + 2^(s−m), o likewise; o / d, lse = m + log2 d)
+//  kFlashMla       fixed splits, base-2 LSE, FlashMLA's combine (max, Σ 2^(lse_i − max),
+//                  log2, scale_i = 2^(lse_i − global), O = Σ scale_i·O_i)
+enum class SplitStyle : std::uint8_t { kLean, kFlashDecoding, kFlashInfer, kFlashMla };
+
+struct LeanOptions {
+  SplitStyle style = SplitStyle::kLean;
+  int splits = 0;                  // fixed-split styles: 0 = FA2's num_splits_heuristic
+  int sms = 132;                   // H100 SXM
+  Encoding dtype = Encoding::kFp16;  // Q, K, V, P and O: fp16 or bf16 (ORT: both)
+  int block_n = 0;                 // 0: the kernel's (256 for d <= 64, 128 for d <= 128)
+  LeanExp exp = LeanExp::kApprox;
+  LeanReduce reduce = LeanReduce::kKernel;
+  // The two products: "mma" = HMMA m16n8k16 with an FP32 accumulator (the kernel's SM80 MMA
+  // atom, numerics/mma.hpp, recorded on the H100), or any DotModel (fp32, fp64, exact).
+  DotModel product{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};
+  // Ragged decode: one context length per batch entry (empty: all len_kv). Keys past an entry's
+  // length are not part of its problem.
+  std::vector<int> len_kv_per_batch;
+  // The build: -1 = the style's public build (lean: ONNX Runtime's flags; the peers:
+  // --use_fast_math), 0 = IEEE, 1 = fast math (ex2/lg2/rcp .approx.ftz, __expf/__logf).
+  int fast_math = -1;
+  // Keep the FP32 result (no cast to dtype): the reassociation checks see FP32 differences.
+  bool out_fp32 = false;
+};
+
+// What one split of one block leaves for the reduction (for checks against the GPU's buffers).
+struct LeanPartial {
+  int batch = 0, head = 0, m_block = 0, split = 0, cta = 0;
+  std::vector<float> o;    // [rows][head_dim_v], FP32, normalized by the split's own l
+  std::vector<float> lse;  // [rows]: natural-log (or base-2 for the base-2 styles) LSE
+};
+
+struct LeanResult {
+  std::vector<double> o;  // [batch, heads_q, len_q, head_dim_v], values of the output format
+  LeanPlan plan;
+  std::vector<LeanPartial> partials;  // filled when asked (keep_partials)
+};
+
+// The pipeline every segment runs (FA2 as ORT's fork runs it on SM80+: fp16/bf16 operands, HMMA
+// products, exp2 with the folded scale_log2 as one FFMA, quad row sums, P cast RNE, P·V into C,
+// n-tiles descending, 1/l then multiply, output cast RNE).
+Pipeline lean_pipeline(const LeanOptions& o, int head_dim);
+// The shape the partition sees for an input.
+LeanShape lean_shape(const AttentionInput& in, const LeanOptions& o);
+// Throws std::invalid_argument with one line for options the kernels do not have.
+void validate(const LeanOptions& o, const AttentionInput& in);
+
+LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o,
+                          bool keep_partials = false);
+// The same on any partition of the blocks (a plan whose every block is cut into contiguous
+// splits 0, 1, ... covering its n-tiles; throws std::invalid_argument otherwise): the property
+// tests' random partitions. The plan's frame must be lean_plan's or splitkv_plan's for this input.
+LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
+                         bool keep_partials = false);
+
+// A first-order bound on |result − exact attention| of every output element of a run on `plan`
+// (FP32 output, out_fp32), from the operations the partition changes: P's rounding to the input
+// format (relative to each split's own max: 2·u_p on W, u_p = 2^-11 fp16, 2^-8 bf16), the HMMA P·V chain
+// (2u per 16-key step of the row's keys, on W = Σ p|v| / l), the lanes' row sums (u per addition,
+// K/4 + 2 per lane on |O| + W), each exp's rounding and argument (2 ulp + ln 2·|x|·u per p and
+// per rescale, |x| at most the row's largest exponent magnitude, capped at 150), the split
+// normalizations and the merge's exp/log of LSEs (8u + 2|lse|u per split), and the final
+// scaling. The scores (Q·K on the same HMMA chain over d) are the same in every partition, so
+// their error is left out: the bound is for comparing two partitions of one input,
+// |a − b| <= bound_a + bound_b (sim/lean/README.md, "Associativity").
+std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOptions& o,
+                                        const LeanPlan& plan);
+
+// One line naming the configuration.
+std::string describe(const LeanOptions& o);
+
+}  // namespace attnsim
