@@ -2,6 +2,7 @@
 #include "numerics/special.hpp"
 
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <fstream>
 #include <iterator>
@@ -255,6 +256,132 @@ std::uint32_t lg2_approx_bits(std::uint32_t x, const Lg2ApproxFtz& lg2) {
   const float xf = f32_from_bits(x);
   if (std::fabs(xf) < kMinNormal) return canonical(lg2(xf * kTwo24) - 24.0f);
   return lg2.bits(x);
+}
+
+namespace {
+
+// The binary32 value of the exact sum p + c (p a double, c a float) rounded toward zero (away ==
+// false) or away from zero (away == true) in magnitude; see fma_f32 in special.hpp for why the
+// double TwoSum decides every case. A magnitude past FLT_MAX gives FLT_MAX toward zero, Inf away.
+float round_sum_directed(double p, double c, bool (*away_for_sign)(bool negative)) {
+  const double s = p + c;  // Knuth TwoSum: p + c = s + e exactly (no overflow: |p| <= 2^256)
+  const double pv = s - c, cv = s - pv;
+  const double e = (p - pv) + (c - cv);
+  const bool neg = std::signbit(s);
+  const bool away = away_for_sign(neg);
+  const double a = std::fabs(s), ea = neg ? -e : e;  // the exact magnitude is a + ea
+  const int k = std::ilogb(a);                       // a in [2^k, 2^(k+1)), a >= 2^-298
+  const double ulp = std::ldexp(1.0, std::max(k - 23, -149));
+  const double t = a / ulp, fl = std::floor(t);  // exact: scaling by a power of two
+  double r;
+  if (t != fl) {
+    r = (away ? fl + 1 : fl) * ulp;  // strictly between two binary32 values, and so is a + ea
+  } else if (ea > 0 && away) {
+    r = a + ulp;
+  } else if (ea < 0 && !away) {
+    // The binary32 value below a: half an ulp lower below a normal power of two (above 2^-126).
+    r = a - ((fl == 8388608.0 && k >= -125) ? ulp / 2 : ulp);
+  } else {
+    r = a;
+  }
+  const float m = r > double(FLT_MAX) ? (away ? INFINITY : FLT_MAX) : float(r);
+  return neg ? -m : m;
+}
+
+}  // namespace
+
+float fma_f32(float a, float b, float c, Round round, bool ftz) {
+  if (round == Round::kNearestAway) {
+    throw std::invalid_argument("fma_f32: PTX fma has no ties-away rounding");
+  }
+  if (ftz) {
+    a = flush(a);
+    b = flush(b);
+    c = flush(c);
+  }
+  float r;
+  if (round == Round::kNearestEven || !std::isfinite(a) || !std::isfinite(b) || !std::isfinite(c)) {
+    r = std::fma(a, b, c);  // correctly rounded; with an Inf or NaN operand no rounding happens
+  } else {
+    const double p = double(a) * double(b);  // exact
+    if (p + double(c) == 0.0) {
+      // An exact zero (p and c cancel, or both are zeros), IEEE 754-2019 6.3: zeros of one sign
+      // keep it; otherwise +0, or -0 when rounding down.
+      if (std::signbit(p) == std::signbit(c)) {
+        r = std::signbit(p) ? -0.0f : 0.0f;
+      } else {
+        r = round == Round::kDown ? -0.0f : 0.0f;
+      }
+    } else {
+      switch (round) {
+        case Round::kTowardZero:
+          r = round_sum_directed(p, c, [](bool) { return false; });
+          break;
+        case Round::kDown:
+          r = round_sum_directed(p, c, [](bool negative) { return negative; });
+          break;
+        case Round::kUp:
+          r = round_sum_directed(p, c, [](bool negative) { return !negative; });
+          break;
+        default:
+          r = std::fma(a, b, c);  // not reached: kNearestEven above, kNearestAway rejected
+      }
+    }
+  }
+  return ftz ? flush(r) : r;
+}
+
+float expf_libdevice(float x, bool ftz) {
+  const auto fma_rn = [ftz](float a, float b, float c) {
+    return fma_f32(a, b, c, Round::kNearestEven, ftz);
+  };
+  // FFMA.SAT: the rounded sum clamped to [0, 1], NaN to +0.
+  const float t0 = fma_rn(x, f32_from_bits(0x3BBB989Du), 0.5f);
+  const float t = std::isnan(t0) ? 0.0f : std::fmin(std::fmax(t0, 0.0f), 1.0f);
+  const float j = fma_f32(t, 252.0f, 12582913.0f, Round::kDown, ftz);
+  const float n = j - 12583039.0f;  // exact: two integers below 2^24
+  const float r = fma_rn(x, f32_from_bits(0x32A57060u), fma_rn(x, f32_from_bits(0x3FB8AA3Bu), -n));
+  const float scale = f32_from_bits(f32_bits(j) << 23);  // 2^n
+  const float e = Ex2ApproxFtz::h100()(r);
+  return f32_from_bits(canonical(ftz ? fmul_ftz(e, scale) : e * scale));
+}
+
+float logf_libdevice(float x, bool ftz) {
+  const auto fma_rn = [ftz](float a, float b, float c) {
+    return fma_f32(a, b, c, Round::kNearestEven, ftz);
+  };
+  const auto mul = [ftz](float a, float b) { return ftz ? fmul_ftz(a, b) : a * b; };
+  float xs = x, i = 0.0f;
+  if (x < 0x1p-126f) {  // the .ftz compare sees a subnormal as a zero: the same outcome
+    xs = mul(x, 8388608.0f);
+    i = -23.0f;
+  }
+  const std::uint32_t b = f32_bits(xs);
+  const std::int32_t ie = std::int32_t(b - 0x3F2AAAABu) & std::int32_t(0xFF800000u);
+  const float m = f32_from_bits(b - std::uint32_t(ie));
+  const float e = fma_rn(float(ie), 0x1p-23f, i);  // cvt.rn.f32.s32 is exact: ie = k · 2^23
+  const float f = ftz ? flush(m - 1.0f) : m - 1.0f;
+  static constexpr std::uint32_t kCoef[] = {0x3E1039F6u, 0xBDF8CDCCu, 0x3E0F2955u, 0xBE2AD8B9u,
+                                            0x3E4CED0Bu, 0xBE7FFF22u, 0x3EAAAA78u, 0xBF000000u};
+  float q = f32_from_bits(0xBE055027u);
+  for (std::uint32_t c : kCoef) q = fma_rn(q, f, f32_from_bits(c));
+  q = fma_rn(mul(f, q), f, f);
+  float r = fma_rn(e, f32_from_bits(0x3F317218u), q);
+  if (b >= 0x7F800000u) r = fma_rn(xs, INFINITY, INFINITY);  // +Inf, NaN and negatives
+  if (xs == 0.0f) r = -INFINITY;
+  return f32_from_bits(canonical(r));
+}
+
+float fast_expf(float x, bool ftz) {
+  constexpr float kLog2e = 0x1.715476p+0f;  // 0x3FB8AA3B
+  if (ftz) return f32_from_bits(canonical(Ex2ApproxFtz::h100()(fmul_ftz(x, kLog2e))));
+  return f32_from_bits(ex2_approx_bits(f32_bits(x * kLog2e)));
+}
+
+float fast_logf(float x, bool ftz) {
+  constexpr float kLn2 = 0x1.62e43p-1f;  // 0x3F317218
+  if (ftz) return f32_from_bits(canonical(fmul_ftz(Lg2ApproxFtz::h100()(x), kLn2)));
+  return f32_from_bits(canonical(f32_from_bits(lg2_approx_bits(f32_bits(x))) * kLn2));
 }
 
 }  // namespace attnsim

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "formats/policy.hpp"
+
 namespace attnsim {
 
 // rcp.approx.ftz.f32 (MUFU.RCP on sm_90). Measured on the H100 over all 2^32 inputs
@@ -112,5 +114,63 @@ float div_full(float a, float b, const RcpApproxFtz& rcp = RcpApproxFtz::h100())
 // evaluated by FFMA.FTZ, then e + f·log2(e) + f²·q. Inf, NaN and negative x as the PTX does
 // (fma(x, +inf, +inf)); x = 0 is left to the caller (Triton selects −inf).
 float log2f_libdevice(float x);
+
+// fma.{rn,rz,rm,rp}.f32 and their .ftz forms (SASS FFMA, FFMA.RZ/.RM/.RP, .FTZ): a·b + c with one
+// rounding in the mode `round` (kNearestEven, kTowardZero, kDown, kUp; PTX has no ties-away FMA,
+// so kNearestAway throws std::invalid_argument). With ftz, subnormal inputs act as zeros of their
+// sign and a subnormal rounded result becomes a zero of its sign (PTX ISA, fma: "subnormal
+// numbers are flushed to sign-preserving zero"). Round to nearest is std::fma, correctly rounded
+// by C's definition. The directed modes are exact in software, with no use of the host's rounding
+// mode: a·b is exact in double (24 + 24 significant bits); Knuth's TwoSum gives p + c = s + e
+// exactly, s the double nearest the exact sum (|e| <= half an ulp of s); every binary32 value lies
+// on the double grid around s, so none lies strictly between s and the exact sum: the directed
+// result is s's floor or ceiling on the binary32 grid, or, when s is itself a binary32 value, s or
+// its neighbour on e's side. Overflow follows IEEE 754-2019 7.4 (toward zero gives the largest
+// finite value, away gives Inf); an exact zero sum of operands of opposite sign is +0, or -0 when
+// rounding down. NaN results are whatever the host gives. Checked against the host's fmaf under
+// fesetround on a million random and nearly cancelling triples per mode
+// (tests/numerics/special_test.cpp), and through expf's FFMA.RM on the H100.
+float fma_f32(float a, float b, float c, Round round, bool ftz);
+
+// CUDA's expf (libdevice __nv_expf = __internal_accurate_expf, CUDA 13.0 libdevice.10.bc), as
+// nvcc compiles it for sm_90 without --use_fast_math; ftz selects the __nvvm_reflect("__CUDA_FTZ")
+// branch (nvcc -ftz=true), otherwise the IEEE branch. The PTX, and the SASS it becomes
+// (cuda_check/libm_probe.cu, data/hw/h100/libm/README.md):
+//   t = sat(fma.rn(x, 0x3BBB989D = fl(log2(e)/252), 0.5))  FFMA.SAT (ftz: FFMA, FADD.SAT); NaN → 0
+//   j = fma.rm(t, 252, 12582913 = 1.5·2^23 + 1)            FFMA.RM: 1.5·2^23 + 1 + ⌊252 t⌋
+//   n = j − 12583039                                       FADD: the exponent, −126..126
+//   r = fma.rn(x, 0x32A57060, fma.rn(x, 0x3FB8AA3B, −n))   2 FFMA: x·log2(e) − n, hi and lo parts
+//   result = ex2.approx.ftz(r) · 2^n, 2^n = bits(j) << 23  MUFU.EX2, SHF, FMUL
+// Both branches use ex2.approx.ftz (Ex2ApproxFtz); they differ in .ftz on the FFMAs and the final
+// FMUL, which in the IEEE branch rounds subnormal results (x below about −87.34) instead of
+// flushing them. NaN results are the canonical 0x7FFFFFFF. Checked on the H100 over all 2^32
+// inputs in both branches (cuda_check/libm_probe.cu).
+float expf_libdevice(float x, bool ftz);
+
+// CUDA's logf (libdevice __nv_logf = __internal_accurate_logf, CUDA 13.0), as nvcc compiles it for
+// sm_90 without --use_fast_math; ftz as for expf_libdevice. x < 2^-126 (subnormals, zeros and
+// negatives) is scaled by 2^23 (FMUL, i = −23, else i = 0); the exponent k is split off at the
+// bit pattern of 2/3 (0x3F2AAAAB: the mantissa m in [2/3, 4/3)); f = m − 1 (exact);
+// q = a degree-8 polynomial in f by 8 FMAs (0xBE055027 · f + 0x3E1039F6, …, −1/2 last);
+// log = fma(k + i, ln 2 = 0x3F317218, fma(f · q, f, f)), f · q rounded by one FMUL and k + i by
+// fma(k · 2^23, 2^-23, i). Inputs with bits >= 0x7F800000 (+Inf, NaN, every negative) give
+// fma(x, +Inf, +Inf): +Inf for +Inf, else the canonical NaN; a (scaled) zero gives −Inf, so −0
+// gives −Inf, and under ftz so does every subnormal (negative ones too: the IEEE branch gives NaN
+// for those). Checked on the H100 over all 2^32 inputs in both branches.
+float logf_libdevice(float x, bool ftz);
+
+// CUDA's __expf (libdevice __nv_fast_expf, CUDA 13.0), and what expf becomes under
+// --use_fast_math: FMUL by 0x3FB8AA3B (log2(e) as float), then ex2.approx. ftz (-ftz=true or
+// --use_fast_math): FMUL.FTZ and ex2.approx.ftz (Ex2ApproxFtz); otherwise an IEEE FMUL and
+// ex2.approx.f32 (ex2_approx_bits: the MUFU with ptxas's range scaling). The name is libdevice's
+// (STYLE.md 16 bars "fast" in our own names; this one names CUDA's function). Checked on the H100
+// over all 2^32 inputs in the three builds.
+float fast_expf(float x, bool ftz);
+
+// CUDA's __logf (libdevice __nv_fast_logf, CUDA 13.0), and what logf becomes under
+// --use_fast_math: lg2.approx, then FMUL by 0x3F317218 (ln 2 as float). ftz: lg2.approx.ftz
+// (Lg2ApproxFtz) and FMUL.FTZ; otherwise lg2.approx.f32 (lg2_approx_bits) and an IEEE FMUL.
+// Checked on the H100 over all 2^32 inputs in the three builds.
+float fast_logf(float x, bool ftz);
 
 }  // namespace attnsim
