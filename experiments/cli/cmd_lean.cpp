@@ -40,7 +40,7 @@ void add_lean_command(CLI::App& app) {
   lean->require_subcommand(1);
   struct Opt {
     LeanShape s;
-    std::string out, ragged;
+    std::string out, ragged, m_blocks = "ort";
     int splitkv = -1;
   };
   auto o = std::make_shared<Opt>();
@@ -64,6 +64,11 @@ void add_lean_command(CLI::App& app) {
   plan->add_option("--splitkv", o->splitkv,
                    "instead of LeanAttention, the fixed split-KV partition of FlashDecoding with "
                    "this many splits (0: FA2's num_splits_heuristic)");
+  plan->add_option("--m-blocks", o->m_blocks,
+                   "ort: ONNX Runtime's host and kernel as written (warns where the kernel leaves "
+                   "outputs uncomputed); all: the corrected partition")
+      ->check(CLI::IsMember({"ort", "all"}))
+      ->capture_default_str();
   plan->add_option("--out,--output", o->out, "CSV file (written atomically)")
       ->required()
       ->check(output_name());
@@ -71,6 +76,7 @@ void add_lean_command(CLI::App& app) {
     check_output_path(o->out);
     LeanShape s = o->s;
     if (!o->ragged.empty()) s.len_kv_per_batch = parse_lengths(o->ragged);
+    s.m_blocks = o->m_blocks == "all" ? LeanMBlocks::kAll : LeanMBlocks::kOrt;
     LeanPlan p;
     try {
       p = o->splitkv >= 0 ? splitkv_plan(s, o->splitkv) : lean_plan(s);

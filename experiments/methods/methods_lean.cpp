@@ -23,6 +23,8 @@ LeanOptions lean_options(const MethodValues& v, const std::string& dtype, SplitS
             : dtype == "bfloat16" ? Encoding::kBf16
                                   : Encoding::kFp16;
   o.exp = v.at("exp") == "exact" ? LeanExp::kExact : LeanExp::kApprox;
+  if (v.count("mblocks"))
+    o.m_blocks = v.at("mblocks") == "all" ? LeanMBlocks::kAll : LeanMBlocks::kOrt;
   if (v.count("reduce")) o.reduce = v.at("reduce") == "paper" ? LeanReduce::kPaper : LeanReduce::kKernel;
   const std::string pr = v.at("product");
   if (pr == "mma") {
@@ -65,6 +67,10 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
   lp.push_back({"reduce", {"kernel", "paper"}, "kernel",
                 "kernel: ORT's per-split normalization + natural-log LSE reduction, host first; "
                 "paper: Appendix E Algorithm 2's pairwise merge of unnormalized (O, m, l)"});
+  lp.push_back({"mblocks", {"ort", "all"}, "ort",
+                "ort: ONNX Runtime's partition as written (MHA decode, GQA decode with <= 64 query "
+                "heads per KV head, causal prefill with len_q = len_kv; other shapes are refused); "
+                "all: the corrected partition (every m-block and head; cuda_check/lean's kernel)"});
   r.push_back({"lean",
                "LeanAttention (Sanovar et al.) as ONNX Runtime runs it: the stream-K partition "
                "(attnsim lean plan), each CTA's n-tiles descending, per-split normalization, the "

@@ -55,6 +55,29 @@ bool fast_math_of(const LeanOptions& o) {
   return o.style != SplitStyle::kLean;
 }
 
+// The threads that share one output row's LSE sum in the reduction (sim/lean/README.md):
+// ORT's lean host CTA 2 (kMaxSplits/2 values per lane); FA2's combine_attn_seqk_parallel
+// min(128 / kBlockM, kMaxSplits) with kBlockM = 4 (d = 128) or 8 (d = 64) rows per CTA and
+// kMaxSplits the next power of two >= num_splits (2 .. 128); FlashMLA's combine a warp (32);
+// flashinfer's sequential merge 1.
+int combine_lanes(SplitStyle s, int num_splits, int head_dim) {
+  switch (s) {
+    case SplitStyle::kLean:
+      return 2;
+    case SplitStyle::kFlashDecoding: {
+      int kmax = 2;
+      while (kmax < num_splits && kmax < 128) kmax *= 2;
+      const int rows = head_dim % 128 == 0 ? 4 : (head_dim % 64 == 0 ? 8 : 16);
+      return std::min(128 / rows, kmax);
+    }
+    case SplitStyle::kFlashMla:
+      return 32;
+    case SplitStyle::kFlashInfer:
+      return 1;
+  }
+  return 1;
+}
+
 bool base2(SplitStyle s) { return s == SplitStyle::kFlashInfer || s == SplitStyle::kFlashMla; }
 
 float round_out(Encoding e, float x) {
@@ -157,6 +180,7 @@ LeanShape lean_shape(const AttentionInput& in, const LeanOptions& o) {
   s.sms = o.sms;
   s.len_kv_per_batch = o.len_kv_per_batch;
   s.block_n = o.block_n;
+  s.m_blocks = o.style == SplitStyle::kLean ? o.m_blocks : LeanMBlocks::kAll;
   return s;
 }
 
@@ -171,7 +195,14 @@ void validate(const LeanOptions& o, const AttentionInput& in) {
   if (o.splits < 0) throw std::invalid_argument("lean: splits must be >= 0");
   if (o.reduce == LeanReduce::kPaper && o.style != SplitStyle::kLean)
     throw std::invalid_argument("lean: reduce=paper is LeanAttention's Algorithm 2 (style lean)");
-  validate(lean_shape(in, o));
+  const LeanShape ls = lean_shape(in, o);
+  validate(ls);
+  if (o.style == SplitStyle::kLean && o.m_blocks == LeanMBlocks::kOrt) {
+    const LeanPlan p = lean_plan(ls);
+    if (!p.coverage.empty())
+      throw std::invalid_argument("lean: ONNX Runtime's LeanAttention does not compute this shape (" +
+                                  p.coverage[0] + "); mblocks=all runs the corrected partition");
+  }
 }
 
 LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o, bool keep_partials) {
@@ -191,6 +222,7 @@ LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPla
   res.plan = std::move(plan);
   LeanPlan& pl = res.plan;
   const SplitMath fm{o.exp == LeanExp::kExact, fast_math_of(o)};
+  const int lanes = combine_lanes(o.style, pl.num_splits, s.head_dim);
   const int dv = s.head_dim_v;
 
   // One prepared input per batch entry of a ragged batch (its own context length), else one.
@@ -382,11 +414,21 @@ LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPla
             float lse_max = -kInfF;
             for (std::size_t k = 0; k < nsplit; ++k) lse_max = std::max(lse_max, pl2[k][std::size_t(r)]);
             if (lse_max == -kInfF) lse_max = 0.0f;
-            float sum = 0.0f;
+            // The sum over `lanes` threads: lane j adds splits j, j + R, ... in order, then an
+            // xor butterfly of FADDs (offsets R/2 .. 1); every lane ends with the same value.
+            std::vector<float> lane(std::size_t(lanes), 0.0f);
             for (std::size_t k = 0; k < nsplit; ++k) {
               const float x = pl2[k][std::size_t(r)] - lse_max;
-              sum += b2 ? fm.exp2(x) : fm.exp_nat(x);
+              float& a = lane[k % std::size_t(lanes)];
+              a = a + (b2 ? fm.exp2(x) : fm.exp_nat(x));
             }
+            for (int off = lanes / 2; off >= 1; off /= 2) {
+              std::vector<float> nx(lane.size());
+              for (int j = 0; j < lanes; ++j)
+                nx[std::size_t(j)] = lane[std::size_t(j)] + lane[std::size_t(j ^ off)];
+              lane.swap(nx);
+            }
+            const float sum = lane[0];
             const float logsum = (sum == 0.0f || sum != sum)
                                      ? kInfF
                                      : (b2 ? fm.log2(sum) : fm.log_nat(sum)) + lse_max;

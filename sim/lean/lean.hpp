@@ -60,6 +60,8 @@ struct LeanOptions {
   // The build: -1 = the style's public build (lean: ONNX Runtime's flags; the peers:
   // --use_fast_math), 0 = IEEE, 1 = fast math (ex2/lg2/rcp .approx.ftz, __expf/__logf).
   int fast_math = -1;
+  // lean: ONNX Runtime's partition (shapes it gets wrong are refused) or the corrected one.
+  LeanMBlocks m_blocks = LeanMBlocks::kOrt;
   // Keep the FP32 result (no cast to dtype): the reassociation checks see FP32 differences.
   bool out_fp32 = false;
 };

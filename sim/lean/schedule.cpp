@@ -29,17 +29,38 @@ LeanPlan plan_frame(const LeanShape& s) {
   p.folded = s.len_q == 1 && s.heads_q > s.heads_kv;
   p.rows = p.folded ? s.heads_q / s.heads_kv : s.len_q;
   p.heads = p.folded ? s.heads_kv : s.heads_q;
-  p.num_m_blocks = int(cdiv(p.rows, p.block_m));
   p.num_n_blocks = int(cdiv(s.len_kv, p.block_n));
-  p.tiles_of_m_block.assign(std::size_t(p.num_m_blocks), p.num_n_blocks);
-  if (p.causal) {
-    // Causal m-block i sees keys up to its last row, bottom-right aligned (FA2 n_block_max):
-    // ceil(((i + 1)·block_m + len_kv − len_q) / block_n), clamped to [0, n_blocks].
-    for (int i = 0; i < p.num_m_blocks; ++i) {
-      const long long last = std::min<long long>(p.rows, (i + 1LL) * p.block_m);
-      const long long n = cdiv(std::max<long long>(0, last + s.len_kv - s.len_q), p.block_n);
-      p.tiles_of_m_block[std::size_t(i)] = int(std::min<long long>(n, p.num_n_blocks));
+  p.ort = s.m_blocks == LeanMBlocks::kOrt;
+  if (p.ort) {
+    // lean_api.cc L180-211: m-blocks of the unfolded seqlen_q; causal m-block i has
+    // ceil((i + 1)·64 / block_n) n-tiles (top-left: right only when len_q == len_kv); a
+    // non-causal head is one block of num_m_blocks · n_blocks tiles, walked as m-block 0
+    // (lean_fwd_kernel.h L69-71: cur_m_block = 0, num_tiles_in_block = tiles_per_head).
+    const int nm = int(cdiv(s.len_q, p.block_m));
+    if (p.causal) {
+      p.num_m_blocks = nm;
+      for (int i = 0; i < nm; ++i)
+        p.tiles_of_m_block.push_back(int(cdiv((i + 1LL) * p.block_m, p.block_n)));
+    } else {
+      p.num_m_blocks = 1;
+      p.tiles_of_m_block.assign(1, nm * p.num_n_blocks);
     }
+    p.host_heads = s.heads_kv;
+    p.host_m_blocks = nm;
+  } else {
+    p.num_m_blocks = int(cdiv(p.rows, p.block_m));
+    p.tiles_of_m_block.assign(std::size_t(p.num_m_blocks), p.num_n_blocks);
+    if (p.causal) {
+      // Causal m-block i sees keys up to its last row, bottom-right aligned (FA2 n_block_max):
+      // ceil(((i + 1)·block_m + len_kv − len_q) / block_n), clamped to [0, n_blocks].
+      for (int i = 0; i < p.num_m_blocks; ++i) {
+        const long long last = std::min<long long>(p.rows, (i + 1LL) * p.block_m);
+        const long long n = cdiv(std::max<long long>(0, last + s.len_kv - s.len_q), p.block_n);
+        p.tiles_of_m_block[std::size_t(i)] = int(std::min<long long>(n, p.num_n_blocks));
+      }
+    }
+    p.host_heads = p.heads;
+    p.host_m_blocks = p.num_m_blocks;
   }
   if (!s.len_kv_per_batch.empty()) {
     for (int l : s.len_kv_per_batch) p.n_blocks_per_batch.push_back(int(cdiv(l, p.block_n)));
@@ -47,11 +68,12 @@ LeanPlan plan_frame(const LeanShape& s) {
   p.tiles_per_head = 0;
   for (int t : p.tiles_of_m_block) p.tiles_per_head += t;
   if (p.n_blocks_per_batch.empty()) {
-    p.total_tiles = p.tiles_per_head * s.batch * p.heads;
+    // ORT: tiles_per_head · b · h_k (L211), whatever heads the kernel indexes.
+    p.total_tiles = p.tiles_per_head * s.batch * p.host_heads;
   } else {
     p.total_tiles = 0;
     for (int b = 0; b < s.batch; ++b) p.total_tiles += p.tiles_of(b, 0) * 1LL * p.num_m_blocks;
-    p.total_tiles *= p.heads;
+    p.total_tiles *= p.host_heads;
   }
   // lean_griddimz: 2·SMs by default; small problems get about two tiles per CTA but at most
   // 32 CTAs per head-block's worth of n-tiles; the result in [1, total_tiles].
@@ -59,7 +81,7 @@ LeanPlan plan_frame(const LeanShape& s) {
   if (p.total_tiles <= 4LL * s.sms) {
     grid = std::min((p.total_tiles + 1) / 2, cdiv(32 * p.total_tiles, p.num_n_blocks));
   } else {
-    grid = std::min<long long>(2LL * s.sms, 32LL * p.heads * s.batch * p.num_m_blocks);
+    grid = std::min<long long>(2LL * s.sms, 32LL * p.host_heads * s.batch * p.host_m_blocks);
   }
   grid = std::clamp<long long>(grid, 1, std::max<long long>(1, p.total_tiles));
   p.grid = int(grid);
@@ -68,7 +90,30 @@ LeanPlan plan_frame(const LeanShape& s) {
   const long long mtpt = p.max_tiles_per_tb;
   const long long nb = p.num_n_blocks;
   p.num_splits = int(p.total_tiles % p.grid == 0 ? 1 + (nb + mtpt - 2) / mtpt
-                                                 : 1 + (nb + mtpt - 3) / (mtpt - 1));
+                    : mtpt > 1                    ? 1 + (nb + mtpt - 3) / (mtpt - 1)
+                                                  : 1);
+  // What the kernel leaves out (ORT mode): the (batch, head) pairs past the first b·h_k in
+  // b-major order (GQA prefill: the host counts h_k heads, the kernel indexes h_q), the m-blocks
+  // past the first of a non-causal head (their tiles are walked as n-tiles of m-block 0, past
+  // the keys), folded rows past 64, and causal tile counts that assume len_q == len_kv.
+  if (p.ort) {
+    const long long pairs = (long long)s.batch * p.heads, covered = (long long)s.batch * p.host_heads;
+    if (covered < pairs)
+      p.coverage.push_back("GQA prefill: the host counts " + std::to_string(s.heads_kv) +
+                           " heads, the kernel indexes " + std::to_string(p.heads) + ": only the first " +
+                           std::to_string(covered) + " of " + std::to_string(pairs) +
+                           " (batch, head) pairs (batch-major) are computed");
+    if (!p.causal && p.host_m_blocks > 1)
+      p.coverage.push_back("non-causal len_q > 64: a head is walked as one block of " +
+                           std::to_string(p.tiles_per_head) +
+                           " n-tiles of m-block 0 (n-tiles past " + std::to_string(p.num_n_blocks) +
+                           " read past the keys; rows past 64 are never computed)");
+    if (p.folded && p.rows > p.block_m)
+      p.coverage.push_back("GQA decode with " + std::to_string(p.rows) +
+                           " query heads per KV head: one m-block, rows past 64 are never computed");
+    if (p.causal && s.len_q != s.len_kv)
+      p.coverage.push_back("causal len_q != len_kv: the tile counts are top-left, the mask bottom-right");
+  }
   return p;
 }
 
@@ -172,6 +217,7 @@ LeanPlan lean_plan(const LeanShape& s) {
 LeanPlan lean_plan_ref(const LeanShape& s) {
   LeanPlan p = plan_frame(s);
   // Algorithm 2's walk: CTA g owns the next I_g tiles, the high-load CTAs one more.
+  long long walked = 0;
   long long cta = 0, left = p.grid > 0 ? (0 < p.high_load_tbs ? p.max_tiles_per_tb
                                                               : p.max_tiles_per_tb - 1)
                                        : 0;
@@ -179,6 +225,7 @@ LeanPlan lean_plan_ref(const LeanShape& s) {
     for (int h = 0; h < p.heads; ++h)
       for (int m = 0; m < p.num_m_blocks; ++m)
         for (int n = 0; n < p.tiles_of(b, m); ++n) {
+          if (walked++ >= p.total_tiles) break;
           while (left == 0) {
             ++cta;
             left = cta < p.high_load_tbs ? p.max_tiles_per_tb : p.max_tiles_per_tb - 1;
@@ -243,12 +290,17 @@ int fa2_num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_bl
   return 1;
 }
 
-LeanPlan splitkv_plan(const LeanShape& s, int splits) {
+LeanPlan splitkv_plan(const LeanShape& shape, int splits) {
+  // FA2's split-KV kernel covers every head and m-block (its own block walk, not Lean's).
+  LeanShape s = shape;
+  s.m_blocks = LeanMBlocks::kAll;
   LeanPlan p = plan_frame(s);
   if (splits < 0) throw std::invalid_argument("splitkv: splits must be >= 0");
   if (splits == 0)
-    splits = fa2_num_splits_heuristic(s.batch * p.heads * p.num_m_blocks, s.sms, p.num_n_blocks,
-                                      128);
+    // flash_api.cpp set_params_splitkv: num_splits_heuristic(b·h·m_blocks, 2·SMs (128 threads
+    // a CTA), n_blocks, 128).
+    splits = fa2_num_splits_heuristic(s.batch * p.heads * p.num_m_blocks, 2 * s.sms,
+                                      p.num_n_blocks, 128);
   p.num_splits = splits;
   int cta = 0;
   for (int b = 0; b < s.batch; ++b)
@@ -287,11 +339,13 @@ std::string plan_csv(const LeanPlan& p) {
 
 std::string plan_summary(const LeanPlan& p) {
   std::ostringstream o;
+  for (const std::string& c : p.coverage) o << "warning: ONNX Runtime's kernel: " << c << '\n';
   o << "grid " << p.grid << "\nmax_tiles_per_tb " << p.max_tiles_per_tb << "\nhigh_load_tbs "
     << p.high_load_tbs << "\nnum_splits " << p.num_splits << "\ntiles_per_head "
     << p.tiles_per_head << "\ntotal_tiles " << p.total_tiles << "\nblock_m " << p.block_m
     << "\nblock_n " << p.block_n << "\nheads " << p.heads << (p.folded ? " (GQA decode folded)" : "")
-    << "\nrows " << p.rows << "\nsegments " << p.segments.size() << '\n';
+    << "\nrows " << p.rows << "\nm_blocks " << (p.ort ? "ort" : "all")
+    << "\nsegments " << p.segments.size() << '\n';
   return o.str();
 }
 

@@ -5,10 +5,21 @@
 // formula and the code line behind it: sim/lean/README.md. `attnsim lean plan` prints it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace attnsim {
+
+// Which blocks the partition makes.
+//  kOrt  ONNX Runtime as written (lean_api.cc, lean_fwd_kernel.h): m-blocks of the unfolded
+//        len_q, causal tile counts top-left, a non-causal head one block of tiles_per_head tiles,
+//        total tiles counted over heads_kv. Right for MHA decode (the only caller,
+//        MultiHeadAttention), folded GQA decode with at most 64 query heads per KV head, and
+//        causal prefill with len_q == len_kv; otherwise LeanPlan::coverage says what is lost.
+//  kAll  the corrected partition (cuda_check/lean's kernel): ceil(rows / 64) m-blocks of the
+//        folded rows, causal tile counts bottom-right (FA2 n_block_max), every head.
+enum class LeanMBlocks : std::uint8_t { kOrt, kAll };
 
 // The attention shape the partition sees. len_kv_per_batch (optional) makes a ragged batch: one
 // context length per batch entry (the paper's Appendix A ragged decode; ORT sizes every batch
@@ -19,6 +30,7 @@ struct LeanShape {
   int sms = 132;  // H100 SXM
   std::vector<int> len_kv_per_batch;
   int block_n = 0;  // 0: the kernel's rule from head_dim; else this n-tile size (an experiment)
+  LeanMBlocks m_blocks = LeanMBlocks::kOrt;
 };
 
 // One CTA's work on one (batch, head, m-block): n-tiles [n_begin, n_end) of that block, walked
@@ -47,6 +59,11 @@ struct LeanPlan {
   std::vector<LeanSegment> segments;  // CTA order, then tile order
   // Ragged: n-tiles per batch entry (empty when every entry has len_kv).
   std::vector<int> n_blocks_per_batch;
+  bool ort = true;                    // LeanMBlocks::kOrt
+  int host_heads = 0, host_m_blocks = 0;  // what the host sizing counts (ORT: heads_kv, unfolded)
+  // Kernel mode kOrt: one line per part of the shape the public kernel does not compute
+  // correctly (empty: it computes every output).
+  std::vector<std::string> coverage;
 
   // The n-tile count of one (batch, m-block).
   int tiles_of(int batch, int m_block) const;

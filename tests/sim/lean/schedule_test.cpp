@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 #include <random>
 #include <stdexcept>
 
@@ -41,7 +42,9 @@ void check_invariants(const LeanShape& s, const LeanPlan& p) {
   ASSERT_EQ(int(per_cta.size()), p.grid);
   for (auto& [c, n] : per_cta)
     EXPECT_EQ(n, c < p.high_load_tbs ? p.max_tiles_per_tb : p.max_tiles_per_tb - 1) << c;
-  // No block needs more CTAs than the host's buffer sizing allows.
+  // No block needs more CTAs than the host's buffer sizing allows (where the kernel's blocks are
+  // what the host assumes: at most n_blocks tiles each).
+  if (!p.coverage.empty()) return;
   for (auto& [key, n] : splits) {
     (void)key;
     EXPECT_LE(n, p.num_splits) << s.batch << " " << s.heads_q << " " << s.len_kv;
@@ -108,6 +111,7 @@ TEST(LeanSchedule, ClosedFormsEqualTheTileWalk) {
     s.head_dim = pick({64, 128});
     s.causal = rng() % 2;
     s.sms = pick({1, 8, 108, 132});
+    s.m_blocks = rng() % 2 ? LeanMBlocks::kOrt : LeanMBlocks::kAll;
     if (s.len_q == 1 && rng() % 3 == 0) {
       for (int b = 0; b < s.batch; ++b)
         s.len_kv_per_batch.push_back(1 + int(rng() % std::uint32_t(s.len_kv)));
@@ -124,16 +128,47 @@ TEST(LeanSchedule, ClosedFormsEqualTheTileWalk) {
 }
 
 TEST(LeanSchedule, CausalPrefillTileCounts) {
-  // len_q = len_kv = 300, block 64 x 128: m-block i sees ceil(min(300, 64(i+1)) / 128) n-tiles.
+  // len_q = len_kv = 300, block 64 x 128: ORT counts ceil(64(i+1) / 128) n-tiles for m-block i
+  // (lean_api.cc L202-205, top-left); the corrected partition ceil(min(300, 64(i+1)) / 128): the
+  // same here.
   LeanShape s{1, 2, 2, 300, 300, 128};
   s.causal = true;
   const LeanPlan p = lean_plan(s);
   EXPECT_EQ(p.tiles_of_m_block, (std::vector<int>{1, 1, 2, 2, 3}));
   EXPECT_EQ(p.tiles_per_head, 9);
+  EXPECT_TRUE(p.coverage.empty());
+  // len_kv = 1000 > len_q: ORT keeps the top-left counts and says so; the corrected partition
+  // counts bottom-right: ceil((64(i+1) + 700) / 128), at most 8.
+  s.len_kv = 1000;
+  EXPECT_EQ(lean_plan(s).tiles_of_m_block, (std::vector<int>{1, 1, 2, 2, 3}));
+  EXPECT_EQ(lean_plan(s).coverage.size(), 1u);
+  s.m_blocks = LeanMBlocks::kAll;
+  EXPECT_EQ(lean_plan(s).tiles_of_m_block, (std::vector<int>{6, 7, 7, 8, 8}));
   // Decode ignores the causal flag (ORT runs seqlen_q == 1 non-causal).
   LeanShape d{1, 2, 2, 1, 300, 128};
   d.causal = true;
   EXPECT_FALSE(lean_plan(d).causal);
+}
+
+TEST(LeanSchedule, WhatOrtLeavesOut) {
+  // GQA prefill: the host counts h_k = 2 heads, the kernel indexes 8: of 2 batches x 8 heads only
+  // the first 2·2 = 4 (batch, head) pairs, batch-major, get tiles (lean_api.cc L211, kernel L72-73).
+  LeanShape s{2, 8, 2, 64, 256, 128};
+  s.causal = true;
+  LeanPlan p = lean_plan(s);
+  std::set<std::pair<int, int>> pairs;
+  for (const auto& g : p.segments) pairs.insert({g.batch, g.head});
+  EXPECT_EQ(pairs, (std::set<std::pair<int, int>>{{0, 0}, {0, 1}, {0, 2}, {0, 3}}));
+  EXPECT_FALSE(p.coverage.empty());
+  // GQA decode with 80 query heads per KV head: one m-block (the unfolded len_q), rows past 64 lost.
+  LeanShape d{1, 80, 1, 1, 1000, 128};
+  p = lean_plan(d);
+  EXPECT_EQ(p.num_m_blocks, 1);
+  EXPECT_EQ(p.coverage.size(), 1u);
+  d.m_blocks = LeanMBlocks::kAll;
+  EXPECT_EQ(lean_plan(d).num_m_blocks, 2);
+  // MHA decode, the caller's only case: nothing lost.
+  EXPECT_TRUE(lean_plan(LeanShape{4, 32, 32, 1, 5000, 128}).coverage.empty());
 }
 
 TEST(LeanSchedule, SplitKvPlansAndTheHeuristic) {
@@ -147,7 +182,11 @@ TEST(LeanSchedule, SplitKvPlansAndTheHeuristic) {
   // is the first >= 0.85 · 0.970 = 0.824 (k = 6: 0.727).
   EXPECT_EQ(fa2_num_splits_heuristic(16, 132, 40, 128), 7);
   EXPECT_EQ(fa2_num_splits_heuristic(200, 132, 40, 128), 1);  // >= 0.8·SMs blocks: no split
-  EXPECT_EQ(splitkv_plan(s, 0).num_splits, 7);
+  // splitkv_plan passes 2·SMs (flash_api.cpp set_params_splitkv: two 128-thread CTAs per SM):
+  // heuristic(16, 264, 40, 128) = 14, transcribed from flash_api.cpp into Python and run there
+  // (the best eligible efficiency 0.909 at k = 15; k = 14 gives 224/264 = 0.848 >= 0.773).
+  EXPECT_EQ(fa2_num_splits_heuristic(16, 264, 40, 128), 14);
+  EXPECT_EQ(splitkv_plan(s, 0).num_splits, 14);
 }
 
 TEST(LeanSchedule, CsvContract) {
