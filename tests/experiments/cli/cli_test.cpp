@@ -444,5 +444,50 @@ TEST_F(Cli, CorruptDumpsAreOneLineWithoutTheHdf5Stack) {
   EXPECT_TRUE(leftovers(dir_).empty());
 }
 
+
+TEST_F(Cli, LeanPlanContract) {
+  // MHA decode on an H100 (ORT's only caller): 8 heads of 4,096 keys -> 32 n-tiles per head,
+  // 256 tiles, grid min(128, ceil(32·256/32)) = 128, two tiles per CTA (lean_api.cc).
+  const CliRun r = run("lean plan --batch 1 --heads-q 8 --heads-kv 8 --len-q 1 --len-kv 4096 "
+                       "--head-dim 128 --out " + path("plan.csv"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::ifstream out(path("stdout.txt"));
+  const std::string text((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  for (const char* line : {"grid 128\n", "max_tiles_per_tb 2\n", "high_load_tbs 128\n",
+                           "num_splits 17\n", "tiles_per_head 32\n"})
+    EXPECT_NE(text.find(line), std::string::npos) << line << " in " << text;
+  std::ifstream csv(path("plan.csv"));
+  std::string header, first;
+  std::getline(csv, header);
+  std::getline(csv, first);
+  EXPECT_EQ(header, "cta,batch,head,m_block,n_tile_begin,n_tile_end,host,finisher,split");
+  EXPECT_EQ(first, "0,0,0,0,0,2,1,0,0");
+  int rows = 0;
+  for (std::string l; std::getline(csv, l);) ++rows;
+  EXPECT_EQ(rows + 1, 128);
+  // GQA prefill: ORT's kernel leaves heads out, and says so.
+  ASSERT_EQ(run("lean plan --batch 1 --heads-q 8 --heads-kv 2 --len-q 64 --len-kv 64 --head-dim 64 "
+                "--causal --out " + path("gqa.csv")).code, 0);
+  std::ifstream out2(path("stdout.txt"));
+  const std::string t2((std::istreambuf_iterator<char>(out2)), std::istreambuf_iterator<char>());
+  EXPECT_NE(t2.find("warning: ONNX Runtime's kernel: GQA prefill"), std::string::npos) << t2;
+}
+
+TEST_F(Cli, LeanPlanBadShapesAreOneLineErrors) {
+  for (const std::string args :
+       {"--batch 0 --heads-q 8 --heads-kv 8 --len-q 1 --len-kv 10 --head-dim 128",
+        "--batch 1 --heads-q 6 --heads-kv 4 --len-q 1 --len-kv 10 --head-dim 128",
+        "--batch 1 --heads-q 8 --heads-kv 8 --len-q 1 --len-kv 10 --head-dim 96",
+        "--batch 1 --heads-q 8 --heads-kv 8 --len-q 1 --len-kv 0 --head-dim 128",
+        "--batch 1 --heads-q 8 --heads-kv 8 --len-q 1 --len-kv 10 --head-dim 128 --sms 0",
+        "--batch 2 --heads-q 8 --heads-kv 8 --len-q 1 --len-kv 10 --head-dim 128 --ragged 5,x"}) {
+    const CliRun r = run("lean plan " + args + " --out " + path("p.csv"));
+    EXPECT_EQ(r.code, 2) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("attnsim: error: ", 0), 0u) << r.err;
+    EXPECT_FALSE(fs::exists(path("p.csv"))) << args;
+  }
+}
+
 }  // namespace
 }  // namespace attnsim

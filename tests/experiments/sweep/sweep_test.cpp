@@ -435,6 +435,11 @@ TEST_F(Exp, GatePassesOnTheAmlaBaseline) {
   expect_gate_passes("experiments/configs/baseline_amla.toml", "data/baselines/amla.h5");
 }
 
+TEST_F(Exp, GatePassesOnTheLeanBaseline) {
+  // LeanAttention and the split/merge peers (experiments/configs/baseline_lean.toml).
+  expect_gate_passes("experiments/configs/baseline_lean.toml", "data/baselines/lean.h5");
+}
+
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
   const std::string m =
       "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";
