@@ -17,11 +17,13 @@
 //   m      = fmaxf over the thread's values in column order (from the old m after the first
 //            tile), then m = fmaxf(m, shfl_xor 2), fmaxf(m, shfl_xor 1).
 //   rescale (not on the segment's first tile): c = exp2f((m_old - m) * scale_log2) as FADD, FMUL,
-//            exp2f; l *= c; acc_o *= c.
+//            exp2f; acc_o *= c; the row sum's l *= c is fused with its first add (below).
 //   p      = exp2f(fma(S, scale_log2, -ms)), ms = m == -inf ? 0 : m * scale_log2 (one FFMA: FA2's
 //            exp2f(x * scale - max_scaled) as nvcc contracts it).
 //   l      = per-thread partial: lane t of a quad owns columns 8j+2t, 8j+2t+1; it adds its p in
-//            increasing column order (first tile: from its first p).
+//            increasing column order: first tile l = p_0 + p_1 + ...; later tiles
+//            l = fma(l, c, p_0) + p_1 + ... (nvcc contracts FA2's `row_sum *= scale` with the
+//            first `+=`).
 //   acc_o += fp16(p) (RNE) · V by mma.sync m16n8k16 chained over the tile's keys, k-steps of 16
 //            ascending.
 // Segment end (FA2 normalize_softmax_lse): l = l + shfl_xor(l, 2); l = l + shfl_xor(l, 1);
@@ -316,9 +318,9 @@ __device__ __forceinline__ void run_segment(const Params& p, int b, int hk, int 
       }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      float c = 1.0f;
       if (!first) {
-        const float c = exp2f(__fmul_rn(__fsub_rn(acc.m[i], mx), p.scale_log2));
-        acc.l[i] = __fmul_rn(acc.l[i], c);
+        c = exp2f(__fmul_rn(__fsub_rn(acc.m[i], mx), p.scale_log2));
 #pragma unroll
         for (int nt = 0; nt < S::kNO; ++nt) {
           acc.o[nt][2 * i] = __fmul_rn(acc.o[nt][2 * i], c);
@@ -332,7 +334,10 @@ __device__ __forceinline__ void run_segment(const Params& p, int b, int hk, int 
         s[j][2 * i] = exp2f(__fmaf_rn(s[j][2 * i], p.scale_log2, -ms));
         s[j][2 * i + 1] = exp2f(__fmaf_rn(s[j][2 * i + 1], p.scale_log2, -ms));
       }
-      float l = first ? s[0][2 * i] : __fadd_rn(acc.l[i], s[0][2 * i]);
+      // ORT softmax.h softmax_rescale_o: `row_sum(mi) *= scores_scale`, then reduce_sum's first
+      // `row_sum + p[0]`; nvcc (-fmad=true, ORT's build) contracts the pair into one FFMA (seen in
+      // the SASS of that code built with ORT's flags), so the model does fma(l, c, p_0).
+      float l = first ? s[0][2 * i] : __fmaf_rn(acc.l[i], c, s[0][2 * i]);
       l = __fadd_rn(l, s[0][2 * i + 1]);
 #pragma unroll
       for (int j = 1; j < S::kNS; ++j) {
