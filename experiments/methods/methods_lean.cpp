@@ -26,6 +26,7 @@ LeanOptions lean_options(const MethodValues& v, const std::string& dtype, SplitS
   if (v.count("mblocks"))
     o.m_blocks = v.at("mblocks") == "all" ? LeanMBlocks::kAll : LeanMBlocks::kOrt;
   if (v.count("reduce")) o.reduce = v.at("reduce") == "paper" ? LeanReduce::kPaper : LeanReduce::kKernel;
+  o.rowsum_fma = v.at("rowsum") == "fma";
   const std::string pr = v.at("product");
   if (pr == "mma") {
     o.product = DotModel{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};
@@ -57,6 +58,9 @@ std::vector<MethodParam> common_params() {
       {"product", {"mma", "fp32", "fp64", "exact"}, "mma",
        "QK^T and P*V: mma = HMMA m16n8k16 with FP32 accumulation (the kernel's SM80 atom, H100 "
        "model); fp32/fp64 CUDA-core loops; exact (rounded once)"},
+      {"rowsum", {"fma", "rounded"}, "fma",
+       "the running sum's rescale: fma = fused into each quad lane's first add, as nvcc compiles "
+       "FA2's softmax for ORT and FA2; rounded = l*alpha rounded first (our cuda_check kernels)"},
   };
 }
 

@@ -151,6 +151,7 @@ Pipeline lean_pipeline(const LeanOptions& o, int head_dim) {
   c.kv_order = KvOrder::kDescending;
   c.row_sum = RowSum::kQuad;
   Pipeline p = flash_pipeline(c);
+  if (o.rowsum_fma) p.row_sum = RowSum::kQuadFma;
   p.qk = o.product;
   p.pv = o.product;
   if (o.product.kind == DotModel::kMma) {
@@ -528,7 +529,7 @@ std::string describe(const LeanOptions& o) {
          std::to_string(o.splits) + " dtype=" + encoding_name(o.dtype) +
          " exp=" + (o.exp == LeanExp::kExact ? "exact" : "approx") +
          " reduce=" + (o.reduce == LeanReduce::kPaper ? "paper" : "kernel") +
-         " product=" + dot_model_name(o.product);
+         " product=" + dot_model_name(o.product) + " rowsum=" + (o.rowsum_fma ? "fma" : "rounded");
 }
 
 }  // namespace attnsim

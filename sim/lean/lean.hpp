@@ -62,6 +62,10 @@ struct LeanOptions {
   int fast_math = -1;
   // lean: ONNX Runtime's partition (shapes it gets wrong are refused) or the corrected one.
   LeanMBlocks m_blocks = LeanMBlocks::kOrt;
+  // The running sum's rescale: fused into each lane's first add (nvcc's contraction of FA2's
+  // `row_sum *= scale` and reduce_sum, as ORT's and FA2's builds compile them) or rounded first
+  // (our cuda_check kernels, which spell every operation as an _rn intrinsic).
+  bool rowsum_fma = true;
   // Keep the FP32 result (no cast to dtype): the reassociation checks see FP32 differences.
   bool out_fp32 = false;
 };

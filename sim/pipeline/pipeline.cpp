@@ -316,8 +316,9 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
       }
       ws.alpha[std::size_t(i)] = float(alpha);
       // The running sum follows alpha here unless the row-sum model fuses it into its first add.
-      const bool sum_fuses_rescale =
-          p.row_sum == RowSum::kSageLanes || p.row_sum == RowSum::kTritonTree;
+      const bool sum_fuses_rescale = p.row_sum == RowSum::kSageLanes ||
+                                     p.row_sum == RowSum::kTritonTree ||
+                                     p.row_sum == RowSum::kQuadFma;
       if (!sum_fuses_rescale)
         for (int l = 0; l < st.lanes; ++l) st.l[l] = st.l[l] * alpha;
       if (hook) {
@@ -372,6 +373,20 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
             const T part = ((q16[2 * lane] + q16[2 * lane + 1]) + q16[8 + 2 * lane]) + q16[9 + 2 * lane];
             st.l[lane] = tile == 0 ? std::fma(alpha, st.l[lane], part) : st.l[lane] + part;
           }
+        }
+      } else if (p.row_sum == RowSum::kQuadFma) {
+        // Quad lane t: columns 8g + 2t, 8g + 2t + 1 in order; the first one's add carries the
+        // rescale (FFMA); a lane with no key in the block keeps l·alpha (FA2 adds p = 0 there).
+        for (int lane = 0; lane < 4; ++lane) {
+          bool first = true;
+          for (int g = 0; g < bk; g += 8)
+            for (int c = 0; c < 2; ++c) {
+              const int j = g + 2 * lane + c;
+              if (j >= cols) continue;
+              st.l[lane] = first ? std::fma(st.l[lane], alpha, pi[j]) : st.l[lane] + pi[j];
+              first = false;
+            }
+          if (first) st.l[lane] = st.l[lane] * alpha;
         }
       } else if (p.row_sum == RowSum::kTritonTree) {
         // tl.sum: lane t folds columns 2t, 2t+1, 8+2t, 9+2t, ... in order; (a0 + a2) + (a1 + a3);

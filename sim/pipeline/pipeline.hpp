@@ -215,7 +215,11 @@ enum class PScale : std::uint8_t { kNone, kRow, kTile };
 //  kTritonTree  Triton's tl.sum per block (SageAttention 1, Triton 3.6 SASS): lane t folds its
 //               columns 2t, 2t+1, 8+2t, 9+2t, ... in order, then (a0 + a2) + (a1 + a3); the
 //               running sum is l = fma(l, alpha, block sum).
-enum class RowSum : std::uint8_t { kQuad, kSingle, kSageLanes, kMma, kTritonTree };
+//  kQuadFma     kQuad with the rescale of each lane's sum fused into its first add of the block,
+//               l = fma(l, alpha, p_first) + p_next + ...: how nvcc (-fmad=true) compiles FA2's
+//               `row_sum *= scores_scale` followed by reduce_sum (SASS of FA2's softmax code built
+//               with ONNX Runtime's flags, sim/lean/README.md).
+enum class RowSum : std::uint8_t { kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma };
 
 // How the exponent's coefficient scale_log2 = sm_scale · log2 e is formed.
 //  kHostDouble   fl32(double(fl32(sm_scale)) · log2 e): FA2's host (set_params_fprop).
@@ -359,7 +363,8 @@ int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t)
 // their shuffle order; 1 otherwise).
 template <class T>
 SoftmaxState<T> empty_row_state(const Pipeline& p, int head_dim_v) {
-  const bool four = p.row_sum == RowSum::kQuad || p.row_sum == RowSum::kSageLanes;
+  const bool four = p.row_sum == RowSum::kQuad || p.row_sum == RowSum::kSageLanes ||
+                    p.row_sum == RowSum::kQuadFma;
   SoftmaxState<T> st(head_dim_v, four ? 4 : 1);
   st.xor1_first = p.row_sum == RowSum::kSageLanes;
   return st;

@@ -158,7 +158,7 @@ std::string describe(const Pipeline& p) {
   };
   static const char* kExpFn[] = {"libm", "exact", "ex2.approx.ftz", "ex2.approx", "hook"};
   static const char* kNorm[] = {"rcp", "div", "rcp.approx.ftz", "div.full"};
-  static const char* kRowSum[] = {"quad", "single", "sage_lanes", "mma", "triton_tree"};
+  static const char* kRowSum[] = {"quad", "single", "sage_lanes", "mma", "triton_tree", "quad_fma"};
   static const char* kLse[] = {"natural", "log2.mufu", "log2.libdevice"};
   static const char* kRound[] = {"none", "ceil", "nearest"};
   std::string r = cat("pipeline bq=", std::to_string(p.block_q), " bk=", std::to_string(p.block_kv),

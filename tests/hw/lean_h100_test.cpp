@@ -3,7 +3,8 @@
 // split's FP32 partial O and LSE, and the fp16/bf16 outputs of LeanAttention and of FlashDecoding
 // (FA2 split-KV + combine) with 1, 3 and FA2's heuristic split counts, bit for bit. The kernels
 // use the corrected partition (every m-block, ragged per-batch tile counts: LeanMBlocks::kAll) and
-// ORT's build (no fast math: exp2f = ex2.approx.f32, __logf, libdevice expf/logf, IEEE 1/l).
+// ORT's build (no fast math: exp2f = ex2.approx.f32, __logf, libdevice expf/logf, IEEE 1/l, the
+// row sum's rescale fused into its first add as nvcc compiles FA2's softmax).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -175,6 +176,7 @@ TEST(LeanH100, TheRecordingSeparatesTheAlternatives) {
       {"fast math", [](LeanOptions& o) { o.fast_math = 1; }},
       {"Algorithm 2's merge", [](LeanOptions& o) { o.reduce = LeanReduce::kPaper; }},
       {"fp32 CUDA-core products", [](LeanOptions& o) { o.product.kind = DotModel::kFp32; }},
+      {"l·alpha rounded before the row sum's adds", [](LeanOptions& o) { o.rowsum_fma = false; }},
   };
   for (const Alt& a : alts) {
     long long missed = 0;

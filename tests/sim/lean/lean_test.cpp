@@ -158,6 +158,7 @@ TEST(Lean, AnyPartitionStaysWithinTheReassociationBound) {
         o.reduce = cf.red;
         o.product.kind = cf.product;
         o.out_fp32 = true;
+        o.m_blocks = LeanMBlocks::kAll;  // the causal prefill case has len_q != len_kv
         const LeanShape ls = lean_shape(c.in, o);
         const LeanPlan frame = lean_plan(ls);
         const LeanPlan whole = unsplit(frame);
