@@ -95,6 +95,26 @@ TEST(LeanSchedule, HandComputedLargeDecode) {
   EXPECT_TRUE(same(c112[0], LeanSegment{112, 1, 45, 0, 18, 118, false, true, 1}));
 }
 
+TEST(LeanSchedule, OrtWorkedExampleThreeHeads) {
+  // (1, 3, 3, 1, 640, 128) on 132 SMs, walked through lean_api.cc and lean_fwd_kernel.h by hand
+  // (and by a Python transcription of that code): nb = 5, 15 tiles, grid min(8, ceil(32·15/5)) =
+  // 8, mtpt 2, high_load 7, num_splits 1 + (5 + 2 − 3)/1 = 5. CTA 2 ends head 0 (tile 4, split 2)
+  // and hosts head 1 (tile 0); CTA 7 holds head 2's last tile alone.
+  const LeanPlan p = lean_plan(LeanShape{1, 3, 3, 1, 640, 128});
+  EXPECT_EQ(p.grid, 8);
+  EXPECT_EQ(p.max_tiles_per_tb, 2);
+  EXPECT_EQ(p.high_load_tbs, 7);
+  EXPECT_EQ(p.num_splits, 5);
+  const std::vector<LeanSegment> want{
+      {0, 0, 0, 0, 0, 2, true, false, 0},  {1, 0, 0, 0, 2, 4, false, false, 1},
+      {2, 0, 0, 0, 4, 5, false, true, 2},  {2, 0, 1, 0, 0, 1, true, false, 0},
+      {3, 0, 1, 0, 1, 3, false, false, 1}, {4, 0, 1, 0, 3, 5, false, true, 2},
+      {5, 0, 2, 0, 0, 2, true, false, 0},  {6, 0, 2, 0, 2, 4, false, false, 1},
+      {7, 0, 2, 0, 4, 5, false, true, 2}};
+  ASSERT_EQ(p.segments.size(), want.size());
+  for (std::size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(same(p.segments[i], want[i])) << i;
+}
+
 TEST(LeanSchedule, ClosedFormsEqualTheTileWalk) {
   std::mt19937 rng(14);
   auto pick = [&](std::initializer_list<int> v) {
