@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <tuple>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -247,16 +249,11 @@ LeanPlan lean_plan_ref(const LeanShape& s) {
           --left;
         }
   // Roles by counting: split = how many segments of this block came before.
-  for (std::size_t i = 0; i < p.segments.size(); ++i) {
-    LeanSegment& g = p.segments[i];
+  std::map<std::tuple<int, int, int>, int> before;
+  for (LeanSegment& g : p.segments) {
     g.host = g.n_begin == 0;
     g.finisher = g.n_end == p.tiles_of(g.batch, g.m_block);
-    int before = 0;
-    for (std::size_t j = 0; j < i; ++j) {
-      const LeanSegment& o = p.segments[j];
-      if (o.batch == g.batch && o.head == g.head && o.m_block == g.m_block) ++before;
-    }
-    g.split = before;
+    g.split = before[{g.batch, g.head, g.m_block}]++;
   }
   return p;
 }
