@@ -9,8 +9,12 @@
 #                     granularities × smooth-K
 #   sage2.h5          `attnsim repro sage2`: SageAttention2's ablations (Tables 4/17, 6/15, 7/16)
 #                     and one- vs two-level FP22 accumulation over 1K..64K keys (§3.4, Fig. 17)
-# Takes about 15 s on two cores, plus about 1.5 min for sage2.h5. Results are bit-identical for any
-# thread count.
+#   lean.h5           `attnsim repro lean`: measured vs predicted (timing model) lean and
+#                     FlashDecoding times on the 331 H100 configurations of data/hw/h100/lean
+#   lean_ragged.h5    `attnsim repro lean-ragged`: LeanAttention Appendix A / Fig. 11 by the model
+#   lean_cta.h5       `attnsim repro lean-cta`: per-CTA work of one measured ragged batch
+# Takes about 15 s on two cores, plus about 1.5 min for sage2.h5 and 30 s for the lean files.
+# Results are bit-identical for any thread count.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 exe="${ATTNSIM_EXE:-build/experiments/attnsim}"
@@ -46,4 +50,7 @@ for n in 256 512 1024 2048 4096; do synthetic+=("normal:hq=2,nq=128,nkv=$n,d=64"
   --granularities per_tensor,per_channel,per_token,per_block:64,sage_sm90_k_per_thread,sage_sm89_k_per_thread \
   --output "$out/quant_k.h5" --quiet
 "$exe" repro sage2 --out "$out/sage2.h5" --quiet >/dev/null
-echo "wrote $out/real_methods.h5 $out/context_scale.h5 $out/quant_k.h5 $out/sage2.h5"
+"$exe" repro lean --out "$out/lean.h5" --quiet >/dev/null
+"$exe" repro lean-ragged --out "$out/lean_ragged.h5" --quiet >/dev/null
+"$exe" repro lean-cta --out "$out/lean_cta.h5" --quiet >/dev/null
+echo "wrote $out/real_methods.h5 $out/context_scale.h5 $out/quant_k.h5 $out/sage2.h5 $out/lean.h5 $out/lean_ragged.h5 $out/lean_cta.h5"

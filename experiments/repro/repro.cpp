@@ -16,6 +16,7 @@ const std::vector<Reproduction>& repro_registry() {
     register_flash_repros(r);
     register_sage_repros(r);
     register_amla_repros(r);
+    register_lean_repros(r);
     return r;
   }();
   return registry;

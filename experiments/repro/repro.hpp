@@ -64,5 +64,6 @@ const std::vector<Reproduction>& repro_registry();
 void register_flash_repros(std::vector<Reproduction>& registry);
 void register_sage_repros(std::vector<Reproduction>& registry);
 void register_amla_repros(std::vector<Reproduction>& registry);
+void register_lean_repros(std::vector<Reproduction>& registry);
 
 }  // namespace attnsim
