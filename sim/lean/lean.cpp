@@ -316,31 +316,18 @@ LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPla
         return res.o.data() +
                ((std::size_t(B.batch) * s.heads_q + t.head) * s.len_q + std::size_t(t.q_begin + i)) * dv;
       };
-      std::vector<double> lse_buf(64);
-      if (nsplit == 1) {
-        // Host and finisher at once: FA2's own epilogue (normalize_softmax_lse<Split=false>,
-        // O · (1/l) cast to the output type).
+      // One CTA covers the block (host and finisher at once): FA2's own epilogue
+      // (normalize_softmax_lse<Split=false>, O · (1/l) cast to the output type). reduce=paper:
+      // Algorithm 2 lines 27-38, the host's (O, m, l) absorbs the CTAs after it one by one, then
+      // the same epilogue.
+      if (nsplit == 1 || o.reduce == LeanReduce::kPaper) {
         int r = 0;
-        for (const Tile& t : tiles) {
-          std::vector<SoftmaxState<float>> one(st[0].begin() + r, st[0].begin() + r + t.rows);
-          std::vector<double> ob(std::size_t(t.rows) * dv);
-          lse_buf.assign(std::size_t(t.rows), 0.0);
-          finish_tile<float>(pin, p, t, one, ob.data(), lse_buf.data());
-          for (int i = 0; i < t.rows; ++i)
-            std::copy(ob.begin() + std::ptrdiff_t(i) * dv, ob.begin() + std::ptrdiff_t(i + 1) * dv,
-                      out_row(t, i));
-          r += t.rows;
-        }
-        continue;
-      }
-      if (o.reduce == LeanReduce::kPaper) {
-        // Algorithm 2 lines 27-38: the host's (O, m, l) absorbs the CTAs after it one by one.
-        int r = 0;
+        std::vector<double> ob, lse_buf;
         for (const Tile& t : tiles) {
           std::vector<SoftmaxState<float>> acc(st[0].begin() + r, st[0].begin() + r + t.rows);
           for (std::size_t k = 1; k < nsplit; ++k)
             for (int i = 0; i < t.rows; ++i) acc[std::size_t(i)].merge(st[k][std::size_t(r + i)], em);
-          std::vector<double> ob(std::size_t(t.rows) * dv);
+          ob.assign(std::size_t(t.rows) * dv, 0.0);
           lse_buf.assign(std::size_t(t.rows), 0.0);
           finish_tile<float>(pin, p, t, acc, ob.data(), lse_buf.data());
           for (int i = 0; i < t.rows; ++i)

@@ -39,27 +39,7 @@ class ReproAmla : public ::testing::Test {
     return run_repro_quick(*dir_, env, args, out);
   }
   static std::vector<std::vector<std::string>> csv(const std::string& p) {
-    std::vector<std::vector<std::string>> rows;
-    std::istringstream in(slurp(p));
-    std::string line;
-    while (std::getline(in, line)) {
-      std::vector<std::string> cells;
-      std::string cell;
-      bool quoted = false;
-      for (char c : line) {
-        if (c == '"') {
-          quoted = !quoted;
-        } else if (c == ',' && !quoted) {
-          cells.push_back(cell);
-          cell.clear();
-        } else {
-          cell += c;
-        }
-      }
-      cells.push_back(cell);
-      rows.push_back(cells);
-    }
-    return rows;
+    return parse_csv(slurp(p));
   }
   static fs::path* dir_;
 };

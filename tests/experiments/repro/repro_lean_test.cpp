@@ -26,29 +26,7 @@ namespace fs = std::filesystem;
 
 using Rows = std::vector<std::vector<std::string>>;
 
-Rows csv_rows(const std::string& text) {
-  Rows rows;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> cells;
-    std::string cell;
-    bool quoted = false;
-    for (char c : line) {
-      if (c == '"') {
-        quoted = !quoted;
-      } else if (c == ',' && !quoted) {
-        cells.push_back(cell);
-        cell.clear();
-      } else {
-        cell += c;
-      }
-    }
-    cells.push_back(cell);
-    rows.push_back(cells);
-  }
-  return rows;
-}
+Rows csv_rows(const std::string& text) { return parse_csv(text); }
 
 std::map<std::string, std::size_t> columns(const Rows& rows) {
   std::map<std::string, std::size_t> c;
