@@ -117,6 +117,21 @@ TEST(LeanH100, PlansPartialsAndOutputsBitForBit) {
                   w[8] == s.split)
           << "segment " << i;
     }
+    // ORT's own partition (LeanMBlocks::kOrt) is the same wherever it computes every output
+    // (uniform lengths, at most 64 query heads per KV head).
+    if (x.o.len_kv_per_batch.empty() && x.g <= 64) {
+      LeanShape ort = ls;
+      ort.m_blocks = LeanMBlocks::kOrt;
+      const LeanPlan po = lean_plan(ort);
+      EXPECT_TRUE(po.coverage.empty());
+      ASSERT_EQ(po.segments.size(), plan.segments.size());
+      for (std::size_t i = 0; i < po.segments.size(); ++i)
+        EXPECT_TRUE(po.segments[i].n_begin == plan.segments[i].n_begin &&
+                    po.segments[i].n_end == plan.segments[i].n_end &&
+                    po.segments[i].cta == plan.segments[i].cta &&
+                    po.segments[i].head == plan.segments[i].head)
+            << "ort segment " << i;
+    }
     // 2. LeanAttention: partials and output.
     const LeanResult lean = lean_attention(x.in, x.o, true);
     const std::vector<std::int64_t> lo = r.read_i64(c + "/lean/o");

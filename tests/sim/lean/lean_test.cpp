@@ -10,6 +10,8 @@
 #include <cstring>
 #include <random>
 
+#include <omp.h>
+
 #include "experiments/io/dump.hpp"
 #include "tests/sim/random_input.hpp"
 
@@ -211,6 +213,27 @@ TEST(Lean, ABrokenMergeLeavesTheBound) {
   }
   EXPECT_EQ(inside_ok, int(broken.size()));
   EXPECT_GT(outside, int(broken.size()) * 9 / 10);
+}
+
+TEST(Lean, ResultsDoNotDependOnTheThreadCount) {
+  const AttentionInput in = random_input({2, 16, 4, 1, 1500, 64, 64}, false, 11);
+  for (const SplitStyle st : {SplitStyle::kLean, SplitStyle::kFlashInfer}) {
+    LeanOptions o;
+    o.style = st;
+    o.splits = st == SplitStyle::kLean ? 0 : 5;
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const LeanResult one = lean_attention(in, o, true);
+    omp_set_num_threads(std::max(2, before));
+    const LeanResult many = lean_attention(in, o, true);
+    omp_set_num_threads(before);
+    EXPECT_TRUE(same_bits(one.o, many.o));
+    ASSERT_EQ(one.partials.size(), many.partials.size());
+    for (std::size_t i = 0; i < one.partials.size(); ++i)
+      EXPECT_EQ(std::memcmp(one.partials[i].o.data(), many.partials[i].o.data(),
+                            one.partials[i].o.size() * sizeof(float)),
+                0);
+  }
 }
 
 TEST(Lean, BadOptionsAreOneLineErrors) {
