@@ -21,29 +21,15 @@ namespace {
 
 namespace fs = std::filesystem;
 
-class ReproAmla : public ::testing::Test {
+class ReproAmla : public ReproTest<ReproAmla> {
+ public:
+  static constexpr const char* kName = "amla";
+
  protected:
-  // Each test runs only the reproductions it reads (ctest runs every test in its own process, so a
-  // suite-wide set-up would run them all for each test).
-  static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() / ("attnsim_repro_amla_" + std::to_string(::getpid())));
-    fs::remove_all(*dir_);
-    fs::create_directories(*dir_);
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  static std::string path(const std::string& name) { return (*dir_ / name).string(); }
-  static int run(const std::string& env, const std::string& args, std::string* out) {
-    return run_repro_quick(*dir_, env, args, out);
-  }
   static std::vector<std::vector<std::string>> csv(const std::string& p) {
     return parse_csv(slurp(p));
   }
-  static fs::path* dir_;
 };
-fs::path* ReproAmla::dir_ = nullptr;
 
 TEST_F(ReproAmla, TablesHaveTheContractColumnsDoNotDependOnThreadsAndMatchThePaper) {
   std::string out2;

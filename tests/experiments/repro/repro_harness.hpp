@@ -2,7 +2,9 @@
 // environment prefix (OMP_NUM_THREADS=...), stdout and stderr kept in a scratch directory.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -54,5 +56,30 @@ inline int run_repro_quick(const std::filesystem::path& dir, const std::string& 
   if (out) *out = slurp(so);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
+
+// The fixture of a repro test suite: a scratch directory made once for the suite (ctest runs
+// every test in its own process, so each test runs only the reproductions it reads) and removed
+// after it. Suite::kName names the directory.
+template <class Suite>
+class ReproTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::filesystem::path(std::filesystem::temp_directory_path() /
+                                     ("attnsim_repro_" + std::string(Suite::kName) + "_" +
+                                      std::to_string(::getpid())));
+    std::filesystem::remove_all(*dir_);
+    std::filesystem::create_directories(*dir_);
+  }
+  static void TearDownTestSuite() {
+    std::filesystem::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  static std::string path(const std::string& name) { return (*dir_ / name).string(); }
+  static int run(const std::string& env, const std::string& args, std::string* out) {
+    return run_repro_quick(*dir_, env, args, out);
+  }
+  static inline std::filesystem::path* dir_ = nullptr;
+};
 
 }  // namespace attnsim

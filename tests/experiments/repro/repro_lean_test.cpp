@@ -48,25 +48,10 @@ double pearson(const std::vector<double>& x, const std::vector<double>& y) {
   return sxy / std::sqrt(sxx * syy);
 }
 
-class ReproLean : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("attnsim_repro_lean_" + std::to_string(::getpid())));
-    fs::remove_all(*dir_);
-    fs::create_directories(*dir_);
-  }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  static std::string path(const std::string& name) { return (*dir_ / name).string(); }
-  static int run(const std::string& env, const std::string& args, std::string* out) {
-    return run_repro_quick(*dir_, env, args, out);
-  }
-  static fs::path* dir_;
+class ReproLean : public ReproTest<ReproLean> {
+ public:
+  static constexpr const char* kName = "lean";
 };
-fs::path* ReproLean::dir_ = nullptr;
 
 TEST_F(ReproLean, TableHasTheContractColumnsTheRecordedTimesAndTheHeldOutR) {
   std::string out;

@@ -31,24 +31,19 @@ struct Row {
   double cos_mean = 0, rel_l1_mean = 0, rmse_mean = 0, cos_min = 0, rel_l1_max = 0, rmse_max = 0;
 };
 
-class ReproSage2 : public ::testing::Test {
+class ReproSage2 : public ReproTest<ReproSage2> {
+ public:
+  static constexpr const char* kName = "sage2";
+
  protected:
   // The quick reproduction, run once for the whole suite: two threads to HDF5, one thread to CSV.
   static void SetUpTestSuite() {
-    dir_ = new fs::path(fs::temp_directory_path() /
-                        ("attnsim_repro_sage2_" + std::to_string(::getpid())));
-    fs::remove_all(*dir_);
-    fs::create_directories(*dir_);
+    ReproTest::SetUpTestSuite();
     code2_ = run("OMP_NUM_THREADS=2", "--out " + path("t2.h5"), &out2_);
     code1_ = run("OMP_NUM_THREADS=1", "--out " + path("t1.csv"), nullptr);
   }
-  static void TearDownTestSuite() {
-    fs::remove_all(*dir_);
-    delete dir_;
-  }
-  static std::string path(const std::string& name) { return (*dir_ / name).string(); }
   static int run(const std::string& env, const std::string& args, std::string* out) {
-    return run_repro_quick(*dir_, env, "sage2 " + args, out);
+    return ReproTest::run(env, "sage2 " + args, out);
   }
   static std::vector<Row> rows_h5(const std::string& p) {
     const H5Reader h(p);
@@ -86,12 +81,10 @@ class ReproSage2 : public ::testing::Test {
     }
     return r;
   }
-  static fs::path* dir_;
   static int code1_, code2_;
   static std::string out2_;
 };
 
-fs::path* ReproSage2::dir_ = nullptr;
 int ReproSage2::code1_ = -1;
 int ReproSage2::code2_ = -1;
 std::string ReproSage2::out2_;
