@@ -163,15 +163,9 @@ struct Elem<true> {
   }
 };
 
-__device__ __forceinline__ std::uint32_t smem_addr(const void* p) {
-  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
-}
-// 16 bytes global -> shared; src_bytes 0 writes zeros.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+using attnsim::probe::cp_async16;
+using attnsim::probe::cp_async_commit;
+using attnsim::probe::smem_addr;
 __device__ __forceinline__ void cp_async_wait0() {
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
