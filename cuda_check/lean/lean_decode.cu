@@ -169,16 +169,8 @@ using attnsim::probe::smem_addr;
 __device__ __forceinline__ void cp_async_wait0() {
   asm volatile("cp.async.wait_group 0;" ::: "memory");
 }
-__device__ __forceinline__ void ldmatrix_x4(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(std::uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
+using attnsim::probe::ldmatrix_x4;
+using attnsim::probe::ldmatrix_x4_trans;
 
 // ---------------------------------------------------------------------------------------------
 // Kernel parameters.
