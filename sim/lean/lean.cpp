@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 #include "formats/float32.hpp"
 #include "numerics/special.hpp"
@@ -196,29 +197,37 @@ void validate(const LeanOptions& o, const AttentionInput& in) {
   if (o.splits < 0) throw std::invalid_argument("lean: splits must be >= 0");
   if (o.reduce == LeanReduce::kPaper && o.style != SplitStyle::kLean)
     throw std::invalid_argument("lean: reduce=paper is LeanAttention's Algorithm 2 (style lean)");
-  const LeanShape ls = lean_shape(in, o);
-  validate(ls);
-  if (o.style == SplitStyle::kLean && o.m_blocks == LeanMBlocks::kOrt) {
-    const LeanPlan p = lean_plan(ls);
-    if (!p.coverage.empty())
-      throw std::invalid_argument("lean: ONNX Runtime's LeanAttention does not compute this shape (" +
-                                  p.coverage[0] + "); mblocks=all runs the corrected partition");
-  }
+  validate(lean_shape(in, o));
 }
+
+namespace {
+LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
+                    bool keep_partials);
+}  // namespace
 
 LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o, bool keep_partials) {
   validate(o, in);
   const LeanShape ls = lean_shape(in, o);
-  return run_partition(in, o, o.style == SplitStyle::kLean ? lean_plan(ls) : splitkv_plan(ls, o.splits),
-                       keep_partials);
+  LeanPlan plan = o.style == SplitStyle::kLean ? lean_plan(ls) : splitkv_plan(ls, o.splits);
+  if (o.style == SplitStyle::kLean && !plan.coverage.empty())
+    throw std::invalid_argument("lean: ONNX Runtime's LeanAttention does not compute this shape (" +
+                                plan.coverage[0] + "); mblocks=all runs the corrected partition");
+  return run_plan(in, o, std::move(plan), keep_partials);
 }
 
 LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
                          bool keep_partials) {
   validate(o, in);
+  check_partition(plan);
+  return run_plan(in, o, std::move(plan), keep_partials);
+}
+
+namespace {
+
+LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
+                    bool keep_partials) {
   const AttentionShape& s = in.shape;
   const Pipeline p = lean_pipeline(o, s.head_dim);
-  check_partition(plan);
   LeanResult res;
   res.plan = std::move(plan);
   LeanPlan& pl = res.plan;
@@ -435,6 +444,8 @@ LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPla
   }
   return res;
 }
+
+}  // namespace
 
 std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOptions& o,
                                         const LeanPlan& plan) {

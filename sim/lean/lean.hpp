@@ -92,6 +92,8 @@ LeanShape lean_shape(const AttentionInput& in, const LeanOptions& o);
 // Throws std::invalid_argument with one line for options the kernels do not have.
 void validate(const LeanOptions& o, const AttentionInput& in);
 
+// Runs the style's partition; style lean with m_blocks = kOrt refuses (std::invalid_argument, one
+// line) a shape ONNX Runtime's kernel leaves partly uncomputed (LeanPlan::coverage).
 LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o,
                           bool keep_partials = false);
 // The same on any partition of the blocks (a plan whose every block is cut into contiguous
