@@ -17,6 +17,7 @@ const std::vector<MethodSpec>& method_registry() {
     register_sage_methods(r);
     register_amla_methods(r);
     register_lean_methods(r);
+    register_turbo_methods(r);
     return r;
   }();
   return registry;

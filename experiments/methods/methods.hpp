@@ -67,5 +67,6 @@ void register_flash_methods(std::vector<MethodSpec>& registry);
 void register_sage_methods(std::vector<MethodSpec>& registry);
 void register_amla_methods(std::vector<MethodSpec>& registry);
 void register_lean_methods(std::vector<MethodSpec>& registry);
+void register_turbo_methods(std::vector<MethodSpec>& registry);
 
 }  // namespace attnsim

@@ -215,9 +215,10 @@ const std::vector<Row>& rows() {
          "O as the product's C (FA2), or each block from zero then an FADD (two-level)"},
         {"rescale",
          "rescale",
-         {"mul", "int_add"},
+         {"mul", "int_add", "divide"},
          "mul",
-         "O·alpha by a multiply, or AMLA's INT32 addition on the FP32 bits (needs max_round)"},
+         "O·alpha by a multiply, AMLA's INT32 addition on the FP32 bits (needs max_round), or "
+         "O/alpha (TurboAttention Alg. 1 as printed, diag(SAS)^-1)"},
         {"norm",
          "normalize",
          {"rcp", "div", "rcp.approx.ftz"},
@@ -346,7 +347,8 @@ Pipeline pipeline_from_options(const MethodValues& v) {
     p.p_quantizer = quantizer(pq);
   }
   p.pv_acc = v.at("pv_acc") == "chunk" ? PvAccumulate::kChunk : PvAccumulate::kIntoC;
-  p.rescale = v.at("rescale") == "int_add" ? Rescale::kIntAdd : Rescale::kMultiply;
+  const std::string rs = v.at("rescale");
+  p.rescale = rs == "int_add" ? Rescale::kIntAdd : rs == "divide" ? Rescale::kDivide : Rescale::kMultiply;
   const std::string n = v.at("norm");
   p.normalize = n == "div"              ? Normalize::kDiv
                 : n == "rcp.approx.ftz" ? Normalize::kRcpApproxFtz

@@ -338,6 +338,9 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
         // SageAttention sm80 "fp16": __hmul2(RO, fl16(o_scale)), an fp16 product rounded once.
         const float a16 = round_to_f16(float(alpha));
         for (T& x : st.o) x = T(round_to_f16(float(x) * a16));
+      } else if (p.rescale == Rescale::kDivide) {
+        if (!was_empty)
+          for (T& x : st.o) x = x / alpha;
       } else if (!fused_rescale) {
         for (T& x : st.o) x = x * alpha;
       }

@@ -164,7 +164,11 @@ enum class MaxRound : std::uint8_t { kNone, kCeil, kNearest };
 //             alpha = exp(m_old − m) as with kMultiply; `RescaleHook::finish` is the epilogue.
 //             Needs an FP32 state, an unsnapped max and pv_acc=chunk (the product lands on O by
 //             an FADD after the integer add, AMLA's two atomic adds).
-enum class Rescale : std::uint8_t { kMultiply, kIntAdd, kHook };
+//  kDivide    O / alpha (l still multiplied): TurboAttention Algorithm 1 line 12 as printed,
+//             `diag(SAS(m_old − m_new))^{-1} O` (sim/turbo/README.md item d, the literal reading).
+//             A row's first block leaves its O (zero) as it is instead of computing 0/0; a later
+//             alpha of 0 (a max jump past SAS's threshold) gives Inf/NaN, as the text implies.
+enum class Rescale : std::uint8_t { kMultiply, kIntAdd, kHook, kDivide };
 
 // What RescaleHook::step returns for one row and KV block.
 struct RescaleStep {

@@ -193,6 +193,7 @@ std::string describe(const Pipeline& p) {
            " rescale=",
            p.rescale == Rescale::kMultiply ? "mul"
            : p.rescale == Rescale::kIntAdd ? "int_add"
+           : p.rescale == Rescale::kDivide ? "divide"
                                            : ("hook/" + p.rescale_hook.name).c_str(),
            p.rescale_fused ? "+fused" : "",
            " norm=", kNorm[int(p.normalize)], " out=", encoding_name(p.out));

@@ -1,0 +1,196 @@
+// Registration of the TurboAttention methods (sim/turbo): `turbo` (Algorithms 1-2 with FlashQ,
+// head-wise mixed precision, the KV buffer and SAS, every stage switchable) and `kivi` (the
+// paper's KV-cache baseline). The option strings are a contract (issue 12); sim/turbo/README.md
+// explains each choice and the paper line behind it.
+#include <stdexcept>
+
+#include "experiments/cli/error.hpp"
+#include "experiments/methods/methods.hpp"
+#include "sim/turbo/kivi.hpp"
+#include "sim/turbo/turbo.hpp"
+
+namespace attnsim {
+
+namespace {
+
+Encoding format_of(const std::string& s, const std::string& dtype) {
+  if (s == "fp16") return Encoding::kFp16;
+  if (s == "bf16") return Encoding::kBf16;
+  if (s == "fp32") return Encoding::kFp32;
+  return dtype == "bfloat16" ? Encoding::kBf16 : Encoding::kFp16;  // auto
+}
+
+TurboMode mode_of(const std::string& s) {
+  return s == "prefill" ? TurboMode::kPrefill : s == "decode" ? TurboMode::kDecode : TurboMode::kAuto;
+}
+
+TurboOptions turbo_options(const MethodValues& v, const std::string& dtype) {
+  TurboOptions o;
+  o.br = std::stoi(v.at("br"));
+  o.bc = std::stoi(v.at("bc"));
+  o.mode = mode_of(v.at("mode"));
+  o.prefill = std::stoi(v.at("prefill"));
+  if (o.prefill == 0) o.prefill = -1;
+  o.flashq = v.at("flashq") == "on";
+  const std::string kb = v.at("kv_bits");
+  o.kv_bits = kb == "mixed" ? 0 : std::stoi(kb);
+  o.n_h = std::stoi(v.at("n_h"));
+  if (o.n_h > 0 && kb != "mixed") o.kv_bits = 0;  // n_h > 0 asks for head-wise mixed precision
+  const std::string sel = v.at("selector");
+  o.selector = sel == "entropy"     ? HeadSelector::kEntropy
+               : sel == "minmax"    ? HeadSelector::kMinMax
+               : sel == "variation" ? HeadSelector::kVariation
+                                    : HeadSelector::kPriority;
+  o.nh_scope = v.at("nh_scope") == "kv_separate" ? HeadScope::kKvSeparate : HeadScope::kHead;
+  const std::string bpq = v.at("bpq");
+  o.bpq = bpq == "alg1_appendix" ? kBpqAlg1Appendix
+          : bpq == "alg1_main"   ? kBpqAlg1MainText
+          : bpq == "alg1_ceil"   ? kBpqAlg1Ceil
+          : bpq == "eq3_ceil"    ? kBpqEq3Ceil
+                                 : kBpqOffset;
+  o.compress = v.at("compress") == "on";
+  const bool ceil = v.at("round") == "ceil";
+  o.q8 = v.at("q8") == "126" ? kTurboInt8Eq4 : (ceil ? kTurboInt8AlgCeil : kTurboInt8Alg);
+  o.p8 = ceil ? kTurboInt8AlgCeil : kTurboInt8Alg;
+  o.p_scale = v.at("p_scale") == "row" ? PScale::kRow : PScale::kTile;
+  const std::string bs = v.at("buffer_scale");
+  o.buffer_scale = bs == "last" ? BufferScale::kLast : bs == "oracle" ? BufferScale::kOracle
+                                                                      : BufferScale::kPrefill;
+  o.buffer_clamp = std::stoi(v.at("buffer_clamp"));
+  o.sas = v.at("exp") == "sas";
+  o.sas_rule.fmt = v.at("sas_fmt") == "fp32" ? SasFormat::kFp32 : SasFormat::kFp16;
+  o.sas_rule.fma = v.at("sas_fma") == "on";
+  o.sas_rule.n_r = -std::stoi(v.at("n_r"));
+  o.sas_rule.threshold =
+      v.at("sas_threshold") == "literal" ? SasThreshold::kLiteral : SasThreshold::kIntended;
+  o.rescale = v.at("rescale") == "literal_inverse" ? TurboRescale::kLiteralInverse
+                                                   : TurboRescale::kMultiply;
+  const std::string ss = v.at("softmax_scale");
+  o.softmax_scale = ss == "prescale_q" ? TurboSoftmaxScale::kPrescaleQ
+                    : ss == "none"     ? TurboSoftmaxScale::kNone
+                                       : TurboSoftmaxScale::kExpArg;
+  o.input = format_of(v.at("in"), dtype);
+  o.out = format_of(v.at("out"), dtype);
+  if (v.at("out") == "auto") o.out = o.input == Encoding::kBf16 ? Encoding::kBf16 : Encoding::kFp16;
+  return o;
+}
+
+KiviOptions kivi_options(const MethodValues& v, const std::string& dtype) {
+  KiviOptions o;
+  o.bits = std::stoi(v.at("bits"));
+  o.group = std::stoi(v.at("group"));
+  o.residual = std::stoi(v.at("residual"));
+  o.mode = mode_of(v.at("mode"));
+  o.prefill = std::stoi(v.at("prefill"));
+  if (o.prefill == 0) o.prefill = -1;
+  o.out = format_of(v.at("out"), dtype);
+  return o;
+}
+
+template <class F>
+auto usage(F&& f) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+}  // namespace
+
+void register_turbo_methods(std::vector<MethodSpec>& r) {
+  std::vector<std::string> nr;
+  for (int k = 1; k <= 16; ++k) nr.push_back("-" + std::to_string(k));
+  const std::vector<std::string> onoff{"on", "off"};
+  std::vector<MethodParam> p{
+      {"mode", {"auto", "prefill", "decode"}, "auto",
+       "prefill: Algorithm 1 on every row; decode: Algorithm 1 on the first `prefill` tokens, then "
+       "each later query as a teacher-forced Algorithm 2 step over the compressed cache and the "
+       "buffer; auto: decode for causal inputs and single queries"},
+      {"prefill", {}, "0",
+       "decode: prompt tokens (0 = auto: len_kv - len_q for fewer queries than keys, else half the "
+       "tokens rounded down to a multiple of bc)",
+       0},
+      {"br", {}, "64", "Algorithm 1's B_r: query rows per tile and per Q scale block", 1},
+      {"bc", {}, "64",
+       "Algorithm 1's B_c: keys per block, per K/V scale block, per cache block and buffer size n_b",
+       1},
+      {"flashq", onoff, "on",
+       "FlashQ: INT8 per-block Q/K/V and P with exact INT32 products (off: FP16 FlashAttention)"},
+      {"kv_bits", {"4", "2", "mixed"}, "4",
+       "cache compression of the INT8 K/V blocks (BPQ stage 2, channelwise asymmetric integer); "
+       "mixed: n_h heads at 2 bits by `selector`, the rest 4"},
+      {"n_h", {}, "0", "heads (or K/V candidates with nh_scope=kv_separate) at 2 bits; > 0 implies "
+       "kv_bits=mixed", 0},
+      {"selector", {"priority", "entropy", "minmax", "variation"}, "priority",
+       "which heads get 2 bits: the n_h lowest by priority = gap x std (Eq. 11-12), entropy of the "
+       "attention rows, min-max gap alone, or the std of the channel gaps alone"},
+      {"nh_scope", {"head", "kv_separate"}, "head",
+       "one bit-width per KV head for K and V, or K and V ranked separately"},
+      {"bpq", {"offset", "alg1_appendix", "alg1_main", "alg1_ceil", "eq3_ceil"}, "offset",
+       "BPQ stage-2 reading: offset (z = min, 2^b - 1 levels; the intent), or Algorithm 1 / Eq. 3 "
+       "as printed"},
+      {"compress", onoff, "on", "off: decode reads the INT8 blocks uncompressed (stage 1 only)"},
+      {"round", {"nearest", "ceil"}, "nearest",
+       "INT8 rounding of Q, K, V and P (ceil: the printed ⌈·⌉)"},
+      {"q8", {"119", "126"}, "119", "stage-1 divisor: 119 (Algorithms 1-2) or 126 (Eq. 4's sym row)"},
+      {"p_scale", {"tile", "row"}, "tile", "P quantization scale per tile (Alg. 1) or per row"},
+      {"buffer_scale", {"prefill", "last", "oracle"}, "prefill",
+       "universal INT8 scale of new tokens: max over the prompt's blocks, the last prompt block's, "
+       "or each block's own (oracle: no clamping)"},
+      {"buffer_clamp", {}, "119", "new tokens' INT8 values are clamped to +-this (1..127)", 1},
+      {"exp", {"sas", "exact"}, "sas", "SAS (LUT x cubic, sparsity threshold) or exact exp"},
+      {"sas_fmt", {"fp16", "fp32"}, "fp16", "format SAS evaluates in"},
+      {"sas_fma", onoff, "off", "each Horner step fused (HFMA2/FFMA) instead of multiply then add"},
+      {"n_r", nr, "-6", "SAS sparsity threshold (exp of arguments below it is 0)"},
+      {"sas_threshold", {"intended", "literal"}, "intended",
+       "Algorithm 3's sparsity step as intended or as printed (X[X<n_r] = n_r+1, T[n_r+1] = 0)"},
+      {"rescale", {"multiply", "literal_inverse"}, "multiply",
+       "O's rescale: multiply by SAS(m_old - m_new), or divide as Alg. 1 prints diag(.)^-1"},
+      {"softmax_scale", {"exp_arg", "prescale_q", "none"}, "exp_arg",
+       "the 1/sqrt(d) Algorithm 1 omits: in the exponent's argument, folded into Q, or none"},
+      {"in", {"auto", "fp16", "bf16"}, "auto", "input format (auto: a bf16 dump's, else fp16)"},
+      {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: the input's)"},
+  };
+  auto run_turbo = [](const AttentionInput& in, const MethodValues& v) {
+    const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
+    TurboResult res = usage([&] { return turbo_attention(in, o); });
+    return MethodOutput{std::move(res.out.o), encoding_name(o.out)};
+  };
+  auto check_turbo = [](const MethodValues& v) {
+    const TurboOptions o = usage([&] { return turbo_options(v, "float32"); });
+    const SasRule rule = o.sas_rule;
+    (void)usage([&] { return turbo_pipeline(o, &rule); });
+  };
+  r.push_back({"turbo",
+               "TurboAttention (Kang et al.): FlashQ INT8 + BPQ 4/2-bit KV cache, head-wise mixed "
+               "precision, the KV buffer and SAS exp, prefill (Alg. 1) and decode (Alg. 2) as "
+               "presets of the attention pipeline (sim/turbo)",
+               p, run_turbo, check_turbo,
+               [](const MethodValues& v, const AttentionInput& in) {
+                 static thread_local SasRule rule;
+                 const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
+                 rule = o.sas_rule;
+                 return usage([&] { return turbo_pipeline(o, &rule); });
+               }});
+  std::vector<MethodParam> k{
+      {"bits", {"4", "2"}, "4", "code bits (KIVI-4, KIVI-2)"},
+      {"group", {}, "64", "group size: tokens per K channel group, channels per V token group", 1},
+      {"residual", {}, "64", "full-precision (FP16) residual tokens R", 1},
+      {"mode", {"auto", "prefill", "decode"}, "auto", "as turbo's mode"},
+      {"prefill", {}, "0", "decode: prompt tokens (0 = auto, as turbo)", 0},
+      {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: fp16)"},
+  };
+  r.push_back({"kivi",
+               "KIVI (Liu et al.), TurboAttention's KV-cache baseline: per-channel K and per-token "
+               "V asymmetric quantization in groups, FP16 residual, dequantize then FP16 attention",
+               k,
+               [](const AttentionInput& in, const MethodValues& v) {
+                 const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
+                 PipelineResult res = usage([&] { return kivi_attention(in, o); });
+                 return MethodOutput{std::move(res.o), encoding_name(o.out)};
+               },
+               nullptr, nullptr});
+}
+
+}  // namespace attnsim

@@ -1,0 +1,418 @@
+// TurboAttention as presets of the attention pipeline: Algorithm 1 (prefill) is a Pipeline whose
+// stages are FlashQ's INT8 operands, SAS and the per-tile P̃ quantization; Algorithm 2 (decode)
+// is the same Pipeline with one query per tile over operands the compressed cache provides.
+// What is TurboAttention's own lives here and in cache.cpp: the cache with its buffer and the
+// decode schedule. sim/turbo/README.md gives the paper line behind every choice.
+#include "sim/turbo/turbo.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <stdexcept>
+
+#include "formats/encoding.hpp"
+
+namespace attnsim {
+
+namespace {
+
+int cdiv(int a, int b) { return (a + b - 1) / b; }
+
+void check(const TurboOptions& o) {
+  if (o.br < 1 || o.bc < 1) throw std::invalid_argument("turbo: br and bc must be >= 1");
+  if (o.kv_bits != 4 && o.kv_bits != 2 && o.kv_bits != 0)
+    throw std::invalid_argument("turbo: kv_bits must be 4, 2 or 0 (mixed)");
+  if (o.buffer_clamp < 1 || o.buffer_clamp > 127)
+    throw std::invalid_argument("turbo: buffer_clamp must be in 1..127");
+  if (o.sas_rule.n_r < 1 || o.sas_rule.n_r > 30)
+    throw std::invalid_argument("turbo: n_r must be in -30..-1");
+  if (o.out != Encoding::kFp16 && o.out != Encoding::kFp32 && o.out != Encoding::kBf16)
+    throw std::invalid_argument("turbo: out must be fp16, bf16 or fp32");
+}
+
+// The stage choices both algorithms share.
+Pipeline base_pipeline(const TurboOptions& o, const SasRule* rule) {
+  check(o);
+  Pipeline p;
+  p.block_q = o.br;
+  p.block_kv = o.bc;
+  p.kv_order = KvOrder::kAscending;  // Alg. 1 line 7: "for j = 1 to T_c"
+  p.causal_align = CausalAlign::kBottomRight;
+  p.state = StateType::kFp32;
+  p.exp_base = ExpKind::kExp;  // Eq. 13: e^x, no base-2 rewrite
+  p.max_domain = MaxDomain::kRaw;
+  if (o.sas) {
+    p.exp_fn = ExpFn::kHook;
+    p.exp_hook = sas_exp_hook;
+    p.exp_hook_ctx = rule;
+    p.exp_hook_name = describe(*rule);
+  } else {
+    p.exp_fn = ExpFn::kExact;  // SAS off: e^x in FP64 rounded once to FP32
+  }
+  // Our kernel's row sum (cuda_check/turbo): each quad lane adds the p of its mma fragment columns
+  // (8n + 2t, 8n + 2t + 1), lanes combined (l0 + l2) + (l1 + l3) in the epilogue; the paper does
+  // not say (Alg. 1 line 9: "rowsum(P̃)").
+  p.row_sum = RowSum::kQuad;
+  p.rescale = o.rescale == TurboRescale::kMultiply ? Rescale::kMultiply : Rescale::kDivide;
+  p.normalize = Normalize::kRcp;  // Alg. 1 line 16: diag(ℓ)^{-1} O
+  p.lse = LseModel::kNatural;
+  p.out = o.out;
+  if (o.flashq) {
+    // FlashQ stage 1 (Alg. 1 line 8, Eq. 9): INT8 symmetric per block, s = max|X| / 119, the
+    // products on the INT8 values with exact INT32 accumulation and S = fl(fl(acc)·fl(s_Q·s_K)).
+    // FP64 sums of integer products are exact (|acc| <= 127·127·d < 2^53) and equal the IMMA /
+    // wgmma s8 accumulators (numerics/mma.hpp, H100 recordings in data/hw/h100).
+    auto spec = [&](int block) {
+      OperandSpec s;
+      s.input = o.input;
+      s.enc = Encoding::kS8;
+      s.scale = ScaleMode::kInteger;
+      s.quantizer = o.q8;
+      s.groups = GroupMap{Granularity::kPerBlock, block};
+      s.apply = ScaleAt::kProduct;
+      return s;
+    };
+    p.q = spec(o.br);
+    p.k = spec(o.bc);
+    p.v = spec(o.bc);
+    if (o.softmax_scale == TurboSoftmaxScale::kPrescaleQ) p.q.prescale = Prescale::kSmScale;
+    p.qk = DotModel{DotModel::kFp64, MmaInstr::kHmmaF16F32, 0};
+    p.pv = DotModel{DotModel::kFp64, MmaInstr::kHmmaF16F32, 0};
+    p.dequant = Dequant::kScore;
+    // Alg. 1 line 10: P̃ quantized to INT8 with s_P = max|P̃| / 119 (one scale per tile), the
+    // P̃·V chunk in exact INT32 and O += s_P·s_V·chunk after the rescale (line 12).
+    p.p = Encoding::kS8;
+    p.p_scale = o.p_scale;
+    p.p_quantizer = o.p8;
+    p.pv_acc = PvAccumulate::kChunk;
+  } else {
+    // FlashQ off: FlashAttention in FP16 (HMMA with FP32 accumulation, P in FP16), so SAS alone
+    // can be attributed.
+    OperandSpec s;
+    s.input = o.input;
+    s.enc = o.input;
+    if (o.softmax_scale == TurboSoftmaxScale::kPrescaleQ) {
+      p.q = s;
+      p.q.prescale = Prescale::kSmScale;
+    } else {
+      p.q = s;
+    }
+    p.k = s;
+    p.v = s;
+    const MmaInstr mi = o.input == Encoding::kBf16 ? MmaInstr::kHmmaBf16F32 : MmaInstr::kHmmaF16F32;
+    p.qk = DotModel{DotModel::kMma, mi, 0};
+    p.pv = DotModel{DotModel::kMma, mi, 0};
+    p.p = o.input;
+    p.pv_acc = PvAccumulate::kIntoC;
+  }
+  return p;
+}
+
+// The scale the exponent uses: the input's (item e: Alg. 1 omits it; kExpArg restores it).
+double exp_scale(const AttentionInput& in, const TurboOptions& o) {
+  return o.softmax_scale == TurboSoftmaxScale::kNone ? 1.0 : in.scale();
+}
+
+// A copy of `in` restricted to keys [0, len_kv) and the query rows whose positions are below
+// len_kv (bottom-right aligned positions: row i is token i + len_kv − len_q of the input).
+AttentionInput prefix_input(const AttentionInput& in, int len_kv) {
+  const AttentionShape& s = in.shape;
+  const int off = s.len_kv - s.len_q;  // position of query row 0
+  AttentionInput r;
+  r.shape = s;
+  r.shape.len_kv = len_kv;
+  r.shape.len_q = std::max(0, std::min(s.len_q, len_kv - off));
+  r.causal = in.causal;
+  r.sm_scale = in.sm_scale;
+  r.dtype = in.dtype;
+  const int nq = r.shape.len_q;
+  r.q.resize(std::size_t(s.batch) * s.heads_q * nq * s.head_dim);
+  for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
+    std::copy_n(in.q.begin() + std::ptrdiff_t(bh) * s.len_q * s.head_dim,
+                std::size_t(nq) * s.head_dim,
+                r.q.begin() + std::ptrdiff_t(bh) * nq * s.head_dim);
+  auto kv = [&](const std::vector<float>& x, int d, std::vector<float>& out) {
+    out.resize(std::size_t(s.batch) * s.heads_kv * len_kv * d);
+    for (int bh = 0; bh < s.batch * s.heads_kv; ++bh)
+      std::copy_n(x.begin() + std::ptrdiff_t(bh) * s.len_kv * d, std::size_t(len_kv) * d,
+                  out.begin() + std::ptrdiff_t(bh) * len_kv * d);
+  };
+  kv(in.k, s.head_dim, r.k);
+  kv(in.v, s.head_dim_v, r.v);
+  return r;
+}
+
+float round_input(float x, Encoding e) {
+  if (e == Encoding::kFp32) return x;
+  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  return decode_float_bits(e, encode_float_bits(e, x, kRne));
+}
+
+// Stage 1 of one block of rows (FlashQ, Eq. 9): the INT8 values and the block's scale, exactly as
+// the pipeline's preparation computes them (numerics/quantize.hpp quantize_symmetric).
+struct Block8 {
+  std::vector<std::int8_t> q;
+  float scale = 0;
+};
+Block8 stage1(const float* x, int len, int d, const SymmetricQuantizer& qz) {
+  const QuantizedTensor t = quantize_symmetric(x, len, d, GroupMap{Granularity::kPerTensor, 1}, qz);
+  Block8 b;
+  b.q.assign(t.q.begin(), t.q.end());
+  b.scale = t.scale[0];
+  return b;
+}
+
+}  // namespace
+
+Pipeline turbo_pipeline(const TurboOptions& o, const SasRule* rule) {
+  Pipeline p = base_pipeline(o, rule);
+  validate(p);
+  return p;
+}
+
+Pipeline turbo_decode_pipeline(const TurboOptions& o, const SasRule* rule) {
+  Pipeline p = base_pipeline(o, rule);
+  // Alg. 2: one query row q_t; its INT8 scale is its own (line 3: s_Q = max|q_t| / 119).
+  p.block_q = 1;
+  if (o.flashq) p.q.groups = GroupMap{Granularity::kPerToken, 1};
+  validate(p);
+  return p;
+}
+
+int turbo_prefill_tokens(const AttentionInput& in, int requested, int n_b) {
+  const AttentionShape& s = in.shape;
+  if (s.len_q > s.len_kv)
+    throw std::invalid_argument("turbo decode: more queries than keys (len_q > len_kv)");
+  if (!in.causal && s.len_q != 1)
+    throw std::invalid_argument(
+        "turbo decode needs a causal input (teacher-forced steps) or a single query");
+  const int first = s.len_kv - s.len_q;  // position of the first query row
+  if (requested >= 0) {
+    if (requested < 1 || requested >= s.len_kv)
+      throw std::invalid_argument("turbo decode: prefill must be in 1.." +
+                                  std::to_string(s.len_kv - 1) + " (got " +
+                                  std::to_string(requested) + ")");
+    return requested;
+  }
+  if (first > 0) return first;
+  if (s.len_kv < 2) throw std::invalid_argument("turbo decode: needs at least 2 tokens");
+  const int half = s.len_kv / 2 / n_b * n_b;
+  return std::max(std::min(half, s.len_kv - 1), std::min(n_b, s.len_kv - 1));
+}
+
+TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
+  check(o);
+  const AttentionShape& s = in.shape;
+  if (!s.valid()) throw std::invalid_argument("turbo: invalid shape");
+  const bool decode =
+      o.mode == TurboMode::kDecode ||
+      (o.mode == TurboMode::kAuto && ((in.causal && s.len_q <= s.len_kv) || s.len_q == 1));
+  TurboResult res;
+  res.decode = decode;
+  const SasRule rule = o.sas_rule;
+  const Pipeline pre = turbo_pipeline(o, &rule);
+  const int bc = o.bc;
+  const int P = decode ? turbo_prefill_tokens(in, o.prefill, bc) : s.len_kv;
+  res.prefill = P;
+  const int off = s.len_kv - s.len_q;
+  res.out.o.assign(s.o_size(), 0.0);
+  res.out.lse.assign(std::size_t(s.batch) * s.heads_q * s.len_q,
+                     std::numeric_limits<double>::infinity());
+  const int dk = s.head_dim, dv = s.head_dim_v;
+
+  // 1. Algorithm 1 on the prompt (every row in prefill mode).
+  auto place = [&](const PipelineResult& r, int nq, int first_row) {
+    for (int bh = 0; bh < s.batch * s.heads_q; ++bh) {
+      std::copy_n(r.o.begin() + std::ptrdiff_t(bh) * nq * dv, std::size_t(nq) * dv,
+                  res.out.o.begin() + (std::ptrdiff_t(bh) * s.len_q + first_row) * dv);
+      std::copy_n(r.lse.begin() + std::ptrdiff_t(bh) * nq, std::size_t(nq),
+                  res.out.lse.begin() + std::ptrdiff_t(bh) * s.len_q + first_row);
+    }
+  };
+  const bool has_prompt_rows = P > off;
+  if (has_prompt_rows && (!decode || o.decode_prefill_rows)) {
+    const AttentionInput pin = decode ? prefix_input(in, P) : in;
+    PreparedInput prep = prepare(pin, pre);
+    prep.sm_scale = exp_scale(in, o);
+    place(run_pipeline(prep, pre), pin.shape.len_q, 0);
+  }
+
+  // 2. The cache: per (batch, KV head), the prompt's complete blocks compressed, its partial last
+  //    block in the buffer with the universal scale.
+  const HeadBits hb = [&] {
+    if (!o.head_bits_k.empty() || !o.head_bits_v.empty()) {
+      if (int(o.head_bits_k.size()) != s.heads_kv || int(o.head_bits_v.size()) != s.heads_kv)
+        throw std::invalid_argument("turbo: head_bits needs one value per KV head for K and V");
+      for (int b : o.head_bits_k)
+        if (b != 4 && b != 2) throw std::invalid_argument("turbo: head bits must be 4 or 2");
+      for (int b : o.head_bits_v)
+        if (b != 4 && b != 2) throw std::invalid_argument("turbo: head bits must be 4 or 2");
+      return HeadBits{o.head_bits_k, o.head_bits_v};
+    }
+    return turbo_head_bits(in, o, P);
+  }();
+  res.bits = hb;
+  const int nblocks_total = cdiv(s.len_kv, bc);
+  const int full_prompt = P / bc;
+  res.caches.resize(std::size_t(s.batch) * s.heads_kv);
+  // The FP16 (input-format) K and V of every token, per slice.
+  std::vector<float> kin(in.k.size()), vin(in.v.size());
+  for (std::size_t i = 0; i < kin.size(); ++i) kin[i] = round_input(in.k[i], o.input);
+  for (std::size_t i = 0; i < vin.size(); ++i) vin[i] = round_input(in.v[i], o.input);
+  // The INT8 keys and values each decode group reads, per slice: blocks [0, k) reconstructed from
+  // the cache, block k from the buffer; and the scale of every block.
+  struct SliceState {
+    std::vector<float> k8, v8;          // [len_kv][d] as the products see them
+    std::vector<float> ks, vs;          // [blocks] the buffer's scale of each decode block
+    std::vector<float> kc8, vc8;        // [compressed tokens][d] the cache's INT8 reconstruction
+  };
+  std::vector<SliceState> slices(res.caches.size());
+#pragma omp parallel for schedule(dynamic)
+  for (int sl = 0; sl < s.batch * s.heads_kv; ++sl) {
+    TurboKvCache& c = res.caches[std::size_t(sl)];
+    const int h = sl % s.heads_kv;
+    c.dim_k = dk;
+    c.dim_v = dv;
+    c.n_b = bc;
+    c.bpq = o.compress ? o.bpq : kBpqOffset;
+    c.bits_k = o.compress ? hb.k[std::size_t(h)] : 8;
+    c.bits_v = o.compress ? hb.v[std::size_t(h)] : 8;
+    c.block_begin.push_back(0);
+    const float* K = kin.data() + std::size_t(sl) * s.len_kv * dk;
+    const float* V = vin.data() + std::size_t(sl) * s.len_kv * dv;
+    SliceState& st = slices[std::size_t(sl)];
+    st.k8.assign(std::size_t(s.len_kv) * dk, 0.0f);
+    st.v8.assign(std::size_t(s.len_kv) * dv, 0.0f);
+    st.ks.assign(std::size_t(nblocks_total), 0.0f);
+    st.vs.assign(std::size_t(nblocks_total), 0.0f);
+    // Prompt blocks: stage 1 (the scales Alg. 1 used), complete ones compressed (lines 13-14).
+    float su_k = 0, su_v = 0, last_k = 0, last_v = 0;
+    for (int b = 0; b < cdiv(P, bc); ++b) {
+      const int t0 = b * bc, len = std::min(bc, P - t0);
+      const Block8 kb = stage1(K + std::size_t(t0) * dk, len, dk, o.q8);
+      const Block8 vb = stage1(V + std::size_t(t0) * dv, len, dv, o.q8);
+      su_k = std::max(su_k, kb.scale);
+      su_v = std::max(su_v, vb.scale);
+      if (len == bc || b == 0) {
+        last_k = kb.scale;
+        last_v = vb.scale;
+      }
+      if (len == bc) {
+        c.append_block(false, kb.q.data(), len, kb.scale);
+        c.append_block(true, vb.q.data(), len, vb.scale);
+        c.block_begin.push_back(t0 + len);
+      }
+    }
+    // The universal scale (§3.3, README §buffer).
+    if (o.buffer_scale == BufferScale::kLast) {
+      su_k = last_k;
+      su_v = last_v;
+    }
+    c.su_k = su_k;
+    c.su_v = su_v;
+    // Decode steps: every token from the prompt's partial block on goes through the buffer; a
+    // full buffer is compressed (after the step's attention, which reads the block as INT8).
+    for (int b = full_prompt; b < nblocks_total; ++b) {
+      const int t0 = b * bc, len = std::min(bc, s.len_kv - t0);
+      if (o.buffer_scale == BufferScale::kOracle) {
+        // The counterfactual: the block's own scale, known in advance (no clamping).
+        c.su_k = stage1(K + std::size_t(t0) * dk, len, dk, o.q8).scale;
+        c.su_v = stage1(V + std::size_t(t0) * dv, len, dv, o.q8).scale;
+      }
+      for (int t = t0; t < t0 + len; ++t)
+        c.buffer_push(K + std::size_t(t) * dk, V + std::size_t(t) * dv, o.buffer_clamp);
+      // What the block's queries read: the buffer's INT8 values with the universal scale.
+      for (std::size_t i = 0; i < c.buf_k.size(); ++i) st.k8[std::size_t(t0) * dk + i] = c.buf_k[i];
+      for (std::size_t i = 0; i < c.buf_v.size(); ++i) st.v8[std::size_t(t0) * dv + i] = c.buf_v[i];
+      st.ks[std::size_t(b)] = c.su_k;
+      st.vs[std::size_t(b)] = c.su_v;
+      if (len == bc) c.flush(c.su_k, c.su_v);
+    }
+    // Compressed blocks as later queries read them: the integer dequantization of the cache.
+    st.kc8.resize(std::size_t(c.compressed_tokens()) * dk);
+    st.vc8.resize(std::size_t(c.compressed_tokens()) * dv);
+    for (int b = 0; b < c.blocks(); ++b) {
+      const int t0 = c.block_begin[std::size_t(b)];
+      const std::vector<std::int32_t> kr = c.block_int8(false, b), vr = c.block_int8(true, b);
+      std::copy(kr.begin(), kr.end(), st.kc8.begin() + std::ptrdiff_t(t0) * dk);
+      std::copy(vr.begin(), vr.end(), st.vc8.begin() + std::ptrdiff_t(t0) * dv);
+    }
+  }
+  if (!decode) return res;
+  if (!o.flashq) {
+    // Without FlashQ the cache is the FP16 K/V itself and a decode step computes the same row
+    // as Algorithm 1 (every stage is per row): the prefill run covers every row.
+    PreparedInput prep = prepare(in, pre);
+    prep.sm_scale = exp_scale(in, o);
+    PipelineResult r = run_pipeline(prep, pre);
+    const int first = std::max(0, P - off);
+    for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
+      for (int i = first; i < s.len_q; ++i) {
+        std::copy_n(r.o.begin() + (std::ptrdiff_t(bh) * s.len_q + i) * dv, std::size_t(dv),
+                    res.out.o.begin() + (std::ptrdiff_t(bh) * s.len_q + i) * dv);
+        res.out.lse[std::size_t(bh) * s.len_q + i] = r.lse[std::size_t(bh) * s.len_q + i];
+      }
+    return res;
+  }
+
+  // 3. Algorithm 2 for every query past the prompt, grouped by the block it falls in: queries of
+  //    block k read blocks [0, k) from the compressed cache and block k from the buffer.
+  const Pipeline dec = turbo_decode_pipeline(o, &rule);
+  for (int k = full_prompt; k < nblocks_total; ++k) {
+    const int t0 = k * bc, e = std::min(s.len_kv, t0 + bc);
+    const int first_pos = std::max({P, t0, off});
+    if (first_pos >= e) continue;
+    const int nq = e - first_pos;
+    // The group's input: keys [0, e), its queries; prepare() quantizes Q per token (the K and V
+    // it prepares are replaced by the cache's below).
+    AttentionInput gin = prefix_input(in, e);
+    {
+      const int skip = gin.shape.len_q - nq;
+      AttentionInput g2 = gin;
+      g2.shape.len_q = nq;
+      g2.causal = true;
+      g2.q.resize(std::size_t(s.batch) * s.heads_q * nq * dk);
+      for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
+        std::copy_n(gin.q.begin() + (std::ptrdiff_t(bh) * gin.shape.len_q + skip) * dk,
+                    std::size_t(nq) * dk, g2.q.begin() + std::ptrdiff_t(bh) * nq * dk);
+      gin = std::move(g2);
+    }
+    PreparedInput prep = prepare(gin, dec);
+    prep.sm_scale = exp_scale(in, o);
+    for (int sl = 0; sl < s.batch * s.heads_kv; ++sl) {
+      const TurboKvCache& c = res.caches[std::size_t(sl)];
+      const SliceState& st = slices[std::size_t(sl)];
+      float* kd = prep.k.values.data() + std::size_t(sl) * e * dk;
+      float* vd = prep.v.values.data() + std::size_t(sl) * e * dv;
+      std::copy_n(st.kc8.begin(), std::size_t(t0) * dk, kd);
+      std::copy_n(st.vc8.begin(), std::size_t(t0) * dv, vd);
+      for (int b = 0; b < k; ++b) {
+        prep.k.scales[std::size_t(sl) * prep.k.groups_per_slice + std::size_t(b)] = c.k_scale[std::size_t(b)];
+        prep.v.scales[std::size_t(sl) * prep.v.groups_per_slice + std::size_t(b)] = c.v_scale[std::size_t(b)];
+      }
+      std::copy_n(st.k8.begin() + std::ptrdiff_t(t0) * dk, std::size_t(e - t0) * dk,
+                  kd + std::size_t(t0) * dk);
+      std::copy_n(st.v8.begin() + std::ptrdiff_t(t0) * dv, std::size_t(e - t0) * dv,
+                  vd + std::size_t(t0) * dv);
+      prep.k.scales[std::size_t(sl) * prep.k.groups_per_slice + std::size_t(k)] = st.ks[std::size_t(k)];
+      prep.v.scales[std::size_t(sl) * prep.v.groups_per_slice + std::size_t(k)] = st.vs[std::size_t(k)];
+    }
+    prep.v.key_dependent_scale = true;
+    const PipelineResult r = run_pipeline(prep, dec);
+    place(r, nq, first_pos - off);
+  }
+  return res;
+}
+
+std::string describe(const TurboOptions& o) {
+  std::ostringstream r;
+  r << "turbo br=" << o.br << " bc=" << o.bc << " flashq=" << (o.flashq ? "on" : "off")
+    << " kv_bits=" << (o.kv_bits == 0 ? "mixed" : std::to_string(o.kv_bits)) << " n_h=" << o.n_h
+    << " bpq=" << o.bpq.name << " q8=" << o.q8.name << " p8=" << o.p8.name
+    << " p_scale=" << (o.p_scale == PScale::kRow ? "row" : "tile")
+    << " sas=" << (o.sas ? describe(o.sas_rule) : std::string("off"))
+    << " rescale=" << (o.rescale == TurboRescale::kMultiply ? "multiply" : "literal_inverse");
+  return r.str();
+}
+
+}  // namespace attnsim
