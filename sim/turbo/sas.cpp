@@ -14,6 +14,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "formats/encoding.hpp"
@@ -86,10 +87,10 @@ float sas_native(float x, const SasRule& r) {
     if (r.fma) {
       // A fused multiply-add of format values: fp16 computed exactly in FP64 and rounded once;
       // float uses fmaf.
-      if constexpr (sizeof(F) == 4) {
+      if constexpr (std::is_same_v<F, float>) {
         p = std::fma(p, f, c);
       } else {
-        p = F(double(p) * double(f) + double(c));  // exact in FP64, one rounding to fp16
+        p = F(double(float(p)) * double(float(f)) + double(float(c)));  // exact in FP64, one rounding
       }
     } else {
       p = F(F(p * f) + c);
@@ -100,6 +101,47 @@ float sas_native(float x, const SasRule& r) {
   const F lut = F(float(std::exp(-double(n))));
   return float(F(lut * p));
 }
+
+// The native half type: the compiler's _Float16 (GCC on x86-64; each operation computed and
+// rounded once to fp16), or, where the compiler has none (clang 14 on x86-64, which builds the
+// fuzz target), an emulation that rounds each float result with formats/ (the reference's own
+// rounding: that build only runs the fuzzer, the tests are GCC-built).
+#if defined(__FLT16_MANT_DIG__)
+using Half = _Float16;
+float half_bits_to_float(std::uint16_t b) {
+  Half h;
+  std::memcpy(&h, &b, 2);
+  return float(h);
+}
+std::uint16_t float_to_half_bits(float x) {
+  const Half h = Half(x);
+  std::uint16_t b;
+  std::memcpy(&b, &h, 2);
+  return b;
+}
+#else
+float rn16(double x) {
+  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kRne));
+}
+struct Half {
+  float v = 0;
+  Half() = default;
+  explicit Half(float x) : v(rn16(x)) {}
+  explicit Half(double x) : v(rn16(x)) {}
+  explicit operator float() const { return v; }
+  Half operator-() const { return Half(-v); }
+  friend Half operator*(Half a, Half b) { return Half(double(a.v) * double(b.v)); }
+  friend Half operator+(Half a, Half b) { return Half(double(a.v) + double(b.v)); }
+  friend Half operator-(Half a, Half b) { return Half(double(a.v) - double(b.v)); }
+  friend bool operator<=(Half a, Half b) { return a.v <= b.v; }
+  friend bool operator<(Half a, Half b) { return a.v < b.v; }
+  friend bool operator!=(Half a, Half b) { return a.v != b.v; }
+};
+float half_bits_to_float(std::uint16_t b) { return decode_float_bits(Encoding::kFp16, b); }
+std::uint16_t float_to_half_bits(float x) {
+  return std::uint16_t(encode_float_bits(Encoding::kFp16, x, kRne));
+}
+#endif
 
 struct Fp16Table {
   std::vector<float> y;  // indexed by the argument's fp16 bits
@@ -118,10 +160,7 @@ const Fp16Table& fp16_table(const SasRule& r) {
     slot = std::make_unique<Fp16Table>();
     slot->y.resize(65536);
     for (std::uint32_t b = 0; b < 65536; ++b) {
-      _Float16 h;
-      const std::uint16_t b16 = std::uint16_t(b);
-      std::memcpy(&h, &b16, 2);
-      slot->y[b] = sas_native<_Float16>(float(h), r);
+      slot->y[b] = sas_native<Half>(half_bits_to_float(std::uint16_t(b)), r);
     }
   }
   return *slot;
@@ -144,10 +183,7 @@ float sas_exp(float x, const SasRule& r) {
     last = &r;
     last_copy = r;
   }
-  const _Float16 h = _Float16(x);
-  std::uint16_t b16;
-  std::memcpy(&b16, &h, 2);
-  return table->y[b16];
+  return table->y[float_to_half_bits(x)];
 }
 
 float sas_exp_hook(float x, const void* ctx) {
@@ -199,10 +235,7 @@ SasErrorStats sas_error(const SasRule& r, double lo, long long samples) {
   };
   if (r.fmt == SasFormat::kFp16) {
     for (std::uint32_t b = 0; b < 65536; ++b) {
-      _Float16 h;
-      const std::uint16_t b16 = std::uint16_t(b);
-      std::memcpy(&h, &b16, 2);
-      const float x = float(h);
+      const float x = half_bits_to_float(std::uint16_t(b));
       if (x != x || x > 0.0f || double(x) < lo) continue;
       visit(x);
     }
