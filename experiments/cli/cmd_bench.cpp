@@ -163,9 +163,10 @@ void add_bench_command(CLI::App& app) {
       std::printf("  %6.2fx  %s\n", t / t_flash, m);
     }
 
-    // SageAttention2 sm90 (the H100 kernel, bit-exact to the recordings) against the FP32 flash
-    // reference on one input in this run: (batch 1, 8 heads, 4096 tokens, head dim 128) on every
-    // core (issue 11's goal: at most 4x the flash time on 2 cores). --quick: 1024 tokens.
+    // SageAttention2 sm90 (the H100 kernel, bit-exact to the recordings) and TurboAttention's
+    // prefill against the FP32 flash reference on one input in this run: (batch 1, 8 heads, 4096
+    // tokens, head dim 128) on every core (goals: sage2 at most 4x the flash time on 2 cores,
+    // issue 11; turbo at most 3x, issue 12). --quick: 1024 tokens.
     {
       const int ns = *quick ? 1024 : 4096;
       const AttentionInput big = make_synthetic(
@@ -179,6 +180,16 @@ void add_bench_command(CLI::App& app) {
                   omp_get_max_threads());
       std::printf("  sage2 %.2fs  flash %.2fs  ratio %.2fx (goal <= 4: %s)\n", ts, tf, ts / tf,
                   ts / tf <= 4.0 ? "met" : "NOT met");
+      // TurboAttention's prefill emulation (Algorithm 1: INT8 Q/K/V and P with exact integer
+      // products, SAS in FP16, BPQ compression of the cache) on the same input and flash time
+      // (issue 12's goal: at most 3x).
+      const MethodConfig turbo = parse_method("turbo:mode=prefill");
+      const double tt =
+          time_per_call([&] { g_sink = g_sink + std::uint64_t(turbo.run(big).o[7] > 0); }, 0.0);
+      std::printf("turbo:mode=prefill vs flash FP32, b1 h8 n%d d128, %d threads:\n", ns,
+                  omp_get_max_threads());
+      std::printf("  turbo %.2fs  flash %.2fs  ratio %.2fx (goal <= 3: %s)\n", tt, tf, tt / tf,
+                  tt / tf <= 3.0 ? "met" : "NOT met");
       omp_set_num_threads(1);
     }
 

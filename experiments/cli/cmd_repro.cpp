@@ -65,6 +65,7 @@ void add_repro_command(CLI::App& app) {
     ro.samples =
         opt->samples ? opt->samples : (opt->quick ? found->quick_samples : found->default_samples);
     ro.progress = !opt->quiet && isatty(2) && std::getenv("CI") == nullptr;
+    ro.out = opt->out;
     if (!opt->out.empty() && mpi_rank() == 0) {
       // Fail on a bad --out before computing anything.
       const std::string& o = opt->out;

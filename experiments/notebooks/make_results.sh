@@ -13,7 +13,11 @@
 #                     FlashDecoding times on the 331 H100 configurations of data/hw/h100/lean
 #   lean_ragged.h5    `attnsim repro lean-ragged`: LeanAttention Appendix A / Fig. 11 by the model
 #   lean_cta.h5       `attnsim repro lean-cta`: per-CTA work of one measured ragged batch
-# Takes about 15 s on two cores, plus about 1.5 min for sage2.h5 and 30 s for the lean files.
+#   turbo.h5          `attnsim repro turbo`: TurboAttention's quantity,ours,paper table, with
+#                     turbo_errors.h5 (stages, mixed precision, blocks, KIVI, SAS tiling),
+#                     turbo_drift.h5 (every decode step) and turbo_memory.h5 beside it
+# Takes about 15 s on two cores, plus about 1.5 min for sage2.h5, 30 s for the lean files and
+# 2 min for the turbo files.
 # Results are bit-identical for any thread count.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -53,4 +57,5 @@ for n in 256 512 1024 2048 4096; do synthetic+=("normal:hq=2,nq=128,nkv=$n,d=64"
 "$exe" repro lean --out "$out/lean.h5" --quiet >/dev/null
 "$exe" repro lean-ragged --out "$out/lean_ragged.h5" --quiet >/dev/null
 "$exe" repro lean-cta --out "$out/lean_cta.h5" --quiet >/dev/null
-echo "wrote $out/real_methods.h5 $out/context_scale.h5 $out/quant_k.h5 $out/sage2.h5 $out/lean.h5 $out/lean_ragged.h5 $out/lean_cta.h5"
+"$exe" repro turbo --out "$out/turbo.h5" --quiet >/dev/null
+echo "wrote $out/real_methods.h5 $out/context_scale.h5 $out/quant_k.h5 $out/sage2.h5 $out/lean.h5 $out/lean_ragged.h5 $out/lean_cta.h5 $out/turbo*.h5"

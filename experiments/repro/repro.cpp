@@ -17,6 +17,7 @@ const std::vector<Reproduction>& repro_registry() {
     register_sage_repros(r);
     register_amla_repros(r);
     register_lean_repros(r);
+    register_turbo_repros(r);
     return r;
   }();
   return registry;

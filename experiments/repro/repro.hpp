@@ -16,6 +16,9 @@ struct ReproOptions {
   bool quick = false;  // the reduced version CI runs (under a minute on one core)
   int samples = 0;     // 0: the reproduction's default (quick or full)
   bool progress = false;
+  // The --out path ("" when none): reproductions that produce more than one table write the
+  // detailed ones next to it (`turbo`: FILE_errors.csv beside FILE.csv), on MPI rank 0.
+  std::string out;
 };
 
 // A column-typed table: 's' string, 'i' integer, 'f' double.
@@ -65,5 +68,6 @@ void register_flash_repros(std::vector<Reproduction>& registry);
 void register_sage_repros(std::vector<Reproduction>& registry);
 void register_amla_repros(std::vector<Reproduction>& registry);
 void register_lean_repros(std::vector<Reproduction>& registry);
+void register_turbo_repros(std::vector<Reproduction>& registry);
 
 }  // namespace attnsim

@@ -440,6 +440,12 @@ TEST_F(Exp, GatePassesOnTheLeanBaseline) {
   expect_gate_passes("experiments/configs/baseline_lean.toml", "data/baselines/lean.h5");
 }
 
+TEST_F(Exp, GatePassesOnTheTurboBaseline) {
+  // TurboAttention's stages and caches and the KIVI baseline (experiments/configs/
+  // baseline_turbo.toml).
+  expect_gate_passes("experiments/configs/baseline_turbo.toml", "data/baselines/turbo.h5");
+}
+
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
   const std::string m =
       "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";
