@@ -10,6 +10,8 @@
 #include <utility>
 #include <vector>
 
+#include "sim/problem.hpp"
+
 namespace attnsim {
 
 struct ReproOptions {
@@ -69,5 +71,9 @@ void register_sage_repros(std::vector<Reproduction>& registry);
 void register_amla_repros(std::vector<Reproduction>& registry);
 void register_lean_repros(std::vector<Reproduction>& registry);
 void register_turbo_repros(std::vector<Reproduction>& registry);
+
+// The first n tokens of every head, queries and keys alike (n <= 0 or past both lengths: the
+// input itself): the repros' shorter runs of real dumps (sage, turbo).
+AttentionInput first_tokens(const AttentionInput& in, int n);
 
 }  // namespace attnsim

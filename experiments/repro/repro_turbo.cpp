@@ -273,27 +273,6 @@ int env_tokens() {
   return int(v);
 }
 
-// The first n tokens of every head (queries and keys alike; causal: the shorter text).
-AttentionInput first_tokens(const AttentionInput& in, int n) {
-  const AttentionShape& s = in.shape;
-  if (n <= 0 || (n >= s.len_q && n >= s.len_kv)) return in;
-  AttentionInput o = in;
-  o.shape.len_q = std::min(n, s.len_q);
-  o.shape.len_kv = std::min(n, s.len_kv);
-  auto cut = [](const std::vector<float>& x, int heads, int len, int keep, int d) {
-    std::vector<float> y;
-    y.reserve(std::size_t(heads) * keep * d);
-    for (int h = 0; h < heads; ++h) {
-      const float* src = x.data() + std::size_t(h) * len * d;
-      y.insert(y.end(), src, src + std::size_t(keep) * d);
-    }
-    return y;
-  };
-  o.q = cut(in.q, s.batch * s.heads_q, s.len_q, o.shape.len_q, s.head_dim);
-  o.k = cut(in.k, s.batch * s.heads_kv, s.len_kv, o.shape.len_kv, s.head_dim);
-  o.v = cut(in.v, s.batch * s.heads_kv, s.len_kv, o.shape.len_kv, s.head_dim_v);
-  return o;
-}
 
 struct Input {
   std::string dataset;  // smollm2, minilm, synthetic_drift, long

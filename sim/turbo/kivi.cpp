@@ -36,34 +36,6 @@ void check(const AttentionInput& in, const KiviOptions& o) {
     fail("out must be fp16, bf16 or fp32");
 }
 
-// `in` restricted to keys [0, len_kv) and the query rows at positions below len_kv (row i is
-// position i + len_kv − len_q, bottom-right aligned, so the mask is unchanged).
-AttentionInput prefix(const AttentionInput& in, int len_kv) {
-  const AttentionShape& s = in.shape;
-  const int off = s.len_kv - s.len_q;
-  AttentionInput r;
-  r.shape = s;
-  r.shape.len_kv = len_kv;
-  r.shape.len_q = std::clamp(len_kv - off, 0, s.len_q);
-  r.causal = in.causal;
-  r.sm_scale = in.sm_scale;
-  r.dtype = in.dtype;
-  const int nq = r.shape.len_q;
-  r.q.resize(r.shape.q_size());
-  for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
-    std::copy_n(in.q.begin() + std::ptrdiff_t(bh) * s.len_q * s.head_dim,
-                std::size_t(nq) * s.head_dim, r.q.begin() + std::ptrdiff_t(bh) * nq * s.head_dim);
-  auto kv = [&](const std::vector<float>& x, int d, std::vector<float>& out) {
-    out.resize(std::size_t(s.batch) * s.heads_kv * len_kv * d);
-    for (int bh = 0; bh < s.batch * s.heads_kv; ++bh)
-      std::copy_n(x.begin() + std::ptrdiff_t(bh) * s.len_kv * d, std::size_t(len_kv) * d,
-                  out.begin() + std::ptrdiff_t(bh) * len_kv * d);
-  };
-  kv(in.k, s.head_dim, r.k);
-  kv(in.v, s.head_dim_v, r.v);
-  return r;
-}
-
 // The FP16 tensors as the pipeline rounds them, and their dequantized copies (kivi_tensors).
 KiviTensors make_tensors(const AttentionShape& s, std::vector<float> k16, std::vector<float> v16,
                          const KiviOptions& o) {
@@ -153,7 +125,7 @@ PipelineResult kivi_attention(const AttentionInput& in, const KiviOptions& o) {
   // 1. The prompt's rows: FlashAttention FP16 over the prompt's unquantized K and V
   //    (llama_kivi.py prefill attends key_states/value_states before quantizing them).
   if (P > off) {
-    const AttentionInput pin = prefix(in, P);
+    const AttentionInput pin = prefix_input(in, P);
     const PipelineResult r = run_pipeline(pin, pipe);
     const int nq = pin.shape.len_q;
     for (int bh = 0; bh < s.batch * s.heads_q; ++bh) {

@@ -113,35 +113,6 @@ double exp_scale(const AttentionInput& in, const TurboOptions& o) {
   return o.softmax_scale == TurboSoftmaxScale::kNone ? 1.0 : in.scale();
 }
 
-// A copy of `in` restricted to keys [0, len_kv) and the query rows whose positions are below
-// len_kv (bottom-right aligned positions: row i is token i + len_kv − len_q of the input).
-AttentionInput prefix_input(const AttentionInput& in, int len_kv) {
-  const AttentionShape& s = in.shape;
-  const int off = s.len_kv - s.len_q;  // position of query row 0
-  AttentionInput r;
-  r.shape = s;
-  r.shape.len_kv = len_kv;
-  r.shape.len_q = std::max(0, std::min(s.len_q, len_kv - off));
-  r.causal = in.causal;
-  r.sm_scale = in.sm_scale;
-  r.dtype = in.dtype;
-  const int nq = r.shape.len_q;
-  r.q.resize(std::size_t(s.batch) * s.heads_q * nq * s.head_dim);
-  for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
-    std::copy_n(in.q.begin() + std::ptrdiff_t(bh) * s.len_q * s.head_dim,
-                std::size_t(nq) * s.head_dim,
-                r.q.begin() + std::ptrdiff_t(bh) * nq * s.head_dim);
-  auto kv = [&](const std::vector<float>& x, int d, std::vector<float>& out) {
-    out.resize(std::size_t(s.batch) * s.heads_kv * len_kv * d);
-    for (int bh = 0; bh < s.batch * s.heads_kv; ++bh)
-      std::copy_n(x.begin() + std::ptrdiff_t(bh) * s.len_kv * d, std::size_t(len_kv) * d,
-                  out.begin() + std::ptrdiff_t(bh) * len_kv * d);
-  };
-  kv(in.k, s.head_dim, r.k);
-  kv(in.v, s.head_dim_v, r.v);
-  return r;
-}
-
 float round_input(float x, Encoding e) {
   if (e == Encoding::kFp32) return x;
   constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
@@ -177,6 +148,33 @@ Pipeline turbo_decode_pipeline(const TurboOptions& o, const SasRule* rule) {
   if (o.flashq) p.q.groups = GroupMap{Granularity::kPerToken, 1};
   validate(p);
   return p;
+}
+
+AttentionInput prefix_input(const AttentionInput& in, int len_kv) {
+  const AttentionShape& s = in.shape;
+  const int off = s.len_kv - s.len_q;  // position of query row 0
+  AttentionInput r;
+  r.shape = s;
+  r.shape.len_kv = len_kv;
+  r.shape.len_q = std::max(0, std::min(s.len_q, len_kv - off));
+  r.causal = in.causal;
+  r.sm_scale = in.sm_scale;
+  r.dtype = in.dtype;
+  const int nq = r.shape.len_q;
+  r.q.resize(std::size_t(s.batch) * s.heads_q * nq * s.head_dim);
+  for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
+    std::copy_n(in.q.begin() + std::ptrdiff_t(bh) * s.len_q * s.head_dim,
+                std::size_t(nq) * s.head_dim,
+                r.q.begin() + std::ptrdiff_t(bh) * nq * s.head_dim);
+  auto kv = [&](const std::vector<float>& x, int d, std::vector<float>& out) {
+    out.resize(std::size_t(s.batch) * s.heads_kv * len_kv * d);
+    for (int bh = 0; bh < s.batch * s.heads_kv; ++bh)
+      std::copy_n(x.begin() + std::ptrdiff_t(bh) * s.len_kv * d, std::size_t(len_kv) * d,
+                  out.begin() + std::ptrdiff_t(bh) * len_kv * d);
+  };
+  kv(in.k, s.head_dim, r.k);
+  kv(in.v, s.head_dim_v, r.v);
+  return r;
 }
 
 int turbo_prefill_tokens(const AttentionInput& in, int requested, int n_b) {

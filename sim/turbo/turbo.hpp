@@ -148,6 +148,11 @@ int turbo_prefill_tokens(const AttentionInput& in, int requested, int n_b);
 // `prefill` tokens of the layer's K and V; sim/turbo/heads.hpp).
 HeadBits turbo_head_bits(const AttentionInput& in, const TurboOptions& o, int prefill);
 
+// `in` restricted to keys [0, len_kv) and the query rows at positions below len_kv (row i is
+// position i + len_kv − len_q, bottom-right aligned, so the mask is unchanged): the prompt of a
+// decode schedule (turbo, kivi).
+AttentionInput prefix_input(const AttentionInput& in, int len_kv);
+
 std::string describe(const TurboOptions& o);
 
 }  // namespace attnsim
