@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds cuda_check/turbo/turbo_attention.cu, records the five cases (gen_turbo_inputs.py, fixed
-# seeds) and times the INT8 prefill against our FP16 FA2-style prefill; packs everything into
+# seeds) and times the INT8 prefill against our FP16 FA2-style prefill and one turbo decode step
+# against our FP16 decode; packs everything into
 # OUTDIR/turbo_h100.h5 (pack_turbo.py). Run on the GPU machine from the repository root:
 #   bash cuda_check/turbo/run_turbo.sh OUTDIR
 set -uo pipefail
@@ -30,7 +31,7 @@ tar czf "$out/turbo_raw.tar.gz" -C "$work/in" . || true
 echo "== compute-sanitizer memcheck (d_outliers)" | tee -a "$log"
 timeout 90 compute-sanitizer --tool memcheck "$work/turbo_attention" record "$work/in/d_outliers.bin" "$work/san.out" 2>&1 | tail -3 | tee -a "$log" || true
 echo "== time" | tee -a "$log"
-timeout 200 "$work/turbo_attention" time "$out/turbo_timings.csv" 2>&1 | tee -a "$log" || status=1
+timeout 300 "$work/turbo_attention" time "$out/turbo_timings.csv" 2>&1 | tee -a "$log" || status=1
 python3 cuda_check/turbo/pack_turbo.py "$work/in" "$out/turbo_h100.h5" \
   "gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)" \
   "driver=$(nvidia-smi --query-gpu=driver_version --format=csv,noheader | head -1)" \

@@ -2,9 +2,11 @@
 // (the contract sim/turbo reproduces): FlashQ stage-1 INT8 quantization, the prefill (Algorithm 1:
 // INT8 mma.sync m16n8k32 for Q·Kᵀ and P̃·V, SAS in fp16 mul+add, one P scale per 64x64 tile), BPQ
 // stage-2 compression, the buffer and teacher-forced decode steps (Algorithm 2). Plus a plain FP16
-// FlashAttention-2-style prefill (mma.sync m16n8k16, exp2f) to time against.
+// FlashAttention-2-style prefill (mma.sync m16n8k16, exp2f) and a plain FP16 decode (exp2f online
+// softmax, FP32 accumulation, one CTA per (b, q head) or split-KV) to time against.
 // Build: nvcc -std=c++17 -O2 -gencode=arch=compute_90a,code=sm_90a -fmad=false turbo_attention.cu
-// Usage: turbo_attention record IN.bin OUT.bin | turbo_attention time CSV
+// Usage: turbo_attention record IN.bin OUT.bin | turbo_attention time CSV (prefill rows, then one
+// decode step at B 1/16 x 8 heads x L 4096/16384 x d 128)
 #include <cuda_fp16.h>
 
 #include <algorithm>
@@ -558,6 +560,105 @@ __global__ void __launch_bounds__(128) fa2_fp16_kernel(const __half* q, const __
   }
 }
 
+// ---- plain FP16 decode (timing reference): one query token per (b, q head) over an FP16 K/V cache ----
+// q fp16 [B*Hq][D], k/v fp16 [B*Hkv][n][D]. grid (splits, B*Hq), 128 threads: the CTA takes keys
+// [split*chunk, min(n, (split+1)*chunk)); each warp runs its own exp2f online softmax over every 4th
+// group of 8 keys (lane owns 4 channels; dot via xor shuffles), the 4 warps are merged in shared
+// memory and the CTA writes a partial (m, l, O) to the workspace; fp16_decode_combine merges splits.
+constexpr int DEC_U = 8;
+__global__ void __launch_bounds__(128) fp16_decode_kernel(const __half* q, const __half* k, const __half* v, int Hq,
+                                                          int group, int n, int chunk, float sl2, float* pm, float* pl,
+                                                          float* po) {
+  constexpr int D = 128;
+  const int split = blockIdx.x, bhq = blockIdx.y, b = bhq / Hq, hq = bhq % Hq;
+  const int Hkv = Hq / group, bkv = b * Hkv + hq / group;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int j0 = split * chunk, j1 = min(n, j0 + chunk);
+  float qf[4];
+  {
+    const uint2 qq = *(const uint2*)&q[(size_t)bhq * D + lane * 4];
+    const __half2* h = (const __half2*)&qq;
+    const float2 a = __half22float2(h[0]), c = __half22float2(h[1]);
+    qf[0] = a.x * sl2; qf[1] = a.y * sl2; qf[2] = c.x * sl2; qf[3] = c.y * sl2;
+  }
+  const __half* kb = k + (size_t)bkv * n * D + lane * 4;
+  const __half* vb = v + (size_t)bkv * n * D + lane * 4;
+  float m = -INFINITY, l = 0.0f, O[4] = {0, 0, 0, 0};
+  for (int jg = j0 + warp * DEC_U; jg < j1; jg += 4 * DEC_U) {
+    uint2 kr[DEC_U], vr[DEC_U];
+#pragma unroll
+    for (int u = 0; u < DEC_U; ++u) {
+      const int j = min(jg + u, j1 - 1);
+      kr[u] = __ldg((const uint2*)(kb + (size_t)j * D));
+      vr[u] = __ldg((const uint2*)(vb + (size_t)j * D));
+    }
+    float s[DEC_U];
+#pragma unroll
+    for (int u = 0; u < DEC_U; ++u) {
+      const __half2* h = (const __half2*)&kr[u];
+      const float2 a = __half22float2(h[0]), c = __half22float2(h[1]);
+      s[u] = qf[0] * a.x + qf[1] * a.y + qf[2] * c.x + qf[3] * c.y;
+    }
+#pragma unroll
+    for (int off = 16; off; off >>= 1)
+#pragma unroll
+      for (int u = 0; u < DEC_U; ++u) s[u] += __shfl_xor_sync(0xffffffffu, s[u], off);
+    float bm = m;
+#pragma unroll
+    for (int u = 0; u < DEC_U; ++u) {
+      if (jg + u >= j1) s[u] = -INFINITY;
+      bm = fmaxf(bm, s[u]);
+    }
+    const float alpha = exp2f(m - bm);
+    m = bm;
+    l *= alpha;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) O[e] *= alpha;
+#pragma unroll
+    for (int u = 0; u < DEC_U; ++u) {
+      const float p = exp2f(s[u] - bm);
+      l += p;
+      const __half2* h = (const __half2*)&vr[u];
+      const float2 a = __half22float2(h[0]), c = __half22float2(h[1]);
+      O[0] += p * a.x; O[1] += p * a.y; O[2] += p * c.x; O[3] += p * c.y;
+    }
+  }
+  __shared__ float wm[4], wl[4], wo[4][D];
+  if (lane == 0) { wm[warp] = m; wl[warp] = l; }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) wo[warp][lane * 4 + e] = O[e];
+  __syncthreads();
+  const int c = threadIdx.x;
+  const float M = fmaxf(fmaxf(wm[0], wm[1]), fmaxf(wm[2], wm[3]));
+  float L = 0.0f, acc = 0.0f;
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const float f = wm[w] == -INFINITY ? 0.0f : exp2f(wm[w] - M);
+    L += wl[w] * f;
+    acc += wo[w][c] * f;
+  }
+  const size_t ws = (size_t)bhq * gridDim.x + split;
+  po[ws * D + c] = acc;
+  if (c == 0) { pm[ws] = M; pl[ws] = L; }
+}
+
+// Merges the splits of bhq = blockIdx.x (128 threads, thread per channel); o fp16 [B*Hq][D].
+__global__ void __launch_bounds__(128) fp16_decode_combine(const float* pm, const float* pl, const float* po,
+                                                           int splits, __half* o) {
+  constexpr int D = 128;
+  const int bhq = blockIdx.x, c = threadIdx.x;
+  float M = -INFINITY;
+  for (int s = 0; s < splits; ++s) M = fmaxf(M, pm[(size_t)bhq * splits + s]);
+  float L = 0.0f, acc = 0.0f;
+  for (int s = 0; s < splits; ++s) {
+    const size_t ws = (size_t)bhq * splits + s;
+    const float f = pm[ws] == -INFINITY ? 0.0f : exp2f(pm[ws] - M);
+    L += pl[ws] * f;
+    acc += po[ws * D + c] * f;
+  }
+  o[(size_t)bhq * D + c] = __float2half_rn(acc / L);
+}
+
 // ---- host ----
 template <class T>
 T* dalloc(size_t n) {
@@ -708,6 +809,146 @@ float median_ms(std::vector<float> v) {
   return v[v.size() / 2];
 }
 
+__global__ void fill_bytes_kernel(uint8_t* x, size_t n, unsigned seed, unsigned mask, int bias) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    x[i] = (uint8_t)((int)(h & mask) + bias);
+  }
+}
+__global__ void fill_float_kernel(float* x, size_t n, float val) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = val;
+}
+
+// One decode step at context L (B x 8 q heads x 8 kv heads, d 128), median of 50 launches:
+// turbo decode_kernel at t = L over a 4-bit cache of L/64 complete blocks (codes 0..15, one uint8 per
+// code as the cache stores them) plus a buffer holding token t; our FP16 decode over L+1 FP16 tokens,
+// one CTA per (b, q head) (splits = 1) and split-KV. GB/s from the bytes each kernel reads.
+void timing_decode(FILE* w, int B, int L, cudaEvent_t e0, cudaEvent_t e1) {
+  const int Hq = 8, Hkv = 8, D = 128, group = Hq / Hkv, t = L, N = L + 1, n = L + 1;
+  const int BH = B * Hkv, maxblk = L / BC + 1;
+  const float sm = (float)(1.0 / std::sqrt((double)D));
+  CacheDev c;
+  c.maxblk = maxblk;
+  c.Hkv = Hkv;
+  c.d = D;
+  const size_t ncode = (size_t)BH * maxblk * BC * D, nsz = (size_t)BH * maxblk * D;
+  c.k_code = dalloc<uint8_t>(ncode);
+  c.v_code = dalloc<uint8_t>(ncode);
+  c.k_s = dalloc<int8_t>(nsz);
+  c.k_z = dalloc<int8_t>(nsz);
+  c.v_s = dalloc<int8_t>(nsz);
+  c.v_z = dalloc<int8_t>(nsz);
+  c.k_scale = dalloc<float>((size_t)BH * maxblk);
+  c.v_scale = dalloc<float>((size_t)BH * maxblk);
+  c.buf_k = dalloc<int8_t>((size_t)BH * BC * D);
+  c.buf_v = dalloc<int8_t>((size_t)BH * BC * D);
+  c.su_k = dalloc<float>(BH);
+  c.su_v = dalloc<float>(BH);
+  c.bits_k = c.bits_v = nullptr;  // not read by decode_kernel
+  fill_bytes_kernel<<<1024, 256>>>(c.k_code, ncode, 11, 15, 0);
+  fill_bytes_kernel<<<1024, 256>>>(c.v_code, ncode, 12, 15, 0);
+  fill_bytes_kernel<<<1024, 256>>>((uint8_t*)c.k_s, nsz, 13, 7, 1);
+  fill_bytes_kernel<<<1024, 256>>>((uint8_t*)c.v_s, nsz, 14, 7, 1);
+  fill_bytes_kernel<<<1024, 256>>>((uint8_t*)c.k_z, nsz, 15, 63, -60);
+  fill_bytes_kernel<<<1024, 256>>>((uint8_t*)c.v_z, nsz, 16, 63, -60);
+  fill_bytes_kernel<<<256, 256>>>((uint8_t*)c.buf_k, (size_t)BH * BC * D, 17, 127, -63);
+  fill_bytes_kernel<<<256, 256>>>((uint8_t*)c.buf_v, (size_t)BH * BC * D, 18, 127, -63);
+  fill_float_kernel<<<64, 256>>>(c.k_scale, (size_t)BH * maxblk, 0.02f);
+  fill_float_kernel<<<64, 256>>>(c.v_scale, (size_t)BH * maxblk, 0.02f);
+  fill_float_kernel<<<1, 256>>>(c.su_k, BH, 0.02f);
+  fill_float_kernel<<<1, 256>>>(c.su_v, BH, 0.02f);
+  // qd/od: one query row per bhq (FP16 kernel); qv/ov: the [B*Hq][N][D] layout decode_kernel indexes
+  const size_t nqrow = (size_t)B * Hq * D;
+  __half* qd = dalloc<__half>(nqrow);
+  float* od = dalloc<float>(nqrow);
+  fill_kernel<<<64, 256>>>(qd, nqrow, 4);
+  const size_t nkv = (size_t)BH * n * D;
+  __half *kh = dalloc<__half>(nkv), *vh = dalloc<__half>(nkv), *oh = dalloc<__half>(nqrow);
+  fill_kernel<<<1024, 256>>>(kh, nkv, 5);
+  fill_kernel<<<1024, 256>>>(vh, nkv, 6);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  __half* qv = dalloc<__half>((size_t)B * Hq * N * D);
+  float* ov = dalloc<float>((size_t)B * Hq * N * D);
+  for (int bhq = 0; bhq < B * Hq; ++bhq)
+    CK(cudaMemcpy(qv + ((size_t)bhq * N + t) * D, qd + (size_t)bhq * D, D * 2, cudaMemcpyDeviceToDevice));
+  const int sms = 132;
+  const int max_splits = std::max(1, n / 256);
+  const int splits = std::min(max_splits, std::max(1, (2 * sms + B * Hq - 1) / (B * Hq)));
+  float *pm = dalloc<float>((size_t)B * Hq * splits), *pl = dalloc<float>((size_t)B * Hq * splits),
+        *po = dalloc<float>((size_t)B * Hq * splits * D);
+  const float sl2 = sm * 1.4426950408889634f;
+  const double nblk = L / BC;
+  const double turbo_bytes = 2.0 * BH * (nblk * BC * D + nblk * 2 * D + nblk * 4 + 1.0 * D) + 2.0 * B * Hq * D +
+                             4.0 * B * Hq * D;
+  const double fp16_bytes = 2.0 * 2.0 * BH * (double)n * D + 2.0 * B * Hq * D + 2.0 * B * Hq * D;
+  const double flops = 4.0 * B * Hq * (double)n * D;
+  auto run = [&](const char* name, double bytes, auto fn) {
+    for (int i = 0; i < 5; ++i) fn();
+    CK(cudaGetLastError());
+    std::vector<float> ts;
+    for (int i = 0; i < 50; ++i) {
+      CK(cudaEventRecord(e0));
+      fn();
+      CK(cudaEventRecord(e1));
+      CK(cudaEventSynchronize(e1));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, e0, e1));
+      ts.push_back(ms);
+    }
+    CK(cudaGetLastError());
+    const float med = median_ms(ts);
+    const double gbs = bytes / (med * 1e-3) / 1e9;
+    std::fprintf(w, "%s,1,%d,%d,%d,%d,%.5f,%.4f,%.1f\n", name, B, Hq, L, D, med, flops / (med * 1e-3) / 1e12, gbs);
+    std::printf("%s B=%d L=%d median %.4f ms  %.1f GB/s (%.1f MB read)\n", name, B, L, med, gbs, bytes / 1e6);
+  };
+  run("turbo_decode_step", turbo_bytes, [&] { decode_kernel<<<B * Hq, 128>>>(c, qv, Hq, group, N, t, sm, ov); });
+  run("fp16_decode", fp16_bytes, [&] {
+    fp16_decode_kernel<<<dim3(1, B * Hq), 128>>>(qd, kh, vh, Hq, group, n, n, sl2, pm, pl, po);
+    fp16_decode_combine<<<B * Hq, 128>>>(pm, pl, po, 1, oh);
+  });
+  char nm[64];
+  std::snprintf(nm, sizeof nm, "fp16_decode_splitkv%d", splits);
+  const int chunk = (n + splits - 1) / splits;
+  run(nm, fp16_bytes, [&] {
+    fp16_decode_kernel<<<dim3(splits, B * Hq), 128>>>(qd, kh, vh, Hq, group, n, chunk, sl2, pm, pl, po);
+    fp16_decode_combine<<<B * Hq, 128>>>(pm, pl, po, splits, oh);
+  });
+  // check the FP16 decode (split-KV output in oh) against a double reference for bhq = 0 and the last
+  {
+    std::vector<__half> hk = d2h(kh, nkv), hv = d2h(vh, nkv), hq = d2h(qd, nqrow), ho = d2h(oh, nqrow);
+    double maxerr = 0;
+    for (int bhq : {0, B * Hq - 1}) {
+      const int bkv = (bhq / Hq) * Hkv + (bhq % Hq) / group;
+      std::vector<double> s(n);
+      double mx = -1e300;
+      for (int j = 0; j < n; ++j) {
+        double a = 0;
+        for (int ch = 0; ch < D; ++ch)
+          a += (double)__half2float(hq[(size_t)bhq * D + ch]) * __half2float(hk[((size_t)bkv * n + j) * D + ch]);
+        s[j] = a * sm;
+        mx = std::max(mx, s[j]);
+      }
+      double lsum = 0;
+      for (int j = 0; j < n; ++j) lsum += (s[j] = std::exp(s[j] - mx));
+      for (int ch = 0; ch < D; ++ch) {
+        double a = 0;
+        for (int j = 0; j < n; ++j) a += s[j] * __half2float(hv[((size_t)bkv * n + j) * D + ch]);
+        maxerr = std::max(maxerr, std::fabs(a / lsum - (double)__half2float(ho[(size_t)bhq * D + ch])));
+      }
+    }
+    std::printf("fp16_decode B=%d L=%d: max |err| vs double reference (2 heads) %.3g\n", B, L, maxerr);
+  }
+  for (void* p : {(void*)c.k_code, (void*)c.v_code, (void*)c.k_s, (void*)c.k_z, (void*)c.v_s, (void*)c.v_z,
+                  (void*)c.k_scale, (void*)c.v_scale, (void*)c.buf_k, (void*)c.buf_v, (void*)c.su_k, (void*)c.su_v,
+                  (void*)qd, (void*)od, (void*)kh, (void*)vh, (void*)oh, (void*)qv, (void*)ov, (void*)pm, (void*)pl,
+                  (void*)po})
+    CK(cudaFree(p));
+}
+
 int timing(const char* csv) {
   const int B = 1, H = 8, N = 4096, D = 128;
   const size_t n = (size_t)B * H * N * D;
@@ -724,7 +965,7 @@ int timing(const char* csv) {
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
   FILE* w = std::fopen(csv, "w");
-  std::fprintf(w, "kernel,causal,batch,heads,n,d,median_ms,tflops\n");
+  std::fprintf(w, "kernel,causal,batch,heads,n,d,median_ms,tflops,gb_per_s\n");
   for (int causal = 0; causal < 2; ++causal) {
     const double flops = 4.0 * B * H * (double)N * N * D * (causal ? 0.5 : 1.0);
     auto run = [&](const char* name, auto fn) {
@@ -740,7 +981,7 @@ int timing(const char* csv) {
         ts.push_back(ms);
       }
       const float med = median_ms(ts);
-      std::fprintf(w, "%s,%d,%d,%d,%d,%d,%.5f,%.2f\n", name, causal, B, H, N, D, med, flops / (med * 1e-3) / 1e12);
+      std::fprintf(w, "%s,%d,%d,%d,%d,%d,%.5f,%.2f,\n", name, causal, B, H, N, D, med, flops / (med * 1e-3) / 1e12);
       std::printf("%s causal=%d median %.4f ms  %.1f TFLOP/s\n", name, causal, med, flops / (med * 1e-3) / 1e12);
     };
     auto quant = [&] {
@@ -760,6 +1001,16 @@ int timing(const char* csv) {
     });
     CK(cudaGetLastError());
   }
+  CK(cudaFree(q));
+  CK(cudaFree(k));
+  CK(cudaFree(v));
+  CK(cudaFree(oh));
+  CK(cudaFree(q8));
+  CK(cudaFree(k8));
+  CK(cudaFree(v8));
+  CK(cudaFree(o));
+  for (int Bd : {1, 16})
+    for (int L : {4096, 16384}) timing_decode(w, Bd, L, e0, e1);
   std::fclose(w);
   return 0;
 }
