@@ -337,6 +337,10 @@ struct PreparedInput {
 };
 
 PreparedInput prepare(const AttentionInput& in, const Pipeline& p);
+// prepare() with Q alone: K and V are left empty for a caller that holds them in its own form
+// (TurboAttention's decode reads them from its compressed cache, sim/turbo). The caller fills
+// k and v as prepare() would (values, scales, groups) before run_pipeline.
+PreparedInput prepare_queries(const AttentionInput& in, const Pipeline& p);
 
 // The result of a run: O in the output encoding's values, natural-log LSE per row (FP32 state:
 // rounded to FP32; +inf for a row that sees no key).

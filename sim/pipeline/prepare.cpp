@@ -485,6 +485,21 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
 
 }  // namespace
 
+PreparedInput prepare_queries(const AttentionInput& in, const Pipeline& p) {
+  validate(p);
+  const AttentionShape& s = in.shape;
+  if (!s.valid()) fail("invalid attention shape");
+  if (p.q.mean != MeanMode::kNone) fail("q: a smoothed q needs K (use prepare)");
+  PreparedInput r;
+  r.shape = s;
+  r.causal = in.causal;
+  r.sm_scale = in.scale();
+  const int qk_bits = p.qk.kind == DotModel::kMma ? dot_requirements(p.qk).k_step : 0;
+  r.q = prepare_operand("q", in.q, s.batch * s.heads_q, s.len_q, s.head_dim, p.q, r.sm_scale,
+                        qk_bits, nullptr);
+  return r;
+}
+
 PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
   validate(p);
   const AttentionShape& s = in.shape;

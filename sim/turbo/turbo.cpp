@@ -361,23 +361,38 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
     const int first_pos = std::max({P, t0, off});
     if (first_pos >= e) continue;
     const int nq = e - first_pos;
-    // The group's input: keys [0, e), its queries; prepare() quantizes Q per token (the K and V
-    // it prepares are replaced by the cache's below).
-    AttentionInput gin = prefix_input(in, e);
-    {
-      const int skip = gin.shape.len_q - nq;
-      AttentionInput g2 = gin;
-      g2.shape.len_q = nq;
-      g2.causal = true;
-      g2.q.resize(std::size_t(s.batch) * s.heads_q * nq * dk);
-      for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
-        std::copy_n(gin.q.begin() + (std::ptrdiff_t(bh) * gin.shape.len_q + skip) * dk,
-                    std::size_t(nq) * dk, g2.q.begin() + std::ptrdiff_t(bh) * nq * dk);
-      gin = std::move(g2);
-    }
-    PreparedInput prep = prepare(gin, dec);
+    // The group's queries (positions [first_pos, e)) over keys [0, e): Q is prepared as the
+    // pipeline does it (per-token INT8), K and V come from the cache as INT8 values with one
+    // stage-1 scale per block: blocks [0, k) reconstructed, block k the buffer.
+    AttentionInput gin;
+    gin.shape = s;
+    gin.shape.len_q = nq;
+    gin.shape.len_kv = e;
+    gin.causal = true;
+    gin.sm_scale = in.sm_scale;
+    gin.dtype = in.dtype;
+    gin.q.resize(gin.shape.q_size());
+    for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
+      std::copy_n(in.q.begin() + (std::ptrdiff_t(bh) * s.len_q + (first_pos - off)) * dk,
+                  std::size_t(nq) * dk, gin.q.begin() + std::ptrdiff_t(bh) * nq * dk);
+    PreparedInput prep = prepare_queries(gin, dec);
     prep.sm_scale = exp_scale(in, o);
-    for (int sl = 0; sl < s.batch * s.heads_kv; ++sl) {
+    const int slices_kv = s.batch * s.heads_kv;
+    auto operand = [&](int d, const OperandSpec& spec) {
+      PreparedOperand x;
+      x.enc = Encoding::kS8;
+      x.slices = slices_kv;
+      x.tokens = e;
+      x.dim = d;
+      x.values.resize(std::size_t(slices_kv) * e * d);
+      x.groups = spec.groups;
+      x.groups_per_slice = k + 1;
+      x.scales.resize(std::size_t(slices_kv) * (k + 1));
+      return x;
+    };
+    prep.k = operand(dk, dec.k);
+    prep.v = operand(dv, dec.v);
+    for (int sl = 0; sl < slices_kv; ++sl) {
       const TurboKvCache& c = res.caches[std::size_t(sl)];
       const SliceState& st = slices[std::size_t(sl)];
       float* kd = prep.k.values.data() + std::size_t(sl) * e * dk;
@@ -385,15 +400,15 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
       std::copy_n(st.kc8.begin(), std::size_t(t0) * dk, kd);
       std::copy_n(st.vc8.begin(), std::size_t(t0) * dv, vd);
       for (int b = 0; b < k; ++b) {
-        prep.k.scales[std::size_t(sl) * prep.k.groups_per_slice + std::size_t(b)] = c.k_scale[std::size_t(b)];
-        prep.v.scales[std::size_t(sl) * prep.v.groups_per_slice + std::size_t(b)] = c.v_scale[std::size_t(b)];
+        prep.k.scales[std::size_t(sl) * (k + 1) + std::size_t(b)] = c.k_scale[std::size_t(b)];
+        prep.v.scales[std::size_t(sl) * (k + 1) + std::size_t(b)] = c.v_scale[std::size_t(b)];
       }
       std::copy_n(st.k8.begin() + std::ptrdiff_t(t0) * dk, std::size_t(e - t0) * dk,
                   kd + std::size_t(t0) * dk);
       std::copy_n(st.v8.begin() + std::ptrdiff_t(t0) * dv, std::size_t(e - t0) * dv,
                   vd + std::size_t(t0) * dv);
-      prep.k.scales[std::size_t(sl) * prep.k.groups_per_slice + std::size_t(k)] = st.ks[std::size_t(k)];
-      prep.v.scales[std::size_t(sl) * prep.v.groups_per_slice + std::size_t(k)] = st.vs[std::size_t(k)];
+      prep.k.scales[std::size_t(sl) * (k + 1) + std::size_t(k)] = st.ks[std::size_t(k)];
+      prep.v.scales[std::size_t(sl) * (k + 1) + std::size_t(k)] = st.vs[std::size_t(k)];
     }
     prep.v.key_dependent_scale = true;
     const PipelineResult r = run_pipeline(prep, dec);
