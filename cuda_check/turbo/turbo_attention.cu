@@ -804,9 +804,24 @@ __global__ void fill_kernel(__half* x, size_t n, unsigned seed) {
   }
 }
 
-float median_ms(std::vector<float> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// The median of `reps` timed launches of fn (cudaEvents around each), after `warmup` untimed ones.
+template <class F>
+float time_median_ms(F&& fn, int warmup, int reps, cudaEvent_t e0, cudaEvent_t e1) {
+  for (int i = 0; i < warmup; ++i) fn();
+  CK(cudaGetLastError());
+  std::vector<float> ts;
+  for (int i = 0; i < reps; ++i) {
+    CK(cudaEventRecord(e0));
+    fn();
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    ts.push_back(ms);
+  }
+  CK(cudaGetLastError());
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
 }
 
 __global__ void fill_bytes_kernel(uint8_t* x, size_t n, unsigned seed, unsigned mask, int bias) {
@@ -887,20 +902,7 @@ void timing_decode(FILE* w, int B, int L, cudaEvent_t e0, cudaEvent_t e1) {
   const double fp16_bytes = 2.0 * 2.0 * BH * (double)n * D + 2.0 * B * Hq * D + 2.0 * B * Hq * D;
   const double flops = 4.0 * B * Hq * (double)n * D;
   auto run = [&](const char* name, double bytes, auto fn) {
-    for (int i = 0; i < 5; ++i) fn();
-    CK(cudaGetLastError());
-    std::vector<float> ts;
-    for (int i = 0; i < 50; ++i) {
-      CK(cudaEventRecord(e0));
-      fn();
-      CK(cudaEventRecord(e1));
-      CK(cudaEventSynchronize(e1));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, e0, e1));
-      ts.push_back(ms);
-    }
-    CK(cudaGetLastError());
-    const float med = median_ms(ts);
+    const float med = time_median_ms(fn, 5, 50, e0, e1);
     const double gbs = bytes / (med * 1e-3) / 1e9;
     std::fprintf(w, "%s,1,%d,%d,%d,%d,%.5f,%.4f,%.1f\n", name, B, Hq, L, D, med, flops / (med * 1e-3) / 1e12, gbs);
     std::printf("%s B=%d L=%d median %.4f ms  %.1f GB/s (%.1f MB read)\n", name, B, L, med, gbs, bytes / 1e6);
@@ -969,18 +971,7 @@ int timing(const char* csv) {
   for (int causal = 0; causal < 2; ++causal) {
     const double flops = 4.0 * B * H * (double)N * N * D * (causal ? 0.5 : 1.0);
     auto run = [&](const char* name, auto fn) {
-      for (int i = 0; i < 3; ++i) fn();
-      std::vector<float> ts;
-      for (int i = 0; i < 20; ++i) {
-        CK(cudaEventRecord(e0));
-        fn();
-        CK(cudaEventRecord(e1));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        ts.push_back(ms);
-      }
-      const float med = median_ms(ts);
+      const float med = time_median_ms(fn, 3, 20, e0, e1);
       std::fprintf(w, "%s,%d,%d,%d,%d,%d,%.5f,%.2f,\n", name, causal, B, H, N, D, med, flops / (med * 1e-3) / 1e12);
       std::printf("%s causal=%d median %.4f ms  %.1f TFLOP/s\n", name, causal, med, flops / (med * 1e-3) / 1e12);
     };
