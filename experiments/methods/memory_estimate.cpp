@@ -46,8 +46,20 @@ double method_memory_bytes(const MethodConfig& method, const AttentionShape& s, 
   const double in = input_bytes(s), out = output_bytes(s);
   const double t = double(std::max(threads, 1));
   if (method.spec->name == "golden") return golden_memory_bytes(s, threads) + out;
-  const auto bq_it = method.values.find("bq"), bk_it = method.values.find("bk");
-  if (bq_it != method.values.end() && bk_it != method.values.end()) {
+  // The pipeline's tiles (the preset's, with the stage overrides), from the shape alone.
+  double bq = 0, bk = 0;
+  if (method.is_pipeline()) {
+    AttentionInput shape_only;
+    shape_only.shape = s;
+    try {
+      const Pipeline p = method.pipeline(shape_only);
+      bq = p.tile.block_q;
+      bk = p.tile.block_kv + 64.0;
+    } catch (const UsageError&) {
+      bq = bk = 0;  // the run itself reports what cannot be combined
+    }
+  }
+  if (bq > 0 && bk > 0) {
     // The attention pipeline (sim/pipeline): the prepared operands (decoded values, encodings,
     // scales: about three copies of the input), and per thread a tile workspace of about 36 bytes
     // per score of a bq × bk tile (FP64 and FP32 scores and P, P as decoded and as encodings)
@@ -55,7 +67,6 @@ double method_memory_bytes(const MethodConfig& method, const AttentionShape& s, 
     // 4096 with acc=fp32.
     // The workspace grows on a thread's first tile, so only threads that get a tile (batch ×
     // heads × query blocks of them) hold one; every thread holds its bq row states.
-    const double bq = std::stod(bq_it->second), bk = std::stod(bk_it->second) + 64;
     const double dv = s.head_dim_v;
     const double tiles = as_double(s.batch) * s.heads_q * std::ceil(s.len_q / bq);
     const double workspace = 36.0 * bq * bk + 16.0 * dv * bk;

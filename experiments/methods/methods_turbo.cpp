@@ -152,27 +152,42 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
       {"in", {"auto", "fp16", "bf16"}, "auto", "input format (auto: a bf16 dump's, else fp16)"},
       {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: the input's)"},
   };
-  auto run_turbo = [](const AttentionInput& in, const MethodValues& v) {
-    const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
-    TurboResult res = usage([&] { return turbo_attention(in, o); });
-    return MethodOutput{std::move(res.out.o), encoding_name(o.out)};
-  };
-  auto check_turbo = [](const MethodValues& v) {
+  MethodSpec t;
+  t.name = "turbo";
+  t.help =
+      "TurboAttention (Kang et al.): FlashQ INT8 + BPQ 4/2-bit KV cache, head-wise mixed "
+      "precision, the KV buffer and SAS exp, prefill (Alg. 1) and decode (Alg. 2) as presets of "
+      "the attention pipeline (sim/turbo)";
+  t.params = p;
+  t.check = [](const MethodValues& v) {
     const TurboOptions o = usage([&] { return turbo_options(v, "float32"); });
-    const SasRule rule = o.sas_rule;
-    (void)usage([&] { return turbo_pipeline(o, &rule); });
+    (void)usage([&] { return turbo_pipeline(o); });
   };
-  r.push_back({"turbo",
-               "TurboAttention (Kang et al.): FlashQ INT8 + BPQ 4/2-bit KV cache, head-wise mixed "
-               "precision, the KV buffer and SAS exp, prefill (Alg. 1) and decode (Alg. 2) as "
-               "presets of the attention pipeline (sim/turbo)",
-               p, run_turbo, check_turbo,
-               [](const MethodValues& v, const AttentionInput& in) {
-                 static thread_local SasRule rule;
-                 const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
-                 rule = o.sas_rule;
-                 return usage([&] { return turbo_pipeline(o, &rule); });
-               }});
+  t.preset = [](const MethodValues& v, const AttentionInput& in) {
+    const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
+    return usage([&] { return turbo_pipeline(o); });
+  };
+  t.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& pl) {
+    const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
+    TurboResult res = usage([&] { return turbo_attention(in, o, pl); });
+    MethodOutput out{std::move(res.out.o), encoding_name(pl.out.enc), std::move(res.out.lse), {}};
+    out.resolved["mode"] = res.decode ? "decode" : "prefill";
+    if (res.decode) out.resolved["prefill"] = std::to_string(res.prefill);
+    return out;
+  };
+  t.outside = [](const MethodValues& v, const AttentionInput& in) {
+    const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
+    const bool decode = o.mode == TurboMode::kDecode ||
+                        (o.mode == TurboMode::kAuto &&
+                         ((in.causal && in.shape.len_q <= in.shape.len_kv) || in.shape.len_q == 1));
+    if (!decode) return std::vector<std::string>{};
+    return std::vector<std::string>{
+        "the decode schedule over the KV cache: BPQ stage-2 compression of K and V to " +
+        std::string(o.kv_bits == 0 ? "mixed 4/2" : std::to_string(o.kv_bits)) +
+        " bits per channel and the INT8 buffer with its universal scale (read by decode steps "
+        "while k and v are FlashQ's; made exact along with k and v)"};
+  };
+  r.push_back(std::move(t));
   std::vector<MethodParam> k{
       {"bits", {"4", "2"}, "4", "code bits (KIVI-4, KIVI-2)"},
       {"group", {}, "64", "group size: tokens per K channel group, channels per V token group", 1},
@@ -181,16 +196,31 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
       {"prefill", {}, "0", "decode: prompt tokens (0 = auto, as turbo)", 0},
       {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: fp16)"},
   };
-  r.push_back({"kivi",
-               "KIVI (Liu et al.), TurboAttention's KV-cache baseline: per-channel K and per-token "
-               "V asymmetric quantization in groups, FP16 residual, dequantize then FP16 attention",
-               k,
-               [](const AttentionInput& in, const MethodValues& v) {
-                 const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
-                 PipelineResult res = usage([&] { return kivi_attention(in, o); });
-                 return MethodOutput{std::move(res.o), encoding_name(o.out)};
-               },
-               nullptr, nullptr});
+  MethodSpec kv;
+  kv.name = "kivi";
+  kv.help =
+      "KIVI (Liu et al.), TurboAttention's KV-cache baseline: per-channel K and per-token V "
+      "asymmetric quantization in groups, FP16 residual, dequantize then FP16 attention";
+  kv.params = k;
+  kv.preset = [](const MethodValues& v, const AttentionInput& in) {
+    return kivi_pipeline(usage([&] { return kivi_options(v, in.dtype); }));
+  };
+  kv.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& pl) {
+    const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
+    PipelineResult res = usage([&] { return kivi_attention(in, o, pl); });
+    return pipeline_output(std::move(res), pl);
+  };
+  kv.outside = [](const MethodValues& v, const AttentionInput& in) {
+    const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
+    const bool decode = o.mode == TurboMode::kDecode ||
+                        (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
+    if (!decode) return std::vector<std::string>{};
+    return std::vector<std::string>{
+        "the KV cache: KIVI's " + std::to_string(o.bits) +
+        "-bit asymmetric group quantization of K (per channel) and V (per token) with the FP16 "
+        "residual, dequantized to FP16 before the pipeline (not attributed to a stage)"};
+  };
+  r.push_back(std::move(kv));
 }
 
 }  // namespace attnsim

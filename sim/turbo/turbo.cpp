@@ -31,32 +31,33 @@ void check(const TurboOptions& o) {
 }
 
 // The stage choices both algorithms share.
-Pipeline base_pipeline(const TurboOptions& o, const SasRule* rule) {
+Pipeline base_pipeline(const TurboOptions& o) {
   check(o);
   Pipeline p;
-  p.block_q = o.br;
-  p.block_kv = o.bc;
-  p.kv_order = KvOrder::kAscending;  // Alg. 1 line 7: "for j = 1 to T_c"
-  p.causal_align = CausalAlign::kBottomRight;
-  p.state = StateType::kFp32;
-  p.exp_base = ExpKind::kExp;  // Eq. 13: e^x, no base-2 rewrite
-  p.max_domain = MaxDomain::kRaw;
+  p.tile.block_q = o.br;
+  p.tile.block_kv = o.bc;
+  p.tile.kv_order = KvOrder::kAscending;  // Alg. 1 line 7: "for j = 1 to T_c"
+  p.tile.causal = CausalAlign::kBottomRight;
+  p.softmax.state = StateType::kFp32;
+  p.softmax.base = ExpKind::kExp;  // Eq. 13: e^x, no base-2 rewrite
+  p.softmax.max_domain = MaxDomain::kRaw;
+  // The softmax scale Algorithm 1 omits (README item e): in the exponent's argument, folded into
+  // Q (below), or left out as printed.
+  p.softmax.sm_scale = o.softmax_scale == TurboSoftmaxScale::kNone ? SmScale::kOne : SmScale::kInput;
   if (o.sas) {
-    p.exp_fn = ExpFn::kHook;
-    p.exp_hook = sas_exp_hook;
-    p.exp_hook_ctx = rule;
-    p.exp_hook_name = describe(*rule);
+    p.exp.fn = ExpFn::kHook;
+    p.exp.hook = sas_hook(o.sas_rule);
   } else {
-    p.exp_fn = ExpFn::kExact;  // SAS off: e^x in FP64 rounded once to FP32
+    p.exp.fn = ExpFn::kExact;  // SAS off: e^x in FP64 rounded once to FP32
   }
   // Our kernel's row sum (cuda_check/turbo): each quad lane adds the p of its mma fragment columns
   // (8n + 2t, 8n + 2t + 1), lanes combined (l0 + l2) + (l1 + l3) in the epilogue; the paper does
   // not say (Alg. 1 line 9: "rowsum(P̃)").
-  p.row_sum = RowSum::kQuad;
-  p.rescale = o.rescale == TurboRescale::kMultiply ? Rescale::kMultiply : Rescale::kDivide;
-  p.normalize = Normalize::kRcp;  // Alg. 1 line 16: diag(ℓ)^{-1} O
-  p.lse = LseModel::kNatural;
-  p.out = o.out;
+  p.softmax.row_sum = RowSum::kQuad;
+  p.rescale.kind = o.rescale == TurboRescale::kMultiply ? Rescale::kMultiply : Rescale::kDivide;
+  p.normalize.kind = Normalize::kRcp;  // Alg. 1 line 16: diag(ℓ)^{-1} O
+  p.softmax.lse = LseModel::kNatural;
+  p.out.enc = o.out;
   if (o.flashq) {
     // FlashQ stage 1 (Alg. 1 line 8, Eq. 9): INT8 symmetric per block, s = max|X| / 119, the
     // products on the INT8 values with exact INT32 accumulation and S = fl(fl(acc)·fl(s_Q·s_K)).
@@ -76,15 +77,15 @@ Pipeline base_pipeline(const TurboOptions& o, const SasRule* rule) {
     p.k = spec(o.bc);
     p.v = spec(o.bc);
     if (o.softmax_scale == TurboSoftmaxScale::kPrescaleQ) p.q.prescale = Prescale::kSmScale;
-    p.qk = DotModel{DotModel::kFp64, MmaInstr::kHmmaF16F32, 0};
-    p.pv = DotModel{DotModel::kFp64, MmaInstr::kHmmaF16F32, 0};
-    p.dequant = Dequant::kScore;
+    p.qk.dot = DotModel{DotModel::kFp64, MmaInstr::kHmmaF16F32, 0};
+    p.pv.dot = DotModel{DotModel::kFp64, MmaInstr::kHmmaF16F32, 0};
+    p.softmax.dequant = Dequant::kScore;
     // Alg. 1 line 10: P̃ quantized to INT8 with s_P = max|P̃| / 119 (one scale per tile), the
     // P̃·V chunk in exact INT32 and O += s_P·s_V·chunk after the rescale (line 12).
-    p.p = Encoding::kS8;
-    p.p_scale = o.p_scale;
-    p.p_quantizer = o.p8;
-    p.pv_acc = PvAccumulate::kChunk;
+    p.p.enc = Encoding::kS8;
+    p.p.scale = o.p_scale;
+    p.p.quantizer = o.p8;
+    p.pv.acc = PvAccumulate::kChunk;
   } else {
     // FlashQ off: FlashAttention in FP16 (HMMA with FP32 accumulation, P in FP16), so SAS alone
     // can be attributed.
@@ -100,24 +101,14 @@ Pipeline base_pipeline(const TurboOptions& o, const SasRule* rule) {
     p.k = s;
     p.v = s;
     const MmaInstr mi = o.input == Encoding::kBf16 ? MmaInstr::kHmmaBf16F32 : MmaInstr::kHmmaF16F32;
-    p.qk = DotModel{DotModel::kMma, mi, 0};
-    p.pv = DotModel{DotModel::kMma, mi, 0};
-    p.p = o.input;
-    p.pv_acc = PvAccumulate::kIntoC;
+    p.qk.dot = DotModel{DotModel::kMma, mi, 0};
+    p.pv.dot = DotModel{DotModel::kMma, mi, 0};
+    p.p.enc = o.input;
+    p.pv.acc = PvAccumulate::kIntoC;
   }
   return p;
 }
 
-// The scale the exponent uses: the input's (item e: Alg. 1 omits it; kExpArg restores it).
-double exp_scale(const AttentionInput& in, const TurboOptions& o) {
-  return o.softmax_scale == TurboSoftmaxScale::kNone ? 1.0 : in.scale();
-}
-
-float round_input(float x, Encoding e) {
-  if (e == Encoding::kFp32) return x;
-  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-  return decode_float_bits(e, encode_float_bits(e, x, kRne));
-}
 
 // Stage 1 of one block of rows (FlashQ, Eq. 9): the INT8 values and the block's scale, exactly as
 // the pipeline's preparation computes them (numerics/quantize.hpp quantize_symmetric).
@@ -135,19 +126,20 @@ Block8 stage1(const float* x, int len, int d, const SymmetricQuantizer& qz) {
 
 }  // namespace
 
-Pipeline turbo_pipeline(const TurboOptions& o, const SasRule* rule) {
-  Pipeline p = base_pipeline(o, rule);
+Pipeline turbo_pipeline(const TurboOptions& o) {
+  Pipeline p = base_pipeline(o);
   validate(p);
-  return p;
+  return canonical(p);
 }
 
-Pipeline turbo_decode_pipeline(const TurboOptions& o, const SasRule* rule) {
-  Pipeline p = base_pipeline(o, rule);
-  // Alg. 2: one query row q_t; its INT8 scale is its own (line 3: s_Q = max|q_t| / 119).
-  p.block_q = 1;
-  if (o.flashq) p.q.groups = GroupMap{Granularity::kPerToken, 1};
+Pipeline turbo_decode_pipeline(const Pipeline& prefill) {
+  Pipeline p = prefill;
+  // Alg. 2: one query row q_t; a per-block Q scale becomes its own (line 3: s_Q = max|q_t| / 119).
+  p.tile.block_q = 1;
+  if (p.q.scale != ScaleMode::kNone && p.q.groups.kind == Granularity::kPerBlock)
+    p.q.groups = GroupMap{Granularity::kPerToken, 1};
   validate(p);
-  return p;
+  return canonical(p);
 }
 
 AttentionInput prefix_input(const AttentionInput& in, int len_kv) {
@@ -199,7 +191,12 @@ int turbo_prefill_tokens(const AttentionInput& in, int requested, int n_b) {
 }
 
 TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
+  return turbo_attention(in, o, turbo_pipeline(o));
+}
+
+TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o, const Pipeline& pre) {
   check(o);
+  validate(pre);
   const AttentionShape& s = in.shape;
   if (!s.valid()) throw std::invalid_argument("turbo: invalid shape");
   const bool decode =
@@ -207,8 +204,6 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
       (o.mode == TurboMode::kAuto && ((in.causal && s.len_q <= s.len_kv) || s.len_q == 1));
   TurboResult res;
   res.decode = decode;
-  const SasRule rule = o.sas_rule;
-  const Pipeline pre = turbo_pipeline(o, &rule);
   const int bc = o.bc;
   const int P = decode ? turbo_prefill_tokens(in, o.prefill, bc) : s.len_kv;
   res.prefill = P;
@@ -230,9 +225,7 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
   const bool has_prompt_rows = P > off;
   if (has_prompt_rows && (!decode || o.decode_prefill_rows)) {
     const AttentionInput pin = decode ? prefix_input(in, P) : in;
-    PreparedInput prep = prepare(pin, pre);
-    prep.sm_scale = exp_scale(in, o);
-    place(run_pipeline(prep, pre), pin.shape.len_q, 0);
+    place(run_pipeline(pin, pre), pin.shape.len_q, 0);
   }
 
   // 2. The cache: per (batch, KV head), the prompt's complete blocks compressed, its partial last
@@ -255,8 +248,8 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
   res.caches.resize(std::size_t(s.batch) * s.heads_kv);
   // The FP16 (input-format) K and V of every token, per slice.
   std::vector<float> kin(in.k.size()), vin(in.v.size());
-  for (std::size_t i = 0; i < kin.size(); ++i) kin[i] = round_input(in.k[i], o.input);
-  for (std::size_t i = 0; i < vin.size(); ++i) vin[i] = round_input(in.v[i], o.input);
+  for (std::size_t i = 0; i < kin.size(); ++i) kin[i] = round_to(o.input, in.k[i], kCudaRn);
+  for (std::size_t i = 0; i < vin.size(); ++i) vin[i] = round_to(o.input, in.v[i], kCudaRn);
   // The INT8 keys and values each decode group reads, per slice: blocks [0, k) reconstructed from
   // the cache, block k from the buffer; and the scale of every block.
   struct SliceState {
@@ -337,12 +330,15 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
     }
   }
   if (!decode) return res;
+  // What the cache feeds a decode step: FlashQ's INT8 blocks, as the preset prepares K and V. A
+  // pipeline whose K or V preparation is another (error attribution's counterfactuals, a stage
+  // override) reads that operand from the input through its own preparation instead.
+  const Pipeline preset = turbo_pipeline(o);
+  const bool cache_k = o.flashq && pre.k == preset.k, cache_v = o.flashq && pre.v == preset.v;
   if (!o.flashq) {
-    // Without FlashQ the cache is the FP16 K/V itself and a decode step computes the same row
-    // as Algorithm 1 (every stage is per row): the prefill run covers every row.
-    PreparedInput prep = prepare(in, pre);
-    prep.sm_scale = exp_scale(in, o);
-    PipelineResult r = run_pipeline(prep, pre);
+    // Without FlashQ the cache is the FP16 K/V itself and a decode step computes the same row as
+    // Algorithm 1 (every stage is per row): the prefill run covers every row.
+    PipelineResult r = run_pipeline(in, pre);
     const int first = std::max(0, P - off);
     for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
       for (int i = first; i < s.len_q; ++i) {
@@ -355,7 +351,7 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
 
   // 3. Algorithm 2 for every query past the prompt, grouped by the block it falls in: queries of
   //    block k read blocks [0, k) from the compressed cache and block k from the buffer.
-  const Pipeline dec = turbo_decode_pipeline(o, &rule);
+  const Pipeline dec = turbo_decode_pipeline(pre);
   for (int k = full_prompt; k < nblocks_total; ++k) {
     const int t0 = k * bc, e = std::min(s.len_kv, t0 + bc);
     const int first_pos = std::max({P, t0, off});
@@ -375,42 +371,50 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
     for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
       std::copy_n(in.q.begin() + (std::ptrdiff_t(bh) * s.len_q + (first_pos - off)) * dk,
                   std::size_t(nq) * dk, gin.q.begin() + std::ptrdiff_t(bh) * nq * dk);
-    PreparedInput prep = prepare_queries(gin, dec);
-    prep.sm_scale = exp_scale(in, o);
+    // Keys [0, e): blocks [0, k) reconstructed from the cache, block k the buffer, each with its
+    // stage-1 scale; an operand the cache does not feed comes from the input.
+    if (!cache_k || !cache_v) {
+      gin.k.resize(gin.shape.k_size());
+      gin.v.resize(gin.shape.v_size());
+      for (int bh = 0; bh < s.batch * s.heads_kv; ++bh) {
+        std::copy_n(in.k.begin() + std::ptrdiff_t(bh) * s.len_kv * dk, std::size_t(e) * dk,
+                    gin.k.begin() + std::ptrdiff_t(bh) * e * dk);
+        std::copy_n(in.v.begin() + std::ptrdiff_t(bh) * s.len_kv * dv, std::size_t(e) * dv,
+                    gin.v.begin() + std::ptrdiff_t(bh) * e * dv);
+      }
+    }
+    PreparedInput prep = cache_k && cache_v ? prepare_queries(gin, dec) : prepare(gin, dec);
     const int slices_kv = s.batch * s.heads_kv;
-    auto operand = [&](int d, const OperandSpec& spec) {
-      PreparedOperand x;
-      x.enc = Encoding::kS8;
-      x.slices = slices_kv;
-      x.tokens = e;
-      x.dim = d;
-      x.values.resize(std::size_t(slices_kv) * e * d);
-      x.groups = spec.groups;
-      x.groups_per_slice = k + 1;
-      x.scales.resize(std::size_t(slices_kv) * (k + 1));
-      return x;
-    };
-    prep.k = operand(dk, dec.k);
-    prep.v = operand(dv, dec.v);
+    std::vector<float> kv8[2], kv_scale[2];
+    for (int which = 0; which < 2; ++which) {
+      const int d = which == 0 ? dk : dv;
+      kv8[which].resize(std::size_t(slices_kv) * e * d);
+      kv_scale[which].resize(std::size_t(slices_kv) * (k + 1));
+    }
     for (int sl = 0; sl < slices_kv; ++sl) {
       const TurboKvCache& c = res.caches[std::size_t(sl)];
       const SliceState& st = slices[std::size_t(sl)];
-      float* kd = prep.k.values.data() + std::size_t(sl) * e * dk;
-      float* vd = prep.v.values.data() + std::size_t(sl) * e * dv;
+      float* kd = kv8[0].data() + std::size_t(sl) * e * dk;
+      float* vd = kv8[1].data() + std::size_t(sl) * e * dv;
       std::copy_n(st.kc8.begin(), std::size_t(t0) * dk, kd);
       std::copy_n(st.vc8.begin(), std::size_t(t0) * dv, vd);
       for (int b = 0; b < k; ++b) {
-        prep.k.scales[std::size_t(sl) * (k + 1) + std::size_t(b)] = c.k_scale[std::size_t(b)];
-        prep.v.scales[std::size_t(sl) * (k + 1) + std::size_t(b)] = c.v_scale[std::size_t(b)];
+        kv_scale[0][std::size_t(sl) * (k + 1) + std::size_t(b)] = c.k_scale[std::size_t(b)];
+        kv_scale[1][std::size_t(sl) * (k + 1) + std::size_t(b)] = c.v_scale[std::size_t(b)];
       }
       std::copy_n(st.k8.begin() + std::ptrdiff_t(t0) * dk, std::size_t(e - t0) * dk,
                   kd + std::size_t(t0) * dk);
       std::copy_n(st.v8.begin() + std::ptrdiff_t(t0) * dv, std::size_t(e - t0) * dv,
                   vd + std::size_t(t0) * dv);
-      prep.k.scales[std::size_t(sl) * (k + 1) + std::size_t(k)] = st.ks[std::size_t(k)];
-      prep.v.scales[std::size_t(sl) * (k + 1) + std::size_t(k)] = st.vs[std::size_t(k)];
+      kv_scale[0][std::size_t(sl) * (k + 1) + std::size_t(k)] = st.ks[std::size_t(k)];
+      kv_scale[1][std::size_t(sl) * (k + 1) + std::size_t(k)] = st.vs[std::size_t(k)];
     }
-    prep.v.key_dependent_scale = true;
+    if (cache_k)
+      prep.k = prepared_operand(dec, Operand::kK, slices_kv, e, dk, std::move(kv8[0]),
+                                std::move(kv_scale[0]), dec.k.groups, k + 1);
+    if (cache_v)
+      prep.v = prepared_operand(dec, Operand::kV, slices_kv, e, dv, std::move(kv8[1]),
+                                std::move(kv_scale[1]), dec.v.groups, k + 1);
     const PipelineResult r = run_pipeline(prep, dec);
     place(r, nq, first_pos - off);
   }

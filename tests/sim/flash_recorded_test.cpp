@@ -16,6 +16,7 @@
 #include "experiments/io/dump.hpp"
 #include "numerics/digest.hpp"
 #include "sim/flash/flash.hpp"
+#include "tests/sim/pipeline_util.hpp"
 
 namespace attnsim {
 namespace {
@@ -27,56 +28,37 @@ std::uint64_t digest(const std::vector<float>& x) {
   return h;
 }
 
-// The recorder's config line: "bq=64 bk=64 q=fp32 ... rowsum=quad" (record_flash_digests.cpp).
-FlashConfig parse_config(const std::string& line) {
-  FlashConfig c;
+// The recorder's config line ("bq=64 bk=64 q=fp32 ... rowsum=quad", record_flash_digests.cpp) as
+// the pipeline's method-string options on FA2's defaults.
+Pipeline parse_config(const std::string& line) {
   std::istringstream in(line);
-  std::string item;
-  auto enc = [](const std::string& v) {
-    Encoding e;
-    if (!parse_encoding(v.c_str(), &e)) throw std::runtime_error("bad encoding " + v);
-    return e;
-  };
-  auto dot = [](const std::string& v) {
-    return v == "acc" ? DotChoice::kFollowAcc : v == "fp32" ? DotChoice::kFp32 : DotChoice::kFp64;
+  std::string item, opts;
+  auto add = [&](const std::string& k, const std::string& v) {
+    opts += (opts.empty() ? "" : ",") + k + "=" + v;
   };
   while (in >> item) {
     const auto eq = item.find('=');
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
-    if (k == "bq")
-      c.block_q = std::stoi(v);
-    else if (k == "bk")
-      c.block_kv = std::stoi(v);
-    else if (k == "q")
-      c.q = enc(v);
-    else if (k == "k")
-      c.k = enc(v);
-    else if (k == "v")
-      c.v = enc(v);
-    else if (k == "p")
-      c.p = enc(v);
-    else if (k == "out")
-      c.out = enc(v);
-    else if (k == "fp8")
-      c.conversion.fp8 = v == "ocp" ? kMlDtypesE4m3 : kCudaSatfinite;
+    if (k == "bq" || k == "bk" || k == "q" || k == "k" || k == "v" || k == "p" || k == "out" ||
+        k == "acc" || k == "exp" || k == "rowsum")
+      add(k, v);
+    else if (k == "fp8" && v == "ocp")
+      add("cvt8", "rne/nan/ml_dtypes");
     else if (k == "half" && v == "saturate")
-      c.conversion.half = Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
-    else if (k == "acc")
-      c.acc = v == "fp64" ? Accum::kFp64 : Accum::kFp32;
+      add("cvt16", "rne/saturate");
     else if (k == "qk")
-      c.qk_dot = dot(v);
+      add("qk_dot", v);
     else if (k == "pv")
-      c.pv_dot = dot(v);
-    else if (k == "exp")
-      c.exp = v == "exp" ? ExpKind::kExp : ExpKind::kExp2;
+      add("pv_dot", v);
     else if (k == "fma")
-      c.fma = v == "1";
+      add("fma", v == "1" ? "on" : "off");
     else if (k == "kv")
-      c.kv_order = v == "asc" ? KvOrder::kAscending : KvOrder::kDescending;
-    else if (k == "rowsum")
-      c.row_sum = v == "single" ? RowSum::kSingle : RowSum::kQuad;
+      add("kv_order", v);
   }
-  return c;
+  // qk_dot/pv_dot default to following the state (FlashConfig's kFollowAcc).
+  if (opts.find("qk_dot=") == std::string::npos) add("qk_dot", "acc");
+  if (opts.find("pv_dot=") == std::string::npos) add("pv_dot", "acc");
+  return simtest::with_options(opts);
 }
 
 TEST(FlashRecorded, PresetEqualsTheStandAloneKernelOnEveryRecordedInput) {
@@ -105,8 +87,11 @@ TEST(FlashRecorded, PresetEqualsTheStandAloneKernelOnEveryRecordedInput) {
       }
       it = inputs.emplace(input, std::move(in)).first;
     }
-    const FlashConfig cfg = parse_config(cfg_text);
-    const FlashResult r = flash_attention(it->second, cfg);
+    const Pipeline cfg = parse_config(cfg_text);
+    const PipelineResult pr = run_pipeline(it->second, cfg);
+    struct {
+      std::vector<float> o, lse;
+    } r{std::vector<float>(pr.o.begin(), pr.o.end()), std::vector<float>(pr.lse.begin(), pr.lse.end())};
     char got_o[17], got_lse[17];
     std::snprintf(got_o, sizeof got_o, "%016llx", (unsigned long long)digest(r.o));
     std::snprintf(got_lse, sizeof got_lse, "%016llx", (unsigned long long)digest(r.lse));

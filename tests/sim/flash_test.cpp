@@ -12,15 +12,18 @@
 
 #include "numerics/metrics.hpp"
 #include "sim/golden/golden.hpp"
+#include "tests/sim/pipeline_util.hpp"
 #include "tests/sim/random_input.hpp"
 
 namespace attnsim {
 namespace {
 
 using simtest::random_input;
+using simtest::run_o;
+using simtest::with_options;
 
-double rel_fro_vs_golden(const AttentionInput& in, const FlashConfig& c) {
-  const std::vector<float> o = flash_attention_ref(in, c);
+double rel_fro_vs_golden(const AttentionInput& in, const Pipeline& c) {
+  const std::vector<float> o = run_o(in, c);
   const std::vector<double> g = golden_attention_ref(in);
   return error_metrics(std::vector<double>(o.begin(), o.end()), g).rel_fro;
 }
@@ -44,9 +47,9 @@ class FlashFp32 : public ::testing::TestWithParam<TileCase> {};
 // 1.3e-7..4.1e-7, sim/flash/README.md; asserted < 1e-6).
 TEST_P(FlashFp32, AgreesWithGolden) {
   const TileCase c = GetParam();
-  FlashConfig cfg;
-  cfg.block_q = c.bq;
-  cfg.block_kv = c.bk;
+  Pipeline cfg;
+  cfg.tile.block_q = c.bq;
+  cfg.tile.block_kv = c.bk;
   const AttentionInput in = random_input(c.shape, c.causal, 77);
   const double e = rel_fro_vs_golden(in, cfg);
   RecordProperty("rel_fro", std::to_string(e));
@@ -66,8 +69,7 @@ INSTANTIATE_TEST_SUITE_P(Tiles, FlashFp32,
 
 TEST(Flash, Fp64AccumulationIsCloserThanFp32) {
   const AttentionInput in = random_input({1, 2, 2, 128, 256, 64, 64}, false, 3);
-  FlashConfig f32, f64;
-  f64.acc = Accum::kFp64;
+  const Pipeline f32, f64 = with_options("acc=fp64,qk_dot=acc,pv_dot=acc");
   const double e32 = rel_fro_vs_golden(in, f32), e64 = rel_fro_vs_golden(in, f64);
   std::printf("[ flash ] fp32 %.3e  fp64 accumulation %.3e\n", e32, e64);
   EXPECT_LT(e64, 1e-7);  // only P (fp32 storage) and the final FP32 store round
@@ -78,21 +80,19 @@ TEST(Flash, Fp64QkDotAloneHelps) {
   // The inner-product stage is a parameter: FP64 Q·K with the rest in FP32 changes the bits and
   // stays within the FP32 bound.
   const AttentionInput in = random_input({1, 2, 2, 96, 160, 128, 64}, false, 13);
-  FlashConfig a, b;
-  b.qk_dot = DotChoice::kFp64;
-  EXPECT_NE(flash_attention_ref(in, a), flash_attention_ref(in, b));
+  const Pipeline a, b = with_options("qk_dot=fp64");
+  EXPECT_NE(run_o(in, a), run_o(in, b));
   EXPECT_LT(rel_fro_vs_golden(in, b), 1e-6);
 }
 
 TEST(Flash, Bf16StorageErrorIsInTheBf16Range) {
   const AttentionInput in = random_input({1, 2, 2, 128, 128, 64, 64}, false, 4);
-  FlashConfig c;
-  c.q = c.k = c.v = c.p = Encoding::kBf16;
+  Pipeline c = with_options("qkv=bf16,p=bf16");
   const double e = rel_fro_vs_golden(in, c);
   RecordProperty("rel_fro", std::to_string(e));
   EXPECT_GT(e, 1e-3);
   EXPECT_LT(e, 1e-2);
-  c.out = Encoding::kBf16;  // the bf16 output rounding adds to it, still in range
+  c.out.enc = Encoding::kBf16;  // the bf16 output rounding adds to it, still in range
   const double e_out = rel_fro_vs_golden(in, c);
   std::printf("[ flash ] bf16 q/k/v/p %.3e  + bf16 out %.3e\n", e, e_out);
   EXPECT_GT(e_out, 1e-3);
@@ -101,9 +101,7 @@ TEST(Flash, Bf16StorageErrorIsInTheBf16Range) {
 
 TEST(Flash, E4m3StorageIsWorseThanBf16) {
   const AttentionInput in = random_input({1, 1, 1, 64, 128, 64, 64}, false, 14);
-  FlashConfig b, e;
-  b.q = b.k = b.v = b.p = Encoding::kBf16;
-  e.q = e.k = e.v = e.p = Encoding::kE4m3fn;
+  const Pipeline b = with_options("qkv=bf16,p=bf16"), e = with_options("qkv=e4m3fn,p=e4m3fn");
   const double eb = rel_fro_vs_golden(in, b), ee = rel_fro_vs_golden(in, e);
   std::printf("[ flash ] bf16 %.3e  e4m3fn %.3e\n", eb, ee);
   EXPECT_GT(ee, 3 * eb);
@@ -113,22 +111,17 @@ TEST(Flash, E4m3StorageIsWorseThanBf16) {
 TEST(Flash, TilingChangesNothingWithOneKvBlock) {
   // With all keys in one KV block there is no rescaling, so any block_q gives the same bits.
   const AttentionInput in = random_input({1, 1, 1, 96, 64, 32, 32}, false, 5);
-  FlashConfig a, b;
-  a.block_q = 16;
-  b.block_q = 96;
-  a.block_kv = b.block_kv = 64;
-  EXPECT_EQ(flash_attention_ref(in, a), flash_attention_ref(in, b));
+  const Pipeline a = with_options("bq=16,bk=64"), b = with_options("bq=96,bk=64");
+  EXPECT_EQ(run_o(in, a), run_o(in, b));
 }
 
 TEST(Flash, KvOrderAndRowSumLanesChangeBitsNotAccuracy) {
   const AttentionInput in = random_input({1, 2, 1, 64, 200, 64, 64}, true, 15);
-  FlashConfig base, asc, single;
-  base.block_kv = asc.block_kv = single.block_kv = 32;
-  asc.kv_order = KvOrder::kAscending;
-  single.row_sum = RowSum::kSingle;
-  const std::vector<float> o = flash_attention_ref(in, base);
-  EXPECT_NE(o, flash_attention_ref(in, asc));
-  EXPECT_NE(o, flash_attention_ref(in, single));
+  const Pipeline base = with_options("bk=32"), asc = with_options("bk=32,kv_order=asc"),
+                 single = with_options("bk=32,rowsum=single");
+  const std::vector<float> o = run_o(in, base);
+  EXPECT_NE(o, run_o(in, asc));
+  EXPECT_NE(o, run_o(in, single));
   EXPECT_LT(rel_fro_vs_golden(in, asc), 1e-6);
   EXPECT_LT(rel_fro_vs_golden(in, single), 1e-6);
 }
@@ -152,11 +145,11 @@ TEST(Flash, HandComputedExactBits) {
   in.sm_scale = kLn2;
   for (int bk : {64, 1}) {
     for (KvOrder order : {KvOrder::kDescending, KvOrder::kAscending}) {
-      FlashConfig cfg;
-      cfg.block_kv = bk;
-      cfg.kv_order = order;
-      const FlashResult r = flash_attention(in, cfg);
-      EXPECT_EQ(bits(r.o[0]), 0x40266667u) << describe(cfg);
+      Pipeline cfg;
+      cfg.tile.block_kv = bk;
+      cfg.tile.kv_order = order;
+      const PipelineResult r = run_pipeline(in, cfg);
+      EXPECT_EQ(bits(float(r.o[0])), 0x40266667u) << describe(cfg);
       // LSE = m·fl32(sm_scale) + log(l) = 2·fl32(ln 2) + log(1.25), libm log: 1 ulp.
       EXPECT_NEAR(r.lse[0], 2.0 * double(float(kLn2)) + std::log(1.25), 3e-7);
     }
@@ -181,10 +174,9 @@ TEST(Flash, HandComputedQuadLaneRowSum) {
   in.k[2] = in.k[3] = -24.0f;
   in.v.assign(16, 1.0f);
   in.sm_scale = kLn2;
-  FlashConfig quad, single;
-  single.row_sum = RowSum::kSingle;
-  EXPECT_EQ(bits(flash_attention_ref(in, quad)[0]), 0x3F7FFFFEu);
-  EXPECT_EQ(bits(flash_attention_ref(in, single)[0]), 0x3F800000u);
+  const Pipeline quad, single = with_options("rowsum=single");
+  EXPECT_EQ(bits(run_o(in, quad)[0]), 0x3F7FFFFEu);
+  EXPECT_EQ(bits(run_o(in, single)[0]), 0x3F800000u);
 }
 
 TEST(Flash, FullyMaskedRowIsZeroWithInfiniteLse) {
@@ -194,16 +186,16 @@ TEST(Flash, FullyMaskedRowIsZeroWithInfiniteLse) {
   const AttentionInput in = random_input({1, 1, 1, 10, 6, 8, 8}, true, 6);
   for (int bq : {2, 64}) {
     for (int bk : {4, 64}) {
-      FlashConfig cfg;
-      cfg.block_q = bq;
-      cfg.block_kv = bk;
-      const FlashResult r = flash_attention(in, cfg);
+      Pipeline cfg;
+      cfg.tile.block_q = bq;
+      cfg.tile.block_kv = bk;
+      const PipelineResult r = run_pipeline(in, cfg);
       for (int i = 0; i < 4; ++i) {
         for (int c = 0; c < 8; ++c)
-          EXPECT_EQ(bits(r.o[i * 8 + c]), 0u) << bq << " " << bk;  // +0, not NaN
-        EXPECT_TRUE(std::isinf(r.lse[i]) && r.lse[i] > 0);         // FA2 writes +inf
+          EXPECT_EQ(bits(float(r.o[i * 8 + c])), 0u) << bq << " " << bk;  // +0, not NaN
+        EXPECT_TRUE(std::isinf(r.lse[i]) && r.lse[i] > 0);  // the empty-row convention: +inf
       }
-      for (float x : r.o) EXPECT_FALSE(std::isnan(x));
+      for (double x : r.o) EXPECT_FALSE(std::isnan(x));
       EXPECT_EQ(r.o[4 * 8], in.v[0]);  // row 4 sees key 0 only: O = v[0] · 1 · (1/1)
       EXPECT_LT(rel_fro_vs_golden(in, cfg), 1e-6);
     }
@@ -212,82 +204,78 @@ TEST(Flash, FullyMaskedRowIsZeroWithInfiniteLse) {
 
 TEST(Flash, ResultDoesNotDependOnThreadCount) {
   const AttentionInput in = random_input({2, 2, 1, 130, 70, 64, 64}, true, 8);
-  FlashConfig c;
-  c.block_q = 32;
-  c.block_kv = 32;
-  c.p = Encoding::kE4m3fn;
+  const Pipeline c = with_options("bq=32,bk=32,p=e4m3fn");
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
-  const FlashResult one = flash_attention(in, c);
+  const PipelineResult one = run_pipeline(in, c);
   for (int t : {2, 3}) {
     omp_set_num_threads(t);
-    const FlashResult r = flash_attention(in, c);
+    const PipelineResult r = run_pipeline(in, c);
     EXPECT_EQ(one.o, r.o) << t << " threads";
     EXPECT_EQ(one.lse, r.lse) << t << " threads";
   }
   omp_set_num_threads(saved);
 }
 
-TEST(Flash, RoundToStorageFollowsTheConfiguredConversions) {
-  EXPECT_EQ(round_to_storage(1000.0f, Encoding::kE4m3fn), 448.0f);       // satfinite
-  EXPECT_EQ(round_to_storage(-1e6f, Encoding::kE5m2), -57344.0f);        // satfinite
-  EXPECT_TRUE(std::isinf(round_to_storage(70000.0f, Encoding::kFp16)));  // cvt.rn: IEEE overflow
-  // 1 + 2^-8 is the bf16 midpoint between 1 and 1 + 2^-7: tie to even (down).
-  EXPECT_EQ(bits(round_to_storage(1.00390625f, Encoding::kBf16)), 0x3F800000u);
-  // 1 + 3·2^-8 is the midpoint between 1 + 2^-7 (odd) and 1 + 2^-6 (even): tie up.
-  EXPECT_EQ(bits(round_to_storage(1.01171875f, Encoding::kBf16)), 0x3F820000u);
-  StoragePolicy p;
-  p.fp8 = kMlDtypesE4m3;  // non-saturating OCP: overflow -> NaN
-  p.half = Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
-  EXPECT_TRUE(std::isnan(round_to_storage(1000.0f, Encoding::kE4m3fn, p)));
-  EXPECT_EQ(round_to_storage(70000.0f, Encoding::kFp16, p), 65504.0f);
-  // The policy reaches the kernel: V = 1000 with e4m3fn storage saturates to 448 by default and
-  // becomes NaN under the OCP policy.
+TEST(Flash, StorageCastsFollowTheConfiguredConversions) {
+  // V = 1000 with e4m3fn storage saturates to 448 under CUDA's cvt.rn.satfinite (the default
+  // cvt8) and becomes NaN under ml_dtypes' OCP policy; 70000 in fp16 overflows to Inf under
+  // cvt.rn and saturates to 65504 under rne/saturate.
   AttentionInput in;
   in.shape = {1, 1, 1, 1, 1, 1, 1};
   in.q = {1.0f};
   in.k = {1.0f};
   in.v = {1000.0f};
-  FlashConfig c;
-  c.v = Encoding::kE4m3fn;
-  EXPECT_EQ(flash_attention_ref(in, c)[0], 448.0f);
-  c.conversion = p;
-  EXPECT_TRUE(std::isnan(flash_attention_ref(in, c)[0]));
+  EXPECT_EQ(run_o(in, with_options("v=e4m3fn"))[0], 448.0f);
+  EXPECT_TRUE(std::isnan(run_o(in, with_options("v=e4m3fn,cvt8=rne/nan/ml_dtypes"))[0]));
+  in.v = {70000.0f};
+  EXPECT_TRUE(std::isinf(run_o(in, with_options("v=fp16"))[0]));
+  EXPECT_EQ(run_o(in, with_options("v=fp16,cvt16=rne/saturate"))[0], 65504.0f);
+  // A site's own policy beats its class's: v's cast saturates, the output's stays IEEE.
+  const Pipeline p = with_options("v=fp16,out=fp16,v_cvt=rne/saturate");
+  EXPECT_EQ(p.v.cast, (Policy{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda}));
+  EXPECT_EQ(p.out.cast, kCudaRn);
+  // 1 + 2^-8 is the bf16 midpoint between 1 and 1 + 2^-7: tie to even (down); 1 + 3·2^-8 ties up.
+  in.v = {1.00390625f};
+  EXPECT_EQ(bits(run_o(in, with_options("v=bf16"))[0]), 0x3F800000u);
+  in.v = {1.01171875f};
+  EXPECT_EQ(bits(run_o(in, with_options("v=bf16"))[0]), 0x3F820000u);
 }
 
 TEST(Flash, ExpVariantsAgreeToFp32Accuracy) {
   const AttentionInput in = random_input({1, 1, 1, 64, 128, 64, 64}, false, 10);
-  FlashConfig a, b, c;
-  b.exp = ExpKind::kExp;
-  c.fma = false;
+  const Pipeline a, b = with_options("exp=exp"), c = with_options("fma=off");
   EXPECT_LT(rel_fro_vs_golden(in, b), 1e-6);
   EXPECT_LT(rel_fro_vs_golden(in, c), 1e-6);
-  const std::vector<float> oa = flash_attention_ref(in, a);
-  EXPECT_NE(oa, flash_attention_ref(in, b));  // different rounding paths
-  EXPECT_NE(oa, flash_attention_ref(in, c));
+  const std::vector<float> oa = run_o(in, a);
+  EXPECT_NE(oa, run_o(in, b));  // different rounding paths
+  EXPECT_NE(oa, run_o(in, c));
 }
 
-TEST(Flash, DescribeNamesEveryField) {
-  FlashConfig c;
-  EXPECT_EQ(describe(c),
-            "flash2 bq=64 bk=64 q=fp32 k=fp32 v=fp32 p=fp32 out=fp32 fp8=rne/saturate half=rne/inf "
-            "acc=fp32 qk=fp32 pv=fp32 exp=exp2 fma=on kv=desc rowsum=quad");
-  c.acc = Accum::kFp64;
-  c.qk_dot = DotChoice::kFp32;
-  c.p = Encoding::kE4m3fn;
-  const std::string d = describe(c);
-  EXPECT_NE(d.find("acc=fp64 qk=fp32 pv=fp64"), std::string::npos) << d;
-  EXPECT_NE(d.find("p=e4m3fn"), std::string::npos) << d;
+TEST(Flash, Fa2DefaultsAreThePipelinesDefaults) {
+  // FA2's choices live in one place, Pipeline{}'s member initializers: flash_pipeline only
+  // changes the storage formats, and the vocabulary's defaults are Pipeline{}'s spelling.
+  EXPECT_EQ(flash_pipeline(Encoding::kFp32, Encoding::kFp32), Pipeline{});
+  const Pipeline b = flash_pipeline(Encoding::kBf16, Encoding::kBf16);
+  EXPECT_EQ(b, with_options("qkv=bf16,p=bf16,out=bf16"));
+  for (const OptionKey& k : pipeline_keys(technique_hooks())) {
+    if (k.hook) continue;
+    const OptionList d = pipeline_options(Pipeline{});
+    bool found = false;
+    for (const auto& [key, value] : d)
+      if (key == k.key) found = value == k.default_value;
+    EXPECT_TRUE(found) << k.key;
+  }
 }
 
 TEST(Flash, RejectsBadConfig) {
   const AttentionInput in = random_input({1, 1, 1, 4, 4, 4, 4}, false, 1);
-  FlashConfig c;
-  c.out = Encoding::kE4m3fn;
-  EXPECT_THROW(flash_attention(in, c), std::invalid_argument);
-  c = FlashConfig{};
-  c.block_kv = 0;
-  EXPECT_THROW(flash_attention(in, c), std::invalid_argument);
+  Pipeline c;
+  c.out.enc = Encoding::kE4m3fn;
+  EXPECT_THROW(run_pipeline(in, c), std::invalid_argument);
+  c = Pipeline{};
+  c.tile.block_kv = 0;
+  EXPECT_THROW(run_pipeline(in, c), std::invalid_argument);
 }
 
 }  // namespace

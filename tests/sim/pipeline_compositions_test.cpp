@@ -79,23 +79,23 @@ double rel_fro(const std::vector<double>& o, const AttentionInput& in) {
 
 Pipeline composition_a() {
   Pipeline p;
-  p.block_q = 64;
-  p.block_kv = 128;
+  p.tile.block_q = 64;
+  p.tile.block_kv = 128;
   p.q.enc = p.k.enc = Encoding::kBf16;
   p.v.enc = Encoding::kE4m3fn;
   p.v.cast = kCudaSatfinite;
   p.v.scale = ScaleMode::kFloat;
   p.v.groups = {Granularity::kPerChannel, 1, 0};
   p.v.float_max = 448.0f;
-  parse_dot_model("sm90.hmma.bf16.f32", &p.qk);
-  parse_dot_model("sm90.wgmma.e4m3.f32", &p.pv);
-  p.pv.promote = 128;
-  p.exp_fn = ExpFn::kEx2ApproxFtz;
-  p.max_round = MaxRound::kCeil;
-  p.rescale = Rescale::kIntAdd;
-  p.p = Encoding::kE4m3fn;
-  p.p_cast = kCudaSatfinite;
-  p.out = Encoding::kBf16;
+  parse_dot_model("sm90.hmma.bf16.f32", &p.qk.dot);
+  parse_dot_model("sm90.wgmma.e4m3.f32", &p.pv.dot);
+  p.pv.dot.promote = 128;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;
+  p.rescale.max_round = MaxRound::kCeil;
+  p.rescale.kind = Rescale::kIntAdd;
+  p.p.enc = Encoding::kE4m3fn;
+  p.p.cast = kCudaSatfinite;
+  p.out.enc = Encoding::kBf16;
   return p;
 }
 
@@ -217,9 +217,9 @@ TEST(PipelineComposition, Fa2HmmaQk_Fp8PvWgmmaPromoted_Ex2Approx_IntAddRescale) 
 
 Pipeline composition_b() {
   Pipeline p;
-  p.block_q = 64;
-  p.block_kv = 128;
-  p.kv_order = KvOrder::kAscending;
+  p.tile.block_q = 64;
+  p.tile.block_kv = 128;
+  p.tile.kv_order = KvOrder::kAscending;
   p.q.enc = p.k.enc = Encoding::kS8;
   p.q.scale = p.k.scale = ScaleMode::kInteger;
   p.q.quantizer = p.k.quantizer = kSageCudaInt8;
@@ -230,18 +230,18 @@ Pipeline composition_b() {
   p.k.mean = MeanMode::kTokens;
   p.k.mean_enc = p.k.centered_enc = Encoding::kBf16;
   p.v.enc = Encoding::kBf16;
-  parse_dot_model("sm90.wgmma.s8.s32", &p.qk);
-  p.int_cvt = Round::kTowardZero;
-  p.dequant = Dequant::kFold;
-  p.max_domain = MaxDomain::kScaled;
-  p.max_offset = 8.807;
-  p.row_sum = RowSum::kSingle;
-  p.exp_fn = ExpFn::kEx2ApproxFtz;
-  p.p = Encoding::kBf16;
-  parse_dot_model("sm90.wgmma.bf16.f32", &p.pv);
-  p.pv_acc = PvAccumulate::kChunk;
-  p.normalize = Normalize::kRcpApproxFtz;
-  p.out = Encoding::kFp16;
+  parse_dot_model("sm90.wgmma.s8.s32", &p.qk.dot);
+  p.qk.int_cvt = Round::kTowardZero;
+  p.softmax.dequant = Dequant::kFold;
+  p.softmax.max_domain = MaxDomain::kScaled;
+  p.softmax.max_offset = 8.807;
+  p.softmax.row_sum = RowSum::kSingle;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;
+  p.p.enc = Encoding::kBf16;
+  parse_dot_model("sm90.wgmma.bf16.f32", &p.pv.dot);
+  p.pv.acc = PvAccumulate::kChunk;
+  p.normalize.kind = Normalize::kRcpApproxFtz;
+  p.out.enc = Encoding::kFp16;
   return p;
 }
 
@@ -358,7 +358,7 @@ TEST(PipelineComposition, SageInt8QkFold_Bf16PvChunks_RcpApprox) {
 // and its ΔS correction, a SAS-like LUT + cubic exp through the exp hook, natural base, IEEE
 // division, ascending blocks of 32 x 64.
 
-float sas_like(float x, const void*) {
+float sas_like_fn(float x) {
   // e^x for x <= 0: e^(-n) from a table times a cubic of the fraction (TurboAttention §3.3
   // coefficients), 0 below -7: plain FP32 operations.
   static const float lut[7] = {1.0f,         0.36787944f,   0.13533528f,  0.049787069f,
@@ -371,11 +371,19 @@ float sas_like(float x, const void*) {
   return lut[n] * poly;
 }
 
+// The same as the pipeline's exp hook (an owned value with its own name and options).
+class SasLikeHook final : public ExpHook {
+ public:
+  float eval(float x) const override { return sas_like_fn(x); }
+  std::string name() const override { return "sas_like"; }
+  OptionList options() const override { return {}; }
+};
+
 Pipeline composition_c() {
   Pipeline p;
-  p.block_q = 32;
-  p.block_kv = 64;
-  p.kv_order = KvOrder::kAscending;
+  p.tile.block_q = 32;
+  p.tile.block_kv = 64;
+  p.tile.kv_order = KvOrder::kAscending;
   for (OperandSpec* o : {&p.q, &p.k, &p.v}) {
     o->enc = Encoding::kS8;
     o->scale = ScaleMode::kInteger;
@@ -385,19 +393,18 @@ Pipeline composition_c() {
   p.k.groups = p.v.groups = {Granularity::kPerBlock, 64, 0};
   p.q.mean = MeanMode::kBlock;
   p.q.mean_block = 32;
-  parse_dot_model("sm90.imma.s8.s32", &p.qk);
-  parse_dot_model("sm90.imma.s8.s32", &p.pv);
-  p.exp_base = ExpKind::kExp;
-  p.exp_fn = ExpFn::kHook;
-  p.exp_hook = sas_like;
-  p.exp_hook_name = "sas_like";
-  p.fma = false;
-  p.row_sum = RowSum::kSingle;
-  p.p = Encoding::kS8;
-  p.p_scale = PScale::kRow;
-  p.p_quantizer = kTurboInt8Alg;
-  p.pv_acc = PvAccumulate::kChunk;
-  p.normalize = Normalize::kDiv;
+  parse_dot_model("sm90.imma.s8.s32", &p.qk.dot);
+  parse_dot_model("sm90.imma.s8.s32", &p.pv.dot);
+  p.softmax.base = ExpKind::kExp;
+  p.exp.fn = ExpFn::kHook;
+  p.exp.hook = HookRef<ExpHook>{std::make_shared<SasLikeHook>()};
+  p.softmax.fma = false;
+  p.softmax.row_sum = RowSum::kSingle;
+  p.p.enc = Encoding::kS8;
+  p.p.scale = PScale::kRow;
+  p.p.quantizer = kTurboInt8Alg;
+  p.pv.acc = PvAccumulate::kChunk;
+  p.normalize.kind = Normalize::kDiv;
   return p;
 }
 
@@ -459,13 +466,13 @@ std::vector<float> reference_c(const AttentionInput& in) {
             const float m_old = m;
             m = std::max(m, bmax);
             const float mu = m == -kInf ? 0.0f : m;
-            const float alpha = sas_like((m_old - mu) * c, nullptr);
+            const float alpha = sas_like_fn((m_old - mu) * c);
             l = l * alpha;
             for (float& x : o) x = x * alpha;
             std::vector<float> pj(cols);
             float amax = 0;
             for (int j = 0; j < cols; ++j) {
-              pj[j] = sas_like((sc[j] - mu) * c, nullptr);
+              pj[j] = sas_like_fn((sc[j] - mu) * c);
               l = l + pj[j];
               amax = std::max(amax, std::fabs(pj[j]));
             }
@@ -516,8 +523,8 @@ TEST(PipelineComposition, TurboFlashQIntP_SmoothQDeltaS_SasLikeHook) {
 
 Pipeline composition_d() {
   Pipeline p;
-  p.block_q = 16;
-  p.block_kv = 32;
+  p.tile.block_q = 16;
+  p.tile.block_kv = 32;
   p.q.enc = Encoding::kFp16;
   p.k.enc = Encoding::kS4;
   p.k.scale = ScaleMode::kInteger;
@@ -531,11 +538,11 @@ Pipeline composition_d() {
   p.v.groups = {Granularity::kPerToken, 1, 0};
   p.v.apply = ScaleAt::kOperand;
   p.v.dequant_to = Encoding::kFp16;
-  parse_dot_model("sm90.hmma.f16.f32", &p.qk);
-  parse_dot_model("sm90.hmma.f16.f16", &p.pv);
-  p.fma = false;
-  p.p = Encoding::kFp16;
-  p.out = Encoding::kFp16;
+  parse_dot_model("sm90.hmma.f16.f32", &p.qk.dot);
+  parse_dot_model("sm90.hmma.f16.f16", &p.pv.dot);
+  p.softmax.fma = false;
+  p.p.enc = Encoding::kFp16;
+  p.out.enc = Encoding::kFp16;
   return p;
 }
 
@@ -640,7 +647,7 @@ TEST(PipelineComposition, KiviDequantizedCaches_Fp16HmmaWithFp16Accumulator) {
 TEST(PipelineComposition, MethodStringsBuildTheSamePipelines) {
   auto pipeline_of = [](const std::string& m) {
     const MethodConfig c = parse_method(m);
-    return c.spec->pipeline(c.values, AttentionInput{});
+    return c.pipeline(AttentionInput{});
   };
   EXPECT_EQ(describe(pipeline_of(
                 "flash:qkv=bf16,v=e4m3fn,v_quant=amax448,v_gran=per_channel,p=e4m3fn,out=bf16,"
@@ -656,9 +663,8 @@ TEST(PipelineComposition, MethodStringsBuildTheSamePipelines) {
                 "kv_order=asc")),
             describe(composition_b()));
   Pipeline c = composition_c();
-  c.exp_fn = ExpFn::kExact;
-  c.exp_hook = nullptr;
-  c.exp_hook_name.clear();
+  c.exp.fn = ExpFn::kExact;
+  c.exp.hook = {};
   EXPECT_EQ(describe(pipeline_of(
                 "flash:qkv=s8,q_quant=turbo_int8_119,k_quant=turbo_int8_119,"
                 "v_quant=turbo_int8_119,q_gran=per_block,q_block=32,k_gran=per_block,"

@@ -16,7 +16,7 @@
 #include "numerics/metrics.hpp"
 #include "sim/flash/flash.hpp"
 #include "sim/golden/golden.hpp"
-#include "sim/pipeline/stages.hpp"
+#include "sim/pipeline/attribution.hpp"
 #include "tests/sim/random_input.hpp"
 
 namespace attnsim {
@@ -43,12 +43,12 @@ TEST(Pipeline, IntAddRescaleIsExactOnNormalsAndCorruptsAnExactZero) {
   // Blocks of one key, ascending: key 0 (s = 0), then key 1 (s = 4). The snapped max moves from
   // 0 to 4, so O and l are scaled by 2^-4 between the blocks.
   Pipeline mul;
-  mul.block_kv = 1;
-  mul.kv_order = KvOrder::kAscending;
-  mul.row_sum = RowSum::kSingle;
-  mul.max_round = MaxRound::kCeil;
+  mul.tile.block_kv = 1;
+  mul.tile.kv_order = KvOrder::kAscending;
+  mul.softmax.row_sum = RowSum::kSingle;
+  mul.rescale.max_round = MaxRound::kCeil;
   Pipeline add = mul;
-  add.rescale = Rescale::kIntAdd;
+  add.rescale.kind = Rescale::kIntAdd;
   // v0 = 3: O = 3, then 3·2^-4 + 1 = 1.1875; l = 1/16 + 1 = 1.0625; O/l by reciprocal then
   // multiply. The integer addition is an exact multiplication here (Lemma 3.1 holds).
   const AttentionInput a = two_keys(0, 3, 4, 1);
@@ -76,16 +76,16 @@ TEST(Pipeline, StaticIntegerPIsRoundedToEvenSaturatedAndUndoneInTheEpilogue) {
   in.v = {1, 2, 3, 5, 7};
   in.sm_scale = kLn2;
   Pipeline p;
-  p.block_kv = 8;
-  p.row_sum = RowSum::kSingle;
-  p.p = Encoding::kS8;
-  p.p_static_scale = 127.0;
-  p.pv_acc = PvAccumulate::kChunk;
+  p.tile.block_kv = 8;
+  p.softmax.row_sum = RowSum::kSingle;
+  p.p.enc = Encoding::kS8;
+  p.p.static_scale = 127.0;
+  p.pv.acc = PvAccumulate::kChunk;
   const float l = 1.0f + 0.5f + 0.125f + 0x1p-8f + 0x1p-9f;
   const float chunk = 127.0f * 1 + 64.0f * 2 + 16.0f * 3;
   EXPECT_EQ(bits(run_pipeline(in, p).o[0]), std::bit_cast<std::uint32_t>(chunk * (1.0f / l) / 127.0f));
   // A static scale that overflows int8 saturates at 127 (p·300 = 300, 150, 37.5, 1.17, 0.586).
-  p.p_static_scale = 300.0;
+  p.p.static_scale = 300.0;
   const float sat = 127.0f * 1 + 127.0f * 2 + 38.0f * 3 + 1.0f * 5 + 1.0f * 7;
   EXPECT_EQ(bits(run_pipeline(in, p).o[0]), std::bit_cast<std::uint32_t>(sat * (1.0f / l) / 300.0f));
 }
@@ -95,15 +95,15 @@ TEST(Pipeline, SnappedMaxMakesEveryRescaleAPowerOfTwo) {
   // max_round=nearest the reference is 0 and p = 2^0.25 > 1.
   AttentionInput in = two_keys(0.25f, 1, -5, 1);
   Pipeline p;
-  p.row_sum = RowSum::kSingle;
-  p.max_round = MaxRound::kCeil;
-  p.out = Encoding::kFp64;
-  p.state = StateType::kFp64;
+  p.softmax.row_sum = RowSum::kSingle;
+  p.rescale.max_round = MaxRound::kCeil;
+  p.out.enc = Encoding::kFp64;
+  p.softmax.state = StateType::kFp64;
   // LSE = ref·ln 2 + log(l) with ref = 1, l = 2^-0.75 + 2^-6.
   const PipelineResult r = run_pipeline(in, p);
   const double l = std::exp2(0.25 - 1.0) + std::exp2(-5.0 - 1.0);
   EXPECT_NEAR(r.lse[0], kLn2 + std::log(l), 1e-15);
-  p.max_round = MaxRound::kNearest;
+  p.rescale.max_round = MaxRound::kNearest;
   const double l2 = std::exp2(0.25) + std::exp2(-5.0);
   EXPECT_NEAR(run_pipeline(in, p).lse[0], std::log(l2), 1e-15);
 }
@@ -114,17 +114,17 @@ TEST(Pipeline, KvRangesSplitAndMergeToTheWholeRow) {
   // the whole computation bit for bit.
   const AttentionInput in = random_input({1, 2, 1, 64, 300, 64, 64}, false, 5);
   Pipeline p;
-  p.state = StateType::kFp64;
-  p.qk.kind = p.pv.kind = DotModel::kFp64;
-  p.p = Encoding::kFp64;  // unrounded P: the two halves' different maxes would round it differently
-  p.row_sum = RowSum::kSingle;
+  p.softmax.state = StateType::kFp64;
+  p.qk.dot.kind = p.pv.dot.kind = DotModel::kFp64;
+  p.p.enc = Encoding::kFp64;  // unrounded P: the two halves' different maxes would round it differently
+  p.softmax.row_sum = RowSum::kSingle;
   const PreparedInput prep = prepare(in, p);
   TileWorkspacePtr ws = make_workspace();
   const Tile t{0, 1, 0, 64};
   const int n = kv_blocks_of_tile(prep, p, t);
   ASSERT_EQ(n, 5);
-  auto states = [&] { return std::vector<SoftmaxState<double>>(64, SoftmaxState<double>(64, 1)); };
-  std::vector<SoftmaxState<double>> whole = states(), a = states(), b = states(), e = states();
+  TileState<double> whole, a, b, e;
+  for (TileState<double>* x : {&whole, &a, &b, &e}) x->reset(64, 64);
   attend_tile(prep, p, t, 0, n, whole, *ws);
   attend_tile(prep, p, t, 0, 2, a, *ws);
   attend_tile(prep, p, t, 2, n, b, *ws);
@@ -132,16 +132,19 @@ TEST(Pipeline, KvRangesSplitAndMergeToTheWholeRow) {
   ExpModel<double> em;
   em.scale = in.scale() * 1.4426950408889634074;
   double worst = 0;
+  TileState<double> merged = b, w2 = whole;
   for (int i = 0; i < 64; ++i) {
-    EXPECT_TRUE(e[std::size_t(i)].empty());
-    SoftmaxState<double> merged = b[std::size_t(i)];
-    merged.merge(a[std::size_t(i)], em);
-    const std::vector<double> x = merged.normalize(), y = whole[std::size_t(i)].normalize();
-    for (int c = 0; c < 64; ++c) worst = std::max(worst, std::fabs(x[c] - y[c]));
-    SoftmaxState<double> w2 = whole[std::size_t(i)];
-    w2.merge(e[std::size_t(i)], em);
-    EXPECT_EQ(w2.o, whole[std::size_t(i)].o);
+    EXPECT_TRUE(e.empty(i));
+    merge_row(merged, i, a, i, p.softmax.row_sum, em);
+    const double lm = row_sum_total(merged, i, p.softmax.row_sum);
+    const double lw = row_sum_total(whole, i, p.softmax.row_sum);
+    for (int c = 0; c < 64; ++c)
+      worst = std::max(worst, std::fabs(merged.o_row(i)[c] / lm - whole.o_row(i)[c] / lw));
+    merge_row(w2, i, e, i, p.softmax.row_sum, em);  // an empty side is the identity, bit for bit
   }
+  EXPECT_EQ(w2.o, whole.o);
+  EXPECT_EQ(w2.m, whole.m);
+  EXPECT_EQ(w2.l, whole.l);
   std::printf("[ pipeline ] split [0,2)+[2,5) vs whole: max abs %.3e\n", worst);
   EXPECT_LT(worst, 1e-14);
 }
@@ -154,16 +157,16 @@ TEST(Pipeline, ResultsDoNotDependOnTheThreadCount) {
   p.q.quantizer = p.k.quantizer = kSageCudaInt8;
   p.q.groups = sage_sm90_q_per_thread();
   p.k.groups = sage_sm90_k_per_thread();
-  parse_dot_model("sm90.wgmma.s8.s32", &p.qk);
-  p.dequant = Dequant::kFold;
-  p.max_domain = MaxDomain::kScaled;
-  p.exp_fn = ExpFn::kEx2ApproxFtz;
-  p.p = Encoding::kE4m3fn;
-  p.p_cast = kCudaSatfinite;
+  parse_dot_model("sm90.wgmma.s8.s32", &p.qk.dot);
+  p.softmax.dequant = Dequant::kFold;
+  p.softmax.max_domain = MaxDomain::kScaled;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;
+  p.p.enc = Encoding::kE4m3fn;
+  p.p.cast = kCudaSatfinite;
   p.v.enc = Encoding::kE4m3fn;
   p.v.cast = kCudaSatfinite;
-  parse_dot_model("sm90.wgmma.e4m3.f32", &p.pv);
-  p.pv_acc = PvAccumulate::kChunk;
+  parse_dot_model("sm90.wgmma.e4m3.f32", &p.pv.dot);
+  p.pv.acc = PvAccumulate::kChunk;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(1);
   const PipelineResult one = run_pipeline(in, p);
@@ -187,7 +190,7 @@ void expect_invalid(const Pipeline& p, const std::string& fragment) {
 
 TEST(Pipeline, RejectsStagesThatCannotBeCombined) {
   Pipeline p;
-  parse_dot_model("sm90.wgmma.e4m3.f32", &p.pv);
+  parse_dot_model("sm90.wgmma.e4m3.f32", &p.pv.dot);
   expect_invalid(p, "takes e4m3fn x e4m3fn operands");
   p = Pipeline{};
   p.q.enc = Encoding::kS8;
@@ -196,33 +199,33 @@ TEST(Pipeline, RejectsStagesThatCannotBeCombined) {
   p.q.quantizer = kSymmetricInt4;
   expect_invalid(p, "makes 4-bit integers");
   p = Pipeline{};
-  p.dequant = Dequant::kFold;
+  p.softmax.dequant = Dequant::kFold;
   expect_invalid(p, "needs max=scaled");
   p = Pipeline{};
-  p.rescale = Rescale::kIntAdd;
+  p.rescale.kind = Rescale::kIntAdd;
   expect_invalid(p, "max_round");
   p = Pipeline{};
-  p.exp_base = ExpKind::kExp;
-  p.exp_fn = ExpFn::kEx2ApproxFtz;
+  p.softmax.base = ExpKind::kExp;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;
   expect_invalid(p, "exp2 exponent");
   p = Pipeline{};
-  p.p = Encoding::kS8;
+  p.p.enc = Encoding::kS8;
   expect_invalid(p, "needs a scale");
-  p.p_static_scale = 127.0;
+  p.p.static_scale = 127.0;
   expect_invalid(p, "int32 chunk");
-  p.p_static_scale = 0.0;
-  p.p_scale = PScale::kRow;
+  p.p.static_scale = 0.0;
+  p.p.scale = PScale::kRow;
   expect_invalid(p, "pv_acc=chunk");
   p = Pipeline{};
-  parse_dot_model("sm90.imma.s8.s32", &p.pv);
-  p.p = Encoding::kS8;
-  p.p_scale = PScale::kRow;
+  parse_dot_model("sm90.imma.s8.s32", &p.pv.dot);
+  p.p.enc = Encoding::kS8;
+  p.p.scale = PScale::kRow;
   p.v.enc = Encoding::kS8;
   p.v.scale = ScaleMode::kInteger;
   expect_invalid(p, "pv_acc=chunk");
   p = Pipeline{};
-  parse_dot_model("sm90.wgmma.e4m3.f32", &p.qk);
-  p.qk.promote = 48;
+  parse_dot_model("sm90.wgmma.e4m3.f32", &p.qk.dot);
+  p.qk.dot.promote = 48;
   p.q.enc = p.k.enc = Encoding::kE4m3fn;
   expect_invalid(p, "positive multiple");
   // Shape-dependent: Q groups that vary along head_dim cannot dequantize QKᵀ's result.
@@ -241,19 +244,18 @@ TEST(Pipeline, RejectsStagesThatCannotBeCombined) {
 
 TEST(PipelineStages, ExactPipelineIsGoldenToFp64Accuracy) {
   const AttentionInput in = random_input({1, 2, 1, 100, 150, 64, 32}, true, 11);
-  const Pipeline e = exact_pipeline(flash_pipeline(FlashConfig{}));
+  const Pipeline e = exact_pipeline(Pipeline{});
   const double err = error_metrics(run_pipeline(in, e).o, golden_attention_ref(in)).rel_fro;
   std::printf("[ pipeline ] exact pipeline vs golden rel_fro %.3e\n", err);
   EXPECT_LT(err, 1e-14);
 }
 
 TEST(PipelineStages, CounterfactualsSwitchCoupledStagesAlongAndSayWhy) {
-  FlashConfig fc;
-  fc.q = fc.k = Encoding::kBf16;
-  fc.p = fc.v = Encoding::kE4m3fn;
-  Pipeline m = flash_pipeline(fc);
-  parse_dot_model("sm90.hmma.bf16.f32", &m.qk);
-  parse_dot_model("sm90.wgmma.e4m3.f32", &m.pv);
+  Pipeline m = flash_pipeline(Encoding::kBf16, Encoding::kFp32);
+  m.p.enc = m.v.enc = Encoding::kE4m3fn;
+  m.p.cast = m.v.cast = kCudaSatfinite;
+  parse_dot_model("sm90.hmma.bf16.f32", &m.qk.dot);
+  parse_dot_model("sm90.wgmma.e4m3.f32", &m.pv.dot);
   const Pipeline e = exact_pipeline(m);
   for (const StageInfo& s : pipeline_stages()) {
     const Counterfactual b = only_stage_exact(m, s.stage);
@@ -269,8 +271,8 @@ TEST(PipelineStages, CounterfactualsSwitchCoupledStagesAlongAndSayWhy) {
   EXPECT_NE(pv.note.find("p and v as the method"), std::string::npos) << pv.note;
   EXPECT_FALSE(stage_differs(pv.pipeline, m, Stage::kV));
   EXPECT_TRUE(only_stage_exact(m, Stage::kExp).note.empty());
-  EXPECT_EQ(stage_choice(m, Stage::kPv), "sm90.wgmma.e4m3.f32");
-  EXPECT_EQ(stage_choice(e, Stage::kPv), "fp64");
+  EXPECT_EQ(stage_choice(m, Stage::kPv), "pv_dot=sm90.wgmma.e4m3.f32");
+  EXPECT_EQ(stage_choice(e, Stage::kPv), "pv_dot=fp64");
 }
 
 }  // namespace
