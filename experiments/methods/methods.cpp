@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/names.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/names.hpp"
 
 namespace attnsim {
 

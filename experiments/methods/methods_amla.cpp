@@ -2,7 +2,7 @@
 // strings are a contract (issue 13): variant, pv_acc (exact|fp32_seq|block16), block.
 #include <stdexcept>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/methods/methods.hpp"
 #include "sim/amla/amla.hpp"
 

@@ -3,7 +3,7 @@
 
 #include <stdexcept>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "numerics/dot.hpp"
 #include "numerics/quantize.hpp"
 

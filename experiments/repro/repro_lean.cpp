@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/repro/repro.hpp"
 #include "sim/lean/schedule.hpp"
 #include "sim/lean/timing_model.hpp"
