@@ -23,7 +23,10 @@ const std::string& command_line() { return command_line_text; }
 
 void set_command_line(int argc, char** argv) {
   command_line_text.clear();
-  for (int i = 0; i < argc; ++i) command_line_text += (i ? " " : "") + std::string(argv[i]);
+  for (int i = 0; i < argc; ++i) {
+    if (i) command_line_text += ' ';
+    command_line_text += argv[i];
+  }
 }
 
 void write_provenance(H5Writer& w, const std::string& command) {
