@@ -27,7 +27,7 @@ std::uint64_t digest(const std::vector<float>& x) {
   return h;
 }
 
-// The recorder's config line: "bq=64 bk=64 q=fp32 ... rowsum=quad" (record_flash_digests.cpp).
+// The recorder's config line: "bq=64 bk=64 q=fp32 ... rowsum=quad" (tools/record_flash_digests.cpp).
 FlashConfig parse_config(const std::string& line) {
   FlashConfig c;
   std::istringstream in(line);
