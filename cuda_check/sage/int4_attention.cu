@@ -4,7 +4,7 @@
 //
 // Operand preparation (INT4 per-thread quantization of the smoothed Q and K, ΔS, FP8 V with its
 // per-channel scales) comes from the host in operands.bin, written by attnsim's own preparation
-// (tests/hw/sage_int4_operands.cpp): what is checked here is the attention kernel, every stage the
+// (tools/sage_int4_operands.cpp): what is checked here is the attention kernel, every stage the
 // pipeline models after preparation:
 //   S   = mma.sync.m16n8k64.s32.s4.s4 (Hopper has no INT4 tensor cores: ptxas emulates it with
 //         exact integer arithmetic), cvt.rn.f32.s32, S·(s_q·s_k) + ΔS          (Alg. 1 line 5)

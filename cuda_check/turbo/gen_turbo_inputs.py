@@ -8,6 +8,9 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+# Case e's input, committed with the recording it feeds (data/hw/h100/turbo/README.md).
+SMOLLM2_SLICE = os.path.join(HERE, "..", "..", "data", "hw", "h100", "turbo",
+                             "smollm2_layer15_320.npz")
 
 
 def write(path, B, Hq, Hkv, N, d, P, bk, bv, q, k, v):
@@ -42,7 +45,7 @@ def main(out):
     k[:, 1, P + 20:P + 24, 11] = -2500.0
     v[:, 0, P + 70, :] = 900.0
     write(f"{out}/d_outliers.bin", 1, 2, 2, 280, 64, P, [4, 2], [2, 4], q, k, v)
-    z = np.load(os.path.join(HERE, "smollm2_layer15_320.npz"))
+    z = np.load(SMOLLM2_SLICE)
     write(f"{out}/e_smollm2_l15.bin", 1, 9, 3, 320, 64, 192, [4, 2, 4], [4, 2, 4],
           z["q"], z["k"], z["v"])
 

@@ -3,7 +3,7 @@
 
 #include <cstring>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "sim/pipeline/attribution.hpp"
 
 namespace attnsim {

@@ -7,7 +7,7 @@
 #include <functional>
 #include <map>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "formats/float8.hpp"
 #include "numerics/quantize.hpp"
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/timing.hpp"
+#include "experiments/common/timing.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/sweep/mpi_env.hpp"

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
-#include "experiments/cli/option_checks.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/common/option_checks.hpp"
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/sweep/compare.hpp"
 

@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <string>
 
-#include "experiments/cli/build_info.hpp"
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/names.hpp"
+#include "experiments/common/build_info.hpp"
+#include "experiments/common/names.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"

@@ -6,8 +6,8 @@
 #include <string>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/option_checks.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/option_checks.hpp"
 #include "experiments/io/file_io.hpp"
 #include "sim/lean/schedule.hpp"
 

@@ -8,10 +8,10 @@
 #include <string>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
-#include "experiments/cli/option_checks.hpp"
-#include "experiments/cli/timing.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/common/option_checks.hpp"
+#include "experiments/common/timing.hpp"
 #include "experiments/io/file_io.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"

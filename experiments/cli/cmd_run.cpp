@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
-#include "experiments/cli/option_checks.hpp"
-#include "experiments/cli/provenance.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/common/option_checks.hpp"
+#include "experiments/common/provenance.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"

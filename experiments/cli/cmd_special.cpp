@@ -6,9 +6,9 @@
 #include <string>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
-#include "experiments/cli/option_checks.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/common/option_checks.hpp"
 #include "experiments/io/file_io.hpp"
 #include "formats/float32.hpp"
 #include "numerics/special.hpp"

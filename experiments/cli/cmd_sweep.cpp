@@ -9,18 +9,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <ctime>
 #include <limits>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "experiments/cli/build_info.hpp"
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
-#include "experiments/cli/option_checks.hpp"
-#include "experiments/cli/provenance.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/common/option_checks.hpp"
+#include "experiments/common/provenance.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
@@ -45,8 +43,6 @@ struct SweepOptions {
   bool quiet = false, allow_nonfinite = false, resume = false, report_time = false;
   std::int64_t max_points = -1;
 };
-
-std::string command_line_text;
 
 std::string toml_list(const std::vector<std::string>& v) {
   std::string s = "[";
@@ -157,7 +153,7 @@ void run_sweep(const SweepOptions& opt) {
   if (!opt.output.empty()) {
     H5Writer writer(opt.output);
     res.table.write(writer);
-    write_provenance(writer, command_line_text);
+    write_provenance(writer, command_line());
     writer.attr_i64("/", "seeds", opt.seeds);
     writer.attr_string(
         "/", "config",
@@ -251,27 +247,6 @@ void run_methods(const MethodsOptions& o) {
 }
 
 }  // namespace
-
-std::string now_utc() {
-  const std::time_t t = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
-  return buf;
-}
-
-const std::string& command_line() { return command_line_text; }
-
-void write_provenance(H5Writer& w, const std::string& command) {
-  w.attr_string("/", "attnsim_version", build::kVersion);
-  w.attr_string("/", "git_commit", build::kGitCommit);
-  w.attr_string("/", "command_line", command);
-  w.attr_string("/", "date", now_utc());
-}
-
-void set_command_line(int argc, char** argv) {
-  command_line_text.clear();
-  for (int i = 0; i < argc; ++i) command_line_text += (i ? " " : "") + std::string(argv[i]);
-}
 
 void add_sweep_command(CLI::App& app) {
   auto opt = std::make_shared<SweepOptions>();

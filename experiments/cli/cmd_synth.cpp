@@ -4,8 +4,8 @@
 #include <string>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/memory_limit.hpp"
-#include "experiments/cli/option_checks.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/common/option_checks.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/methods/memory_estimate.hpp"

@@ -23,7 +23,4 @@ void add_lean_command(CLI::App& app);
 // Appends to every subcommand's --help the exit codes it can return (main.cpp documents them).
 void add_exit_code_footers(CLI::App& app);
 
-// The command line as typed, for results-file provenance.
-void set_command_line(int argc, char** argv);
-
 }  // namespace attnsim

@@ -8,7 +8,8 @@
 #include <string>
 
 #include "experiments/cli/commands.hpp"
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/provenance.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/sweep/mpi_env.hpp"

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstring>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/names.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/names.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"

@@ -7,7 +7,7 @@
 #include <limits>
 #include <map>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/hdf5_io.hpp"
 
 namespace attnsim {

@@ -15,8 +15,8 @@
 #include <fstream>
 #include <utility>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
 
 namespace attnsim {
 

@@ -17,7 +17,7 @@ namespace attnsim {
 std::uint64_t check_input_file(const std::string& path);
 
 // Whole file as bytes; UsageError if unreadable (check_input_file) or larger than the memory
-// limit allows (experiments/cli/memory_limit.hpp).
+// limit allows (experiments/common/memory_limit.hpp).
 std::vector<std::uint8_t> read_file_bytes(const std::string& path);
 
 // Raw arrays of fixed-width elements; UsageError if the file is empty or its size is not a

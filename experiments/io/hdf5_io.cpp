@@ -11,8 +11,8 @@
 #include <cstring>
 #include <mutex>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
 #include "formats/float16.hpp"
 
 namespace attnsim {

@@ -25,7 +25,7 @@
 #include <fstream>
 #include <iterator>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/file_io.hpp"
 
 namespace attnsim {

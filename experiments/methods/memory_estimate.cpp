@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/hdf5_io.hpp"
 

@@ -1,6 +1,6 @@
-// Memory estimates of attention runs, checked against the limit (experiments/cli/memory_limit.hpp)
-// before anything large is allocated. They are upper estimates calibrated on peak RSS (issue 10):
-// a run uses less, never much more.
+// Memory estimates of attention runs, checked against the limit
+// (experiments/common/memory_limit.hpp) before anything large is allocated. They are upper
+// estimates calibrated on peak RSS (issue 10): a run uses less, never much more.
 #pragma once
 
 #include <optional>

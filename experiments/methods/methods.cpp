@@ -6,8 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/names.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/names.hpp"
 #include "sim/hooks.hpp"
 #include "sim/pipeline/options.hpp"
 

@@ -3,7 +3,7 @@
 // since the pipeline's stage keys became every preset's, where pv_acc is P·V's c|chunk).
 #include <stdexcept>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/methods/methods.hpp"
 #include "sim/amla/amla.hpp"
 

@@ -3,7 +3,7 @@
 // the peers' merges). The option strings are a contract (issue 14).
 #include <stdexcept>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/methods/methods.hpp"
 #include "sim/lean/lean.hpp"
 

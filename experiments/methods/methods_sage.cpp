@@ -4,7 +4,7 @@
 // smooth_v, pv, smooth, in, target.
 #include <stdexcept>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/methods/methods_sage.hpp"
 #include "sim/sage/sage.hpp"
 

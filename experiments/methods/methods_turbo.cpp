@@ -4,7 +4,7 @@
 // explains each choice and the paper line behind it.
 #include <stdexcept>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/methods/methods.hpp"
 #include "sim/turbo/kivi.hpp"
 #include "sim/turbo/turbo.hpp"

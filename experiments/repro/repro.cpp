@@ -3,8 +3,8 @@
 
 #include <cinttypes>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/provenance.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/provenance.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/repro/repro.hpp"
 #include "numerics/metrics.hpp"
 #include "sim/amla/amla.hpp"

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "numerics/ragged.hpp"
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/repro/repro.hpp"
 #include "sim/lean/schedule.hpp"
 #include "sim/lean/timing_model.hpp"

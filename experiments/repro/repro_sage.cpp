@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/repro/repro.hpp"

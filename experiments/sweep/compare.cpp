@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/io/toml_reader.hpp"
 #include "numerics/metrics.hpp"

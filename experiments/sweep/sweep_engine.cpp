@@ -14,9 +14,9 @@
 #include <map>
 #include <set>
 
-#include "experiments/cli/error.hpp"
-#include "experiments/cli/memory_limit.hpp"
-#include "experiments/cli/names.hpp"
+#include "experiments/common/error.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/common/names.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/methods/memory_estimate.hpp"

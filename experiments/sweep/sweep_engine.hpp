@@ -46,9 +46,9 @@ SweepPlan make_plan(const std::vector<std::string>& method_lists,
                     const std::vector<std::string>& grid, const std::vector<std::string>& dumps,
                     const std::vector<std::string>& synthetic, int seeds);
 
-// Refuses (check_memory, experiments/cli/memory_limit.hpp) a plan whose evaluation would not fit:
-// the plan's dump cases plus `seeds` seeds of each synthetic spec, which make_plan calls before
-// creating the synthetic cases.
+// Refuses (check_memory, experiments/common/memory_limit.hpp) a plan whose evaluation would not
+// fit: the plan's dump cases plus `seeds` seeds of each synthetic spec, which make_plan calls
+// before creating the synthetic cases.
 void check_plan_memory(const SweepPlan& plan, const std::vector<std::string>& synthetic,
                        int seeds);
 

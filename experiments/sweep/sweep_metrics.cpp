@@ -5,7 +5,7 @@
 #include <cinttypes>
 #include <cstdlib>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 
 namespace attnsim {
 

@@ -1,7 +1,7 @@
 // The cases on which cuda_check/sage/int4_attention.cu (our CUDA kernel of SageAttention2's INT4
 // algorithm) was run on the H100, and the operand file it reads: attnsim's own preparation of
 // `sage2:arch=paper,target=h100` (INT4 per-thread Q/K after smooth Q and K, ΔS, FP8 V and its
-// per-channel scales). Shared by the generator (sage_int4_operands.cpp) and the check
+// per-channel scales). Shared by the generator (tools/sage_int4_operands.cpp) and the check
 // (sage_int4_test.cpp), so the check can prove the recorded kernel saw exactly these operands.
 #pragma once
 

@@ -28,7 +28,7 @@ std::uint64_t digest(const std::vector<float>& x) {
   return h;
 }
 
-// The recorder's config line ("bq=64 bk=64 q=fp32 ... rowsum=quad", record_flash_digests.cpp) as
+// The recorder's config line ("bq=64 bk=64 q=fp32 ... rowsum=quad", tools/record_flash_digests.cpp) as
 // the pipeline's method-string options on FA2's defaults.
 Pipeline parse_config(const std::string& line) {
   std::istringstream in(line);

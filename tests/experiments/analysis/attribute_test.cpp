@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/dump.hpp"
 #include "sim/golden/golden.hpp"
 

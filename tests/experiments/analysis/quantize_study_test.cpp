@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 
 namespace attnsim {
 namespace {

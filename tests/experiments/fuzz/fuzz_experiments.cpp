@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/sweep/compare.hpp"

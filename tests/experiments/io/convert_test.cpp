@@ -8,7 +8,7 @@
 #include <cstring>
 #include <random>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 
 namespace attnsim {
 namespace {

@@ -15,7 +15,7 @@
 #include <iterator>
 #include <thread>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/hdf5_io.hpp"
 #include "tests/experiments/io/hdf5_chunks.hpp"
 

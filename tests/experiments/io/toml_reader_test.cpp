@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 
 namespace attnsim {
 namespace {

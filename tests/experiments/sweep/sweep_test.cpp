@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/sweep/sweep_engine.hpp"

@@ -1,5 +1,5 @@
 // The memory limit of the computing commands (see memory_limit.hpp).
-#include "experiments/cli/memory_limit.hpp"
+#include "experiments/common/memory_limit.hpp"
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <fstream>
 #include <utility>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 
 namespace attnsim {
 

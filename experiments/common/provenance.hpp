@@ -5,7 +5,9 @@
 
 namespace attnsim {
 
-// The command line set by set_command_line() (commands.hpp) at startup.
+// The command line as typed, set once at startup (main.cpp).
+void set_command_line(int argc, char** argv);
+// The command line set by set_command_line().
 const std::string& command_line();
 // "2025-01-31T12:00:00Z"
 std::string now_utc();

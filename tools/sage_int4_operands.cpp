@@ -1,6 +1,6 @@
 // Writes operands.bin (the input of cuda_check/sage/int4_attention.cu) and cases.txt (one line
 // per case: name, b, hq, lq, d, full) into DIR. Run before the GPU recording:
-//   build/tests/hw/sage_int4_operands DIR
+//   build/tools/sage_int4_operands DIR
 #include <cstdio>
 #include <fstream>
 #include <string>

@@ -1,5 +1,5 @@
 // Checks of option values (see option_checks.hpp).
-#include "experiments/cli/option_checks.hpp"
+#include "experiments/common/option_checks.hpp"
 
 #include <cerrno>
 #include <cmath>

@@ -1,4 +1,4 @@
-// experiments/repro/repro_turbo.cpp: `attnsim repro turbo` end to end. --quick: the contract's
+// experiments/repro/turbo/: `attnsim repro turbo` end to end. --quick: the contract's
 // `quantity,ours,paper` rows (the cubic refit equal to sas_poly_fit, the 101-point fit on the
 // paper's digits, SAS's error, the memory figures of the spec) and the memory table beside --out.
 // The full path on SmolLM2/MiniLM cut to 192 tokens (ATTNSIM_TURBO_TOKENS): every experiment's

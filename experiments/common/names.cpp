@@ -1,9 +1,9 @@
 // Command-line spellings of formats, rounding modes, overflow policies and NaN encodings.
-#include "experiments/cli/names.hpp"
+#include "experiments/common/names.hpp"
 
 #include <iterator>
 
-#include "experiments/cli/error.hpp"
+#include "experiments/common/error.hpp"
 
 namespace attnsim {
 

@@ -1,0 +1,39 @@
+// Provenance of output files: the command line and the UTC date (see provenance.hpp).
+#include "experiments/common/provenance.hpp"
+
+#include <ctime>
+
+#include "experiments/common/build_info.hpp"
+#include "experiments/io/hdf5_io.hpp"
+
+namespace attnsim {
+
+namespace {
+std::string command_line_text;
+}  // namespace
+
+std::string now_utc() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+const std::string& command_line() { return command_line_text; }
+
+void set_command_line(int argc, char** argv) {
+  command_line_text.clear();
+  for (int i = 0; i < argc; ++i) {
+    if (i) command_line_text += ' ';
+    command_line_text += argv[i];
+  }
+}
+
+void write_provenance(H5Writer& w, const std::string& command) {
+  w.attr_string("/", "attnsim_version", build::kVersion);
+  w.attr_string("/", "git_commit", build::kGitCommit);
+  w.attr_string("/", "command_line", command);
+  w.attr_string("/", "date", now_utc());
+}
+
+}  // namespace attnsim
