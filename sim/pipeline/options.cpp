@@ -2,6 +2,7 @@
 // of a pipeline and the application of options.
 #include "sim/pipeline/options.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -922,16 +923,22 @@ void apply_options(Pipeline& p, const OptionMap& given, const HookRegistry& hook
     p.out.cast = cvt16;
   }
 
-  // A hook key given without its hook chosen.
+  // A hook key given without its hook chosen (hooks may share keys: AMLA's two variants).
+  std::vector<std::string> chosen;
+  if (p.exp.fn == ExpFn::kHook && p.exp.hook)
+    for (const auto& kv : p.exp.hook->options()) chosen.push_back(kv.first);
+  if (p.rescale.kind == Rescale::kHook && p.rescale.hook)
+    for (const auto& kv : p.rescale.hook->options()) chosen.push_back(kv.first);
+  auto is_chosen = [&](const std::string& k) {
+    return std::find(chosen.begin(), chosen.end(), k) != chosen.end();
+  };
   for (const ExpHookSpec& h : hooks.exp)
     for (const OptionKey& k : h.keys)
-      if (given.count(k.key) &&
-          !(p.exp.fn == ExpFn::kHook && p.exp.hook && p.exp.hook->name() == h.name))
+      if (given.count(k.key) && !is_chosen(k.key))
         fail("pipeline option " + k.key + " belongs to exp=" + h.name + ", which is not chosen");
   for (const RescaleHookSpec& h : hooks.rescale)
     for (const OptionKey& k : h.keys)
-      if (given.count(k.key) && !(p.rescale.kind == Rescale::kHook && p.rescale.hook &&
-                                  p.rescale.hook->name() == h.name))
+      if (given.count(k.key) && !is_chosen(k.key))
         fail("pipeline option " + k.key + " belongs to rescale=" + h.name + ", which is not chosen");
   p = canonical(p);
 }
