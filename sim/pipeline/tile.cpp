@@ -83,22 +83,22 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
     b.nb = p.tile.kv_order == KvOrder::kDescending ? hi - 1 - step : lo + step;
     b.j0 = b.nb * b.bk;
     b.cols = std::min(b.bk, in.shape.len_kv - b.j0);
-    qk_ref(p.qk, in, ti, b, buf);
-    scores_ref(p.softmax, in, ti, b, kc, buf);
-    softmax_step_ref(p.softmax, p.rescale.max_round, b, kc, state, buf);
-    exp_ref(p.exp, p.softmax.base, b, buf);
-    rescale_ref(p.rescale, p.pv.o_accum, b, state, buf);
-    cast_p_ref(p.p, b, buf);
-    row_sum_ref(p.softmax, p.p.enc, p.pv.perm16, b, state, buf);
-    pv_ref(p.pv, p.p, in, ti, b, state, buf);
-    if (p.pv.acc == PvAccumulate::kChunk) add_chunk_ref(p.rescale, p.pv.chunk_add, b, state, buf);
+    qk_stage(p.qk, in, ti, b, buf);
+    scores_stage(p.softmax, in, ti, b, kc, buf);
+    softmax_step_stage(p.softmax, p.rescale.max_round, b, kc, state, buf);
+    exp_stage(p.exp, p.softmax.base, b, buf);
+    rescale_stage(p.rescale, p.pv.o_accum, b, state, buf);
+    cast_p_stage(p.p, b, buf);
+    row_sum_stage(p.softmax, p.p.enc, p.pv.perm16, b, state, buf);
+    pv_stage(p.pv, p.p, in, ti, b, state, buf);
+    if (p.pv.acc == PvAccumulate::kChunk) add_chunk_stage(p.rescale, p.pv.chunk_add, b, state, buf);
   }
 }
 
 template <class T>
 void finish_tile(const PreparedInput& in, const Pipeline& p, const Tile& t,
                  const TileState<T>& state, double* o, double* lse) {
-  epilogue_ref(p, in, tile_index(in, p, t), t.rows, state, o, lse);
+  epilogue_stage(p, in, tile_index(in, p, t), t.rows, state, o, lse);
 }
 
 template void attend_tile<float>(const PreparedInput&, const Pipeline&, const Tile&, int, int,

@@ -124,4 +124,13 @@ template void epilogue_ref<float>(const Pipeline&, const PreparedInput&, const T
 template void epilogue_ref<double>(const Pipeline&, const PreparedInput&, const TileIndex&, int,
                                    const TileState<double>&, double*, double*);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
+                  const TileState<T>& state, double* o, double* lse) {
+  epilogue_ref(p, in, ti, rows, state, o, lse);
+}
+template void epilogue_stage<float>(const Pipeline&, const PreparedInput&, const TileIndex&, int, const TileState<float>&, double*, double*);
+template void epilogue_stage<double>(const Pipeline&, const PreparedInput&, const TileIndex&, int, const TileState<double>&, double*, double*);
+
 }  // namespace attnsim

@@ -20,4 +20,12 @@ void exp_ref(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T
 template void exp_ref<float>(const ExpStage&, ExpKind, const BlockView&, TileBuffers<float>&);
 template void exp_ref<double>(const ExpStage&, ExpKind, const BlockView&, TileBuffers<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf) {
+  exp_ref(st, base, b, buf);
+}
+template void exp_stage<float>(const ExpStage&, ExpKind, const BlockView&, TileBuffers<float>&);
+template void exp_stage<double>(const ExpStage&, ExpKind, const BlockView&, TileBuffers<double>&);
+
 }  // namespace attnsim

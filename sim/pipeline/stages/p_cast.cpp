@@ -76,4 +76,12 @@ void cast_p_ref(const PStage& st, const BlockView& b, TileBuffers<T>& buf) {
 template void cast_p_ref<float>(const PStage&, const BlockView&, TileBuffers<float>&);
 template void cast_p_ref<double>(const PStage&, const BlockView&, TileBuffers<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void cast_p_stage(const PStage& st, const BlockView& b, TileBuffers<T>& buf) {
+  cast_p_ref(st, b, buf);
+}
+template void cast_p_stage<float>(const PStage&, const BlockView&, TileBuffers<float>&);
+template void cast_p_stage<double>(const PStage&, const BlockView&, TileBuffers<double>&);
+
 }  // namespace attnsim

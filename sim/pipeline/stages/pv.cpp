@@ -86,4 +86,13 @@ template void pv_ref<double>(const PvStage&, const PStage&, const PreparedInput&
                              const TileIndex&, const BlockView&, TileState<double>&,
                              TileBuffers<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
+  pv_ref(st, pst, in, ti, b, state, buf);
+}
+template void pv_stage<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void pv_stage<double>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
 }  // namespace attnsim

@@ -38,4 +38,13 @@ template void qk_ref<float>(const QkStage&, const PreparedInput&, const TileInde
 template void qk_ref<double>(const QkStage&, const PreparedInput&, const TileIndex&,
                              const BlockView&, TileBuffers<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
+            TileBuffers<T>& buf) {
+  qk_ref(st, in, ti, b, buf);
+}
+template void qk_stage<float>(const QkStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileBuffers<float>&);
+template void qk_stage<double>(const QkStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileBuffers<double>&);
+
 }  // namespace attnsim

@@ -90,4 +90,22 @@ template void add_chunk_ref<float>(const RescaleStage&, ChunkAdd, const BlockVie
 template void add_chunk_ref<double>(const RescaleStage&, ChunkAdd, const BlockView&,
                                     TileState<double>&, TileBuffers<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
+                 TileBuffers<T>& buf) {
+  rescale_ref(st, o_accum, b, state, buf);
+}
+template void rescale_stage<float>(const RescaleStage&, Encoding, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void rescale_stage<double>(const RescaleStage&, Encoding, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
+                   TileBuffers<T>& buf) {
+  add_chunk_ref(st, how, b, state, buf);
+}
+template void add_chunk_stage<float>(const RescaleStage&, ChunkAdd, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void add_chunk_stage<double>(const RescaleStage&, ChunkAdd, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
 }  // namespace attnsim

@@ -130,4 +130,13 @@ template void merge_row<float>(TileState<float>&, int, const TileState<float>&, 
 template void merge_row<double>(TileState<double>&, int, const TileState<double>&, int, RowSum,
                                 const ExpModel<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf) {
+  row_sum_ref(st, p_enc, perm16, b, state, buf);
+}
+template void row_sum_stage<float>(const SoftmaxStage&, Encoding, bool, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void row_sum_stage<double>(const SoftmaxStage&, Encoding, bool, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
 }  // namespace attnsim

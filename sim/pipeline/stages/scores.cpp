@@ -62,4 +62,13 @@ template void scores_ref<double>(const SoftmaxStage&, const PreparedInput&, cons
                                  const BlockView&, const ExpConstants<double>&,
                                  TileBuffers<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
+  scores_ref(st, in, ti, b, kc, buf);
+}
+template void scores_stage<float>(const SoftmaxStage&, const PreparedInput&, const TileIndex&, const BlockView&, const ExpConstants<float>&, TileBuffers<float>&);
+template void scores_stage<double>(const SoftmaxStage&, const PreparedInput&, const TileIndex&, const BlockView&, const ExpConstants<double>&, TileBuffers<double>&);
+
 }  // namespace attnsim

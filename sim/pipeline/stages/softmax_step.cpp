@@ -80,4 +80,13 @@ template void softmax_step_ref<double>(const SoftmaxStage&, MaxRound, const Bloc
                                        const ExpConstants<double>&, TileState<double>&,
                                        TileBuffers<double>&);
 
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                      const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf) {
+  softmax_step_ref(st, max_round, b, kc, state, buf);
+}
+template void softmax_step_stage<float>(const SoftmaxStage&, MaxRound, const BlockView&, const ExpConstants<float>&, TileState<float>&, TileBuffers<float>&);
+template void softmax_step_stage<double>(const SoftmaxStage&, MaxRound, const BlockView&, const ExpConstants<double>&, TileState<double>&, TileBuffers<double>&);
+
 }  // namespace attnsim

@@ -139,6 +139,38 @@ template <class T>
 void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse);
 
+// The dispatchers attend_tile calls: each chooses, once per call (a tile's KV block), a fast
+// kernel that gives its reference's bits (numerics/isa.hpp: by the CPU's features, capped by
+// ATTNSIM_ISA / --isa) or the reference itself. Same signatures as the references.
+template <class T>
+void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
+            TileBuffers<T>& buf);
+template <class T>
+void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf);
+template <class T>
+void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                      const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf);
+template <class T>
+void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
+                 TileBuffers<T>& buf);
+template <class T>
+void cast_p_stage(const PStage& st, const BlockView& b, TileBuffers<T>& buf);
+template <class T>
+void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
+                   TileBuffers<T>& buf);
+template <class T>
+void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
+                  const TileState<T>& state, double* o, double* lse);
+
 // The number of row-sum lanes of a model (4 for the quad-lane models, 1 otherwise).
 int row_sum_lanes(RowSum r);
 
