@@ -21,10 +21,13 @@ struct MethodParam {
 };
 
 // What a method returns: the output tensor [batch, heads_q, len_q, head_dim_v] as the values it
-// stores (already rounded to `format`), and that format's name (fp64 fp32 bf16 fp16).
+// stores (already rounded to `format`), that format's name (fp64 fp32 bf16 fp16), and the
+// natural-log LSE per row [batch, heads_q, len_q] as the method returns it (empty for a method
+// that does not: lean, splitkv).
 struct MethodOutput {
   std::vector<double> o;
   std::string format;
+  std::vector<double> lse;
 };
 
 using MethodValues = std::map<std::string, std::string>;

@@ -87,7 +87,7 @@ void register_amla_methods(std::vector<MethodSpec>& r) {
                  const Pipeline pl = amla_method_pipeline(v, in.dtype);
                  try {
                    PipelineResult res = run_pipeline(in, pl);
-                   return MethodOutput{std::move(res.o), encoding_name(pl.out)};
+                   return MethodOutput{std::move(res.o), encoding_name(pl.out), std::move(res.lse)};
                  } catch (const std::invalid_argument& e) {
                    throw UsageError(e.what());
                  }

@@ -39,7 +39,8 @@ LeanOptions lean_options(const MethodValues& v, const std::string& dtype, SplitS
 MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o) {
   try {
     LeanResult r = lean_attention(in, o);
-    return MethodOutput{std::move(r.o), encoding_name(o.dtype)};
+    // No LSE: the reductions keep one per split (LeanResult::partials), none for the merged row.
+    return MethodOutput{std::move(r.o), encoding_name(o.dtype), {}};
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

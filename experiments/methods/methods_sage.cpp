@@ -82,7 +82,7 @@ std::vector<MethodParam> shared_params(const std::string& gran_help) {
 MethodOutput run_sage(const AttentionInput& in, const MethodValues& v, bool sage1) {
   try {
     SageResult r = sage_attention(in, sage_options(v, sage1));
-    return MethodOutput{std::move(r.r.o), encoding_name(r.pipeline.out)};
+    return MethodOutput{std::move(r.r.o), encoding_name(r.pipeline.out), std::move(r.r.lse)};
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }

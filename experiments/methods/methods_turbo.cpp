@@ -155,7 +155,7 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
   auto run_turbo = [](const AttentionInput& in, const MethodValues& v) {
     const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
     TurboResult res = usage([&] { return turbo_attention(in, o); });
-    return MethodOutput{std::move(res.out.o), encoding_name(o.out)};
+    return MethodOutput{std::move(res.out.o), encoding_name(o.out), std::move(res.out.lse)};
   };
   auto check_turbo = [](const MethodValues& v) {
     const TurboOptions o = usage([&] { return turbo_options(v, "float32"); });
@@ -188,7 +188,7 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
                [](const AttentionInput& in, const MethodValues& v) {
                  const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
                  PipelineResult res = usage([&] { return kivi_attention(in, o); });
-                 return MethodOutput{std::move(res.o), encoding_name(o.out)};
+                 return MethodOutput{std::move(res.o), encoding_name(o.out), std::move(res.lse)};
                },
                nullptr, nullptr});
 }

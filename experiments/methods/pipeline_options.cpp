@@ -369,7 +369,7 @@ MethodOutput run_pipeline_method(const AttentionInput& in, const MethodValues& v
   const Pipeline p = pipeline_from_options(v);
   try {
     PipelineResult r = run_pipeline(in, p);
-    return MethodOutput{std::move(r.o), encoding_name(p.out)};
+    return MethodOutput{std::move(r.o), encoding_name(p.out), std::move(r.lse)};
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
