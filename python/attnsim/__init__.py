@@ -14,6 +14,7 @@ message. The whole API: experiments/README.md, "Python".
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import NamedTuple
@@ -27,7 +28,8 @@ __version__ = "0.1.0"
 __all__ = [
     "AttentionResult", "QuantizeResult", "SyntheticInput", "attention", "golden", "metrics",
     "attribute", "methods", "canonical", "describe", "synthetic", "convert", "quantize", "mma",
-    "mma_instructions", "special", "set_num_threads", "get_num_threads", "ULP_BUCKETS",
+    "mma_instructions", "special", "set_num_threads", "get_num_threads", "set_memory_limit",
+    "memory_limit", "ULP_BUCKETS",
 ]
 
 # The wheel ships the H100 tables of the approximate special functions next to the module; an
@@ -436,3 +438,20 @@ def set_num_threads(n: int) -> None:
 
 def get_num_threads() -> int:
     return _core.get_num_threads()
+
+
+def set_memory_limit(limit) -> None:
+    """The memory a call may need by its estimate before it is refused (ValueError) instead of
+    started, as the command line's --max-memory: bytes, or a size such as "8G", "512M", "1.5GiB";
+    None for the default, this machine's memory (or its cgroup's). The environment variable
+    ATTNSIM_MAX_MEMORY sets it when the package is imported."""
+    _core.set_memory_limit("" if limit is None else str(limit))
+
+
+def memory_limit() -> int:
+    """The limit set_memory_limit set, in bytes, else this machine's memory."""
+    return _core.memory_limit()
+
+
+if os.environ.get("ATTNSIM_MAX_MEMORY"):
+    set_memory_limit(os.environ["ATTNSIM_MAX_MEMORY"])

@@ -13,8 +13,10 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "experiments/analysis/attribute.hpp"
+#include "experiments/cli/memory_limit.hpp"
 #include "experiments/io/input_checks.hpp"
 #include "experiments/io/synthetic.hpp"
+#include "experiments/methods/memory_estimate.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/sweep/measure.hpp"
 #include "formats/float8.hpp"
@@ -97,6 +99,24 @@ PendingInput pending_input(const AnyArray& q, const AnyArray& k, const AnyArray&
   return p;
 }
 
+// The command line's memory check (experiments/cli/memory_limit.hpp) before anything large is
+// allocated: an allocation that fails inside the simulators' OpenMP regions would abort the
+// interpreter. The limit: attnsim.set_memory_limit (or ATTNSIM_MAX_MEMORY), else the machine's.
+void check_memory_here(double bytes, const std::string& what) {
+  try {
+    check_memory(bytes, what);
+  } catch (const UsageError& e) {
+    std::string m = e.what();
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{
+                                       "--max-memory sets it", "attnsim.set_memory_limit sets it"},
+                                   {"(--max-memory)", "(attnsim.set_memory_limit)"}}) {
+      const auto at = m.find(from);
+      if (at != std::string::npos) m.replace(at, from.size(), to);
+    }
+    throw UsageError(m);
+  }
+}
+
 std::vector<std::size_t> o_shape(const AttentionShape& s) {
   return {std::size_t(s.batch), std::size_t(s.heads_q), std::size_t(s.len_q),
           std::size_t(s.head_dim_v)};
@@ -156,6 +176,11 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     // The method string first: a typo fails before any array is read.
     const MethodConfig m = parse_method(method);
     canonical = m.canonical();
+    // The input's FP32 copy, the method's working set and output, the special-function tables.
+    const AttentionShape& s = p.in.shape;
+    check_memory_here(
+        input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) + fixed_memory_bytes(),
+        "attention of " + m.short_name() + " on the input");
     p.fill();
     out = m.run(p.in);
   }
@@ -193,6 +218,8 @@ nb::list metrics(const AnyArray& out, const std::string& out_tag, const AnyArray
   {
     nb::gil_scoped_release release;
     (void)parse_ulp_format(format);  // the format's message before any work
+    // out and ref in FP64 and the ULP distances of every element.
+    check_memory_here(24.0 * double(count_of(out)) + 32.0 * (1 << 20), "metrics of the arrays");
     const std::vector<double> o = read_f64(out, eo), r = read_f64(ref, er);
     const std::size_t n = o.size();
     if (blocks == 0 || n % blocks != 0) throw UsageError("internal error: metrics blocks");
@@ -221,6 +248,9 @@ nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
       throw UsageError("method '" + m.spec->name +
                        "' is not a pipeline: it has no stages to attribute");
     }
+    // One measured point's memory (golden and the method, one after the other), as the command.
+    check_memory_here(point_memory_bytes(m, p.in.shape, omp_get_max_threads()),
+                      "attribute of " + m.short_name() + " on the input");
     p.fill();
     const Pipeline pipeline = m.spec->pipeline(m.values, p.in);
     try {
@@ -334,6 +364,10 @@ void bind_attention(nb::module_& m) {
     omp_set_num_threads(n);
   });
   m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  m.def("set_memory_limit", [](const std::string& size) {
+    set_memory_limit(size.empty() ? 0 : parse_memory_size(size));
+  });
+  m.def("memory_limit", [] { return memory_limit(); });
 }
 
 }  // namespace attnsim::py

@@ -131,6 +131,28 @@ def test_bad_methods_raise_the_command_lines_line(cli, repo, method):
         attnsim.canonical(method)
 
 
+def test_memory_estimates_refuse_before_allocating(cli):
+    """A run whose estimate exceeds the limit is refused as the command refuses it (an allocation
+    failing inside the simulators' threads would abort the interpreter)."""
+    q, k, v = qkv()
+    method = "flash:bq=2000000000,bk=2000000000"
+    rc, _, err = cli("run", "--method", method, "--synthetic", "normal:hq=2,hkv=1,nq=64,d=32", check=False)
+    assert rc == 2
+    with pytest.raises(ValueError) as e:
+        attnsim.attention(q, k, v, method)
+    want = err.replace("synthetic:normal:hq=2,hkv=1,nq=64,d=32", "the input").replace("run of", "attention of")
+    assert str(e.value) == want.replace("--max-memory sets it", "attnsim.set_memory_limit sets it")
+    try:
+        attnsim.set_memory_limit("1M")
+        with pytest.raises(ValueError, match=r"more than the limit of 1.00 MiB \(attnsim.set_memory_limit\)"):
+            attnsim.attention(q, k, v, "flash")
+        with pytest.raises(ValueError, match="is not a size"):
+            attnsim.set_memory_limit("lots")
+    finally:
+        attnsim.set_memory_limit(None)
+    assert attnsim.memory_limit() > 1 << 20
+
+
 class FakeGpuTensor:
     """A DLPack producer of a tensor on a CUDA device (a capsule built by hand: no GPU needed)."""
 
@@ -227,7 +249,8 @@ def test_random_bad_calls_never_crash_the_interpreter():
         rng = np.random.default_rng(11)
         dtypes = [np.float32, np.float16, np.float64, ml_dtypes.bfloat16, np.int8, np.uint16, bool]
         methods = [m["name"] for m in attnsim.methods()] + ["flash:bq=1", "flash:bk=3", "sage2:arch=sm80,in=fp16",
-                   "lean:sms=1", "turbo:mode=decode,prefill=1", "amla:variant=paper", "kivi:group=7", "", ":", "flash:"]
+                   "lean:sms=1", "turbo:mode=decode,prefill=1", "amla:variant=paper", "kivi:group=7", "", ":", "flash:",
+                   "flash:bq=2000000000,bk=2000000000", "sage2:arch=paper,bq=99999"]
         ok = bad = 0
         for i in range(300):
             shapes = [tuple(int(s) for s in rng.integers(0, 5, rng.integers(0, 6))) for _ in range(3)]
@@ -266,3 +289,27 @@ def test_random_bad_calls_never_crash_the_interpreter():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "refused" in p.stdout
+
+
+@pytest.mark.parametrize("call", ["attention", "convert", "special", "quantize"])
+def test_calls_release_the_gil(call):
+    """While a call computes in another thread, this one keeps running Python code."""
+    import threading
+    q, k, v = qkv(hq=4, hkv=2, n=1024, d=64)
+    x = np.random.default_rng(2).standard_normal(1 << 23).astype(np.float32)
+    work = {
+        "attention": lambda: attnsim.attention(q, k, v, "flash:qkv=bf16,p=bf16"),
+        "convert": lambda: [attnsim.convert(x, "e4m3fn", overflow="saturate") for _ in range(3)],
+        "special": lambda: [attnsim.special("rcp", x) for _ in range(3)],
+        "quantize": lambda: attnsim.quantize(x.reshape(-1, 128), "sage_cuda_int8", "per_token"),
+    }[call]
+    work()  # tables and first-use costs out of the way
+    t = threading.Thread(target=work)
+    spins = 0
+    t.start()
+    while t.is_alive():
+        spins += 1
+    t.join()
+    # Holding the GIL, the call would leave this loop only between its switch intervals: about
+    # 2e4 spins against a C call that holds it (sorted() of 3M floats), 5e5 to 2e6 measured here.
+    assert spins > 200000, spins
