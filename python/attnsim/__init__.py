@@ -96,8 +96,9 @@ class AttentionResult:
         self.o, self.lse, self.method, self.format = o, lse, method, format
 
     def __repr__(self) -> str:
+        lse = "None" if self.lse is None else f"float64{list(self.lse.shape)}"
         return (f"AttentionResult(method={self.method!r}, format={self.format!r}, "
-                f"o={self.o.dtype}{list(self.o.shape)}, lse={'None' if self.lse is None else list(self.lse.shape)})")
+                f"o={self.o.dtype}{list(self.o.shape)}, lse={lse})")
 
 
 def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm_scale=None, *,
@@ -257,8 +258,9 @@ def convert(x, to: str, *, round: str = "rne", overflow: str | None = None, nan:
     to = str(to)
     try:
         if decode:
-            if isinstance(x, np.ndarray) and x.dtype == _ML_DTYPES.get(to) and to not in ("int8", "int4", "int2"):
-                xa = x.view(np.uint16 if x.dtype.itemsize == 2 else np.uint8)  # the format's bits
+            if isinstance(x, np.ndarray) and x.dtype == _ML_DTYPES.get(to):
+                # The format's bits; ml_dtypes' int4/int2 keep a bare nibble: their values as int8.
+                xa = x.astype(np.int8) if to.startswith("int") else x.view(f"u{x.dtype.itemsize}")
             else:
                 xa, _ = _arg(x, "x")  # (a bfloat16 array arrives as its uint16 bits)
             return _core.convert_decode(xa, to, 0.0 if scale is None else float(scale),

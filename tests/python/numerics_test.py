@@ -79,6 +79,11 @@ def test_integer_encodings_as_attnsim_convert(cli, tmp_path, sample, fmt, scale,
         want = cli_convert(cli, tmp_path, args, x, np.uint8)
         got = attnsim.convert(x, fmt, round=r, overflow="saturate", scale=scale, packed=packed)
         np.testing.assert_array_equal(got.view(np.uint8).reshape(-1), want)
+        if not packed:  # ml_dtypes' int8/int4/int2 hold the same integers, and decode back
+            ml = attnsim.convert(x, fmt, round=r, overflow="saturate", scale=scale, output="ml_dtypes")
+            np.testing.assert_array_equal(ml.astype(np.int32), got.view(np.int8).astype(np.int32))
+            np.testing.assert_array_equal(attnsim.convert(ml, fmt, decode=True, scale=scale),
+                                          attnsim.convert(got, fmt, decode=True, scale=scale))
 
 
 def same_values(a, b):
