@@ -17,6 +17,16 @@
 namespace attnsim {
 
 namespace {
+std::string& data_dir_setting() {
+  static std::string dir = ATTNSIM_DATA_DIR;
+  return dir;
+}
+}  // namespace
+
+void set_special_data_dir(const std::string& data_dir) { data_dir_setting() = data_dir; }
+const std::string& special_data_dir() { return data_dir_setting(); }
+
+namespace {
 // The 2^23 two-bit codes of a table file (entry i in bits 2·(i%4) of byte i/4).
 std::vector<unsigned char> read_2bit_codes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -42,8 +52,7 @@ RcpApproxFtz::RcpApproxFtz(const std::string& delta_path) : t_(std::size_t{1} <<
 }
 
 const RcpApproxFtz& RcpApproxFtz::h100() {
-  static const RcpApproxFtz table(std::string(ATTNSIM_DATA_DIR) +
-                                  "/hw/h100/rcp_approx_ftz_delta.bin");
+  static const RcpApproxFtz table(special_data_dir() + "/hw/h100/rcp_approx_ftz_delta.bin");
   return table;
 }
 
@@ -77,9 +86,8 @@ Ex2ApproxFtz::Ex2ApproxFtz(const std::string& pos_steps_path, const std::string&
     : pos_(load_steps(pos_steps_path, +1)), neg_(load_steps(neg_steps_path, -1)) {}
 
 const Ex2ApproxFtz& Ex2ApproxFtz::h100() {
-  static const Ex2ApproxFtz table(
-      std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_pos_steps.bin",
-      std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_neg_steps.bin");
+  static const Ex2ApproxFtz table(special_data_dir() + "/hw/h100/ex2_approx_ftz_pos_steps.bin",
+                                  special_data_dir() + "/hw/h100/ex2_approx_ftz_neg_steps.bin");
   return table;
 }
 
@@ -156,8 +164,7 @@ std::vector<std::uint64_t> load_l36(const std::string& path) {
 Lg2ApproxFtz::Lg2ApproxFtz(const std::string& l36_path) : l_(load_l36(l36_path)) {}
 
 const Lg2ApproxFtz& Lg2ApproxFtz::h100() {
-  static const Lg2ApproxFtz table(std::string(ATTNSIM_DATA_DIR) +
-                                  "/hw/h100/lg2_approx_ftz_l36.bin");
+  static const Lg2ApproxFtz table(special_data_dir() + "/hw/h100/lg2_approx_ftz_l36.bin");
   return table;
 }
 

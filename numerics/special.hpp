@@ -9,6 +9,12 @@
 
 namespace attnsim {
 
+// The data/ folder whose hw/h100/*.bin tables the h100() models below load on first use: the
+// repository's (fixed at build time) unless set before that first use (the Python wheel ships the
+// four tables inside the package and points here at them).
+void set_special_data_dir(const std::string& data_dir);
+const std::string& special_data_dir();
+
 // rcp.approx.ftz.f32 (MUFU.RCP on sm_90). Measured on the H100 over all 2^32 inputs
 // (cuda_check/special_probe.cu, data/hw/README.md): for a normal x = s · 2^e · 1.m the result is
 // s · 2^-e · T[m], where T[m] = rcp.approx.ftz(1.m) is a table of 2^23 values; T[m] differs from
@@ -20,7 +26,7 @@ class RcpApproxFtz {
  public:
   // Loads the delta table; throws std::runtime_error with the path if it is missing or short.
   explicit RcpApproxFtz(const std::string& delta_path);
-  // The H100 table shipped in data/hw/h100 (path fixed at build time).
+  // The H100 table shipped in data/hw/h100 (under special_data_dir()).
   static const RcpApproxFtz& h100();
   std::uint32_t bits(std::uint32_t x) const;
   float operator()(float x) const;
