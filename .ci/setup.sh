@@ -67,7 +67,7 @@ cmake --build --preset release -j "$(nproc)"
 if [[ $python_module == ON ]]; then
   module=$(ls build/python/attnsim/_core*.so)
   stamp=build/python/installed.stamp
-  if [[ ! -f $stamp || $module -nt $stamp || -n $(find python/attnsim pyproject.toml -newer "$stamp" -print -quit) ]]; then
+  if [[ ! -f $stamp || $module -nt $stamp || -n $(find experiments/python/attnsim experiments/python/src pyproject.toml -newer "$stamp" -print -quit) ]]; then
     generator=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' build/CMakeCache.txt)
     if CMAKE_GENERATOR="$generator" python3 -m pip install -q --no-build-isolation --no-deps \
          -C build-dir=build -C cmake.define.Python_EXECUTABLE="$python_exe" . >build/python/install.log 2>&1 &&

@@ -198,8 +198,13 @@ def test_registry_describe_synthetic(cli):
     assert attnsim.canonical("sage2").startswith("sage2:arch=sm90,")
     d = attnsim.describe("sage2:arch=sm90")
     assert d["method"] == attnsim.canonical("sage2:arch=sm90")
-    assert d["pipeline"].startswith("pipeline ") and "exp" in d["stages"]
+    assert d["pipeline"].startswith("sage2:") and "exp" in d["stages"]
+    assert any(x.startswith("exp=") for x in d["differences"])
     assert attnsim.describe("golden")["pipeline"] is None
+    # The described pipeline, run as a method, is the method bit for bit.
+    t = attnsim.synthetic("normal:hq=2,nq=64,d=128,seed=5")
+    np.testing.assert_array_equal(attnsim.attention(*t[:3], d["pipeline"]).o,
+                                  attnsim.attention(*t[:3], "sage2:arch=sm90").o)
     s = attnsim.synthetic("kbias:hq=2,nq=64,d=32,seed=3,causal=1")
     assert s.q.shape == (1, 2, 64, 32) and s.causal is True
     # The same input the command line generates: the same metrics.

@@ -53,7 +53,7 @@ def test_fresh_venv_pip_install(repo, tmp_path):
         env=env)
     out = run([py, "-c", "import attnsim, pathlib; print(pathlib.Path(attnsim.__file__).resolve())"],
               cwd=tmp_path, env=env)
-    assert out.strip() == str((repo / "python/attnsim/__init__.py").resolve()), out
+    assert out.strip() == str((repo / "experiments/python/attnsim/__init__.py").resolve()), out
     out = run([py, "-c", README_EXAMPLE], cwd=tmp_path, env=env)
     assert "bfloat16" in out
     print(f"pip install -e . on the same build folder: {time.time() - t0:.0f} s")

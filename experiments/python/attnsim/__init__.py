@@ -203,10 +203,13 @@ def canonical(method: str) -> str:
 
 
 def describe(method: str, *, head_dim: int = 128, dtype: str = "float32") -> dict:
-    """What a method computes: ``method`` (canonical), ``short`` (options that differ from the
-    defaults), ``pipeline`` (every stage's model on one line; None for a method that is not a
-    pipeline, golden) and ``stages`` (stage -> the method's choice). Presets choose tiles and
-    formats from the input, here a head_dim and a dtype (float32 float16 bfloat16 float64)."""
+    """What a method computes (``attnsim methods --describe``): ``method`` (canonical), ``short``
+    (options that differ from the defaults), ``pipeline`` (the method string of the pipeline it
+    runs, every stage key spelled out: passed back as a method it gives bit-identical output; None
+    for a method that is not a pipeline, golden), ``stages`` (stage -> the method's choice),
+    ``differences`` ("key=value (flash: value)" per stage key that differs from FlashAttention-2's)
+    and ``outside`` (the technique's steps outside its pipeline). Presets choose tiles and formats
+    from the input, here a head_dim and a dtype (float32 float16 bfloat16 float64)."""
     return _core.describe(str(method), int(head_dim), str(dtype))
 
 

@@ -21,7 +21,8 @@
 #include "experiments/sweep/measure.hpp"
 #include "formats/float8.hpp"
 #include "sim/golden/golden.hpp"
-#include "sim/pipeline/stages.hpp"
+#include "sim/pipeline/attribution.hpp"
+#include "sim/pipeline/couplings.hpp"
 
 namespace attnsim::py {
 
@@ -244,7 +245,7 @@ nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
   {
     nb::gil_scoped_release release;
     const MethodConfig m = parse_method(method);
-    if (!m.spec->pipeline) {
+    if (!m.is_pipeline()) {
       throw UsageError("method '" + m.spec->name +
                        "' is not a pipeline: it has no stages to attribute");
     }
@@ -252,9 +253,8 @@ nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     check_memory_here(point_memory_bytes(m, p.in.shape, omp_get_max_threads()),
                       "attribute of " + m.short_name() + " on the input");
     p.fill();
-    const Pipeline pipeline = m.spec->pipeline(m.values, p.in);
     try {
-      rows = attribute_stages(p.in, input, pipeline, golden_attention_ref(p.in));
+      rows = attribute_stages(p.in, input, m, golden_attention_ref(p.in));
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
@@ -286,13 +286,13 @@ nb::list methods() {
     d["name"] = s.name;
     d["help"] = s.help;
     d["options"] = opts;
-    d["pipeline"] = bool(s.pipeline);
+    d["pipeline"] = bool(s.preset);
     out.append(d);
   }
   return out;
 }
 
-nb::dict describe_method(const std::string& method, int head_dim, const std::string& dtype) {
+nb::dict describe_text(const std::string& method, int head_dim, const std::string& dtype) {
   const MethodConfig m = parse_method(method);
   if (head_dim < 1) throw UsageError("head_dim must be a positive integer");
   if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16" && dtype != "float64") {
@@ -303,7 +303,7 @@ nb::dict describe_method(const std::string& method, int head_dim, const std::str
   d["method"] = m.canonical();
   d["short"] = m.short_name();
   nb::dict stages;
-  if (!m.spec->pipeline) {
+  if (!m.is_pipeline()) {
     d["pipeline"] = nb::none();
     d["stages"] = stages;
     return d;
@@ -313,12 +313,16 @@ nb::dict describe_method(const std::string& method, int head_dim, const std::str
   in.shape = {1, 1, 1, 128, 128, head_dim, head_dim};
   in.dtype = dtype;
   Pipeline p;
+  MethodDescription desc;
   try {
-    p = m.spec->pipeline(m.values, in);
+    p = m.pipeline(in);
+    desc = describe_method(m, in);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
-  d["pipeline"] = describe(p);
+  d["pipeline"] = desc.method;
+  d["differences"] = desc.differences;
+  d["outside"] = desc.outside;
   for (const StageInfo& s : pipeline_stages()) stages[s.name] = stage_choice(p, s.stage);
   d["stages"] = stages;
   return d;
@@ -351,7 +355,7 @@ void bind_attention(nb::module_& m) {
         nb::arg("input"));
   m.def("methods", &methods);
   m.def("canonical", [](const std::string& text) { return parse_method(text).canonical(); });
-  m.def("describe", &describe_method, nb::arg("method"), nb::arg("head_dim"), nb::arg("dtype"));
+  m.def("describe", &describe_text, nb::arg("method"), nb::arg("head_dim"), nb::arg("dtype"));
   m.def("synthetic", &synthetic, nb::arg("spec"));
   m.def("ulp_buckets", [] {
     std::vector<std::string> labels;
