@@ -2,7 +2,7 @@
 // --use_fast_math for sm_90a) as a preset of the attention pipeline: FP16, BF16 and FP8 e4m3 with
 // its descale factors, the split-KV path (num_splits, FA3's heuristic for 0) and its combine.
 // sim/fa3/README.md names the source line, SASS or fit behind every stage choice;
-// tests/hw/fa3_h100_test.cpp replays the recordings of data/hw/h100/fa3/.
+// tests/hw/sdpa_h100_test.cpp (a sample) and sdpa_h100_long_test.cpp replay data/hw/h100/fa3/.
 #pragma once
 
 #include <string>

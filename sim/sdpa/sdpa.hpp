@@ -2,7 +2,8 @@
 // cuDNN 9.19) as presets of the attention pipeline, one per backend: cuDNN (SDPA's default there),
 // the vendored FlashAttention-2 (split-KV and its combine included), the CUTLASS memory-efficient
 // kernel and the math path. sim/sdpa/README.md names the kernel, SASS line or fit behind every
-// stage choice; tests/hw/sdpa_h100_test.cpp replays the recordings of data/hw/h100/sdpa/.
+// stage choice; tests/hw/sdpa_h100_test.cpp (a sample) and sdpa_h100_long_test.cpp replay
+// data/hw/h100/sdpa/.
 #pragma once
 
 #include <cstdint>

@@ -75,6 +75,7 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
     double* orow = o + std::size_t(i) * dv;
     for (int c = 0; c < dv; ++c) {
       T x;
+      bool v_done = false;  // V's scale already in the reciprocal (the O·inv form only)
       if (hook_finish) {
         x = T(row[std::size_t(c)]);
       } else if (p.normalize.kind == Normalize::kDiv) {
@@ -84,6 +85,7 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
       } else if (v_in_inv) {
         x = stage_util::state_mul(oi[c], stage_util::state_mul(inv, T(in.v.scale(ti.skv, 0, c)), ftz),
                                   ftz);
+        v_done = true;
       } else {
         x = stage_util::state_mul(oi[c], inv, ftz);
       }
@@ -101,10 +103,10 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
       }
       // SageAttention2 epilogue: RO *= v_scale[channel]; with smooth V one FFMA adds the mean
       // (fuse_v_scale + fuse_v_mean: fma(RO·r, v_scale, v_mean)).
-      if (v_epilogue_scale && v_mean && !v_in_inv) {
+      if (v_epilogue_scale && v_mean && !v_done) {
         x = std::fma(x, T(in.v.scale(ti.skv, 0, c)), T(v_mean[c]));
       } else {
-        if (v_epilogue_scale && !v_in_inv) x = x * T(in.v.scale(ti.skv, 0, c));
+        if (v_epilogue_scale && !v_done) x = x * T(in.v.scale(ti.skv, 0, c));
         if (v_mean) x = x + T(v_mean[c]);
       }
       // The output conversion (FA2: convert_type<Element> of acc_o; from an FP64 state through
