@@ -63,7 +63,8 @@ std::vector<std::string> split_outside(int splits, const char* combine) {
   if (splits <= 1) return {};
   return {"the split-KV schedule: " + std::to_string(splits) +
           " splits of ceil(n_blocks / splits) KV blocks, each normalized by its own row sum with "
-          "its LSE, merged by " + combine + " (sim/lean split_kv_attention)"};
+          "its LSE, merged by " +
+          combine + " (sim/lean split_kv_attention)"};
 }
 
 MethodSpec sdpa_spec() {
@@ -74,9 +75,13 @@ MethodSpec sdpa_spec() {
       "backend=cudnn (the default SDPA picks), flash (FA2, split-KV and combine), efficient "
       "(CUTLASS), math (FP32 GEMMs + softmax); recorded bit for bit (sim/sdpa)";
   m.params = {
-      {"backend", {"cudnn", "flash", "efficient", "math"}, "cudnn",
+      {"backend",
+       {"cudnn", "flash", "efficient", "math"},
+       "cudnn",
        "SDPBackend: cudnn (SDPA's choice on the H100 for fp16/bf16), flash, efficient, math"},
-      {"dtype", {"auto", "fp16", "bf16"}, "auto",
+      {"dtype",
+       {"auto", "fp16", "bf16"},
+       "auto",
        "the tensors' dtype (auto: a 16-bit dump's own, else bf16; FP32 inputs rounded RNE)"},
   };
   m.check = [](const MethodValues& v) { (void)sdpa_options(v, "float32"); };
@@ -105,11 +110,16 @@ MethodSpec fa3_spec() {
       "quantized per (batch, head) with its descales, num_splits and its combine; recorded bit "
       "for bit (sim/fa3)";
   m.params = {
-      {"dtype", {"auto", "fp16", "bf16", "e4m3"}, "auto",
+      {"dtype",
+       {"auto", "fp16", "bf16", "e4m3"},
+       "auto",
        "Q/K/V dtype (auto: a 16-bit dump's own, else bf16; e4m3: amax/448 scales per (batch, "
        "head) as descales, output bf16)"},
-      {"splits", {}, "1",
-       "flash_attn_func's num_splits: 1 (its default, no split), 0 (FA3's heuristic), or N", 0},
+      {"splits",
+       {},
+       "1",
+       "flash_attn_func's num_splits: 1 (its default, no split), 0 (FA3's heuristic), or N",
+       0},
   };
   m.check = [](const MethodValues& v) { (void)fa3_options(v, "float32"); };
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
@@ -117,9 +127,8 @@ MethodSpec fa3_spec() {
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     const Fa3Options o = fa3_options(v, in.dtype);
-    return usage([&] {
-      return output(fa3_attention(in, o, p), p, fa3_num_splits(o, in.shape, in.causal));
-    });
+    return usage(
+        [&] { return output(fa3_attention(in, o, p), p, fa3_num_splits(o, in.shape, in.causal)); });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
     return split_outside(fa3_num_splits(fa3_options(v, in.dtype), shape_of(in), in.causal),

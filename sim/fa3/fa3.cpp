@@ -77,7 +77,7 @@ Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal)
     x->cast = fp8(o) ? kCudaSatfinite : kCudaRn;
   }
   SoftmaxStage& sm = p.softmax;
-  sm.row_sum = RowSum::kQuadFma;  // FFMA.FTZ R13, R10, R13, R15: row_sum *= scale fused
+  sm.row_sum = RowSum::kQuadFma;    // FFMA.FTZ R13, R10, R13, R15: row_sum *= scale fused
   sm.lse = LseModel::kNaturalFmaC;  // max · (softmax_scale_log2 · ln2) + __logf(sum)
   sm.ftz = true;                    // --use_fast_math
   p.exp.fn = ExpFn::kEx2ApproxFtz;
@@ -100,8 +100,8 @@ Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal)
     sm.max_offset = 8.0;
     p.out.enc = Encoding::kBf16;
   } else {
-    p.qk.dot = p.pv.dot = mma(o.dtype == Encoding::kBf16 ? MmaInstr::kWgmmaBf16F32
-                                                         : MmaInstr::kWgmmaF16F32);
+    p.qk.dot = p.pv.dot =
+        mma(o.dtype == Encoding::kBf16 ? MmaInstr::kWgmmaBf16F32 : MmaInstr::kWgmmaF16F32);
     p.out.enc = o.dtype;
   }
   p.out.cast = kCudaRn;
@@ -154,7 +154,9 @@ std::vector<std::string> fa3_unverified(const Fa3Options& o, const AttentionShap
   const int d = s.head_dim;
   if (d != 64 && d != 128)
     r.push_back(std::string("fa3: head_dim ") + std::to_string(d) + " runs the hdim " +
-                (d <= 64 ? "64" : d <= 96 ? "96" : "128") +
+                (d <= 64   ? "64"
+                 : d <= 96 ? "96"
+                           : "128") +
                 " kernel zero-padded; only head dims 64 and 128 were built and recorded "
                 "(UNVERIFIED)");
   if (fa3_num_splits(o, s, causal) > 32)

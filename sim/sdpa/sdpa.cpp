@@ -107,10 +107,14 @@ void math_stages(Pipeline& p, const AttentionShape& s) {
 
 bool recorded_head_dim(SdpaBackend b, int d) {
   switch (b) {
-    case SdpaBackend::kCudnn: return d == 64 || d == 96 || d == 128 || d == 256;
-    case SdpaBackend::kFlash: return d == 64 || d == 96 || d == 128;
-    case SdpaBackend::kEfficient: return d == 64;  // 64x128 not exact; d 96/128/256 below
-    case SdpaBackend::kMath: return true;  // no tile: the head dim is the GEMMs' k
+    case SdpaBackend::kCudnn:
+      return d == 64 || d == 96 || d == 128 || d == 256;
+    case SdpaBackend::kFlash:
+      return d == 64 || d == 96 || d == 128;
+    case SdpaBackend::kEfficient:
+      return d == 64;  // 64x128 not exact; d 96/128/256 below
+    case SdpaBackend::kMath:
+      return true;  // no tile: the head dim is the GEMMs' k
   }
   return false;
 }
@@ -119,10 +123,14 @@ bool recorded_head_dim(SdpaBackend b, int d) {
 
 const char* sdpa_backend_name(SdpaBackend b) {
   switch (b) {
-    case SdpaBackend::kCudnn: return "cudnn";
-    case SdpaBackend::kFlash: return "flash";
-    case SdpaBackend::kEfficient: return "efficient";
-    case SdpaBackend::kMath: return "math";
+    case SdpaBackend::kCudnn:
+      return "cudnn";
+    case SdpaBackend::kFlash:
+      return "flash";
+    case SdpaBackend::kEfficient:
+      return "efficient";
+    case SdpaBackend::kMath:
+      return "math";
   }
   return "?";
 }
@@ -156,8 +164,9 @@ void validate(const SdpaOptions& o, const AttentionInput& in) {
     fail("sdpa: head_dim_v " + std::to_string(s.head_dim_v) + " != head_dim " +
          std::to_string(s.head_dim) + " (the modelled kernels take one head dim)");
   if (o.backend == SdpaBackend::kFlash && in.causal && s.len_q != s.len_kv)
-    fail("sdpa:backend=flash refuses is_causal with len_q != len_kv (SDPA's causal mask is "
-         "top-left, FlashAttention-2's bottom-right): PyTorch raises");
+    fail(
+        "sdpa:backend=flash refuses is_causal with len_q != len_kv (SDPA's causal mask is "
+        "top-left, FlashAttention-2's bottom-right): PyTorch raises");
   if (o.backend == SdpaBackend::kFlash && s.head_dim > 256)
     fail("sdpa:backend=flash takes head dims up to 256");
 }
@@ -168,14 +177,23 @@ Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s) {
   Pipeline p;
   // SDPA's is_causal masks key j > query i (top-left); FA2's own mask (bottom-right) is the same
   // for the only causal shapes the flash backend accepts (len_q == len_kv).
-  p.tile.causal = o.backend == SdpaBackend::kFlash ? CausalAlign::kBottomRight : CausalAlign::kTopLeft;
+  p.tile.causal =
+      o.backend == SdpaBackend::kFlash ? CausalAlign::kBottomRight : CausalAlign::kTopLeft;
   set_dtype(p, o.dtype, o.backend != SdpaBackend::kMath);
   const int kd = sdpa_kernel_head_dim(o.backend, s.head_dim);
   switch (o.backend) {
-    case SdpaBackend::kCudnn: cudnn_stages(p, o); break;
-    case SdpaBackend::kFlash: flash_stages(p, o, kd, sdpa_num_splits(o, s) > 1); break;
-    case SdpaBackend::kEfficient: efficient_stages(p, o, kd); break;
-    case SdpaBackend::kMath: math_stages(p, s); break;
+    case SdpaBackend::kCudnn:
+      cudnn_stages(p, o);
+      break;
+    case SdpaBackend::kFlash:
+      flash_stages(p, o, kd, sdpa_num_splits(o, s) > 1);
+      break;
+    case SdpaBackend::kEfficient:
+      efficient_stages(p, o, kd);
+      break;
+    case SdpaBackend::kMath:
+      math_stages(p, s);
+      break;
   }
   validate(p);
   return canonical(p);
@@ -200,35 +218,42 @@ std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionSh
   switch (o.backend) {
     case SdpaBackend::kCudnn:
       if (s.len_q == 1)
-        r.push_back(b + "len_q = 1 runs cuDNN's sm80 wmma decode kernel (+ lean_reduction), which "
-                        "is not modelled: attnsim computes the sm90 prefill kernel's arithmetic "
-                        "(UNVERIFIED; sim/sdpa/README.md gives the fraction of recorded decode rows "
-                        "it matches)");
+        r.push_back(b +
+                    "len_q = 1 runs cuDNN's sm80 wmma decode kernel (+ lean_reduction), which "
+                    "is not modelled: attnsim computes the sm90 prefill kernel's arithmetic "
+                    "(UNVERIFIED; sim/sdpa/README.md gives the fraction of recorded decode rows "
+                    "it matches)");
       break;
     case SdpaBackend::kFlash:
       if (d > 128 && sdpa_num_splits(o, s) <= 1)
-        r.push_back(b + "head_dim > 128 without splits runs Flash_fwd_kernel_traits<d, 128, 64, 8>: "
-                        "not recorded (UNVERIFIED)");
+        r.push_back(b +
+                    "head_dim > 128 without splits runs Flash_fwd_kernel_traits<d, 128, 64, 8>: "
+                    "not recorded (UNVERIFIED)");
       break;
     case SdpaBackend::kEfficient:
       if (s.heads_q != s.heads_kv)
-        r.push_back(b + "PyTorch's efficient backend refuses GQA (enable_gqa): attnsim runs each "
-                        "query head on its KV head, as repeat_interleave would");
+        r.push_back(b +
+                    "PyTorch's efficient backend refuses GQA (enable_gqa): attnsim runs each "
+                    "query head on its KV head, as repeat_interleave would");
       if (d > 64 && d <= 128)
-        r.push_back(b + "head_dim " + std::to_string(d) + " runs fmha_cutlassF_*_64x128_rf_sm80, "
-                        "which attnsim does not reproduce exactly (its max or LSE form differs: "
-                        "sim/sdpa/README.md gives the fraction of recorded elements it matches)");
+        r.push_back(b + "head_dim " + std::to_string(d) +
+                    " runs fmha_cutlassF_*_64x128_rf_sm80, "
+                    "which attnsim does not reproduce exactly (its max or LSE form differs: "
+                    "sim/sdpa/README.md gives the fraction of recorded elements it matches)");
       if (d > 128)
-        r.push_back(b + "head_dim > 128 runs the 32x128_gmem variant, whose accumulation through "
-                        "global memory is not modelled (UNVERIFIED)");
+        r.push_back(b +
+                    "head_dim > 128 runs the 32x128_gmem variant, whose accumulation through "
+                    "global memory is not modelled (UNVERIFIED)");
       break;
     case SdpaBackend::kMath:
       if (s.len_q == 1)
-        r.push_back(b + "len_q = 1: cuBLAS runs gemv / dot kernels, not the modelled FFMA-chain "
-                        "GEMM (UNVERIFIED; sim/sdpa/README.md gives the measured fraction)");
+        r.push_back(b +
+                    "len_q = 1: cuBLAS runs gemv / dot kernels, not the modelled FFMA-chain "
+                    "GEMM (UNVERIFIED; sim/sdpa/README.md gives the measured fraction)");
       if (s.len_kv > 1024)
-        r.push_back(b + "len_kv > 1024: the softmax is cunn_SoftMaxForwardReg (block reductions), "
-                        "not the modelled softmax_warp_forward (UNVERIFIED)");
+        r.push_back(b +
+                    "len_kv > 1024: the softmax is cunn_SoftMaxForwardReg (block reductions), "
+                    "not the modelled softmax_warp_forward (UNVERIFIED)");
       break;
   }
   if (!recorded_head_dim(o.backend, d) && !(o.backend == SdpaBackend::kEfficient && d > 64))

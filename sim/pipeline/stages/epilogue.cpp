@@ -83,8 +83,8 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
       } else if (p.normalize.kind == Normalize::kDivFull) {
         x = degenerate ? oi[c] : T(div_full(float(oi[c]), float(l)));
       } else if (v_in_inv) {
-        x = stage_util::state_mul(oi[c], stage_util::state_mul(inv, T(in.v.scale(ti.skv, 0, c)), ftz),
-                                  ftz);
+        const T inv_v = stage_util::state_mul(inv, T(in.v.scale(ti.skv, 0, c)), ftz);
+        x = stage_util::state_mul(oi[c], inv_v, ftz);
         v_done = true;
       } else {
         x = stage_util::state_mul(oi[c], inv, ftz);
@@ -119,8 +119,9 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
       lse_v = std::numeric_limits<double>::infinity();  // the empty-row convention (above)
     } else if (sm.lse == LseModel::kNaturalFma || sm.lse == LseModel::kNaturalFmaC ||
                sm.lse == LseModel::kNaturalDiv) {
+      const int qt = ti.q_begin + i;
       const T c_row = sm.dequant == Dequant::kDescale
-                          ? T(stage_util::descale_coefficient(float(kc.c), in, ti, ti.q_begin + i, ftz))
+                          ? T(stage_util::descale_coefficient(float(kc.c), in, ti, qt, ftz))
                           : kc.c;
       lse_v = double(kernel_lse(sm, m, l, c_row, kc.c_nat));
     } else if (sm.lse == LseModel::kLog2Mufu || sm.lse == LseModel::kLog2Libdevice) {
