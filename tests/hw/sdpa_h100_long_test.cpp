@@ -20,17 +20,18 @@ namespace {
 using hwtest::SdpaCase;
 using hwtest::Tally;
 
-// The math backend runs the modelled kernels only where the profiler saw cuBLAS's 32x32x8 FFMA
-// GEMM (no split-K, gemv or dot kernels, no other tile) and softmax_warp_forward
-// (data/hw/h100/sdpa README: the recorded `kernels_math` of the case).
+// The math backend runs the modelled kernels where the profiler saw cuBLAS's xmma FFMA GEMMs
+// without split-K (any tile: 32x32x8, 64x64, 128x128 are one FFMA chain per output, which these
+// replays confirm) and softmax_warp_forward; not for split-K, the SIMT sgemm, gemv / dot kernels
+// or cunn_SoftMaxForwardReg (the recorded `kernels_math` of the case, data/hw/h100/sdpa README).
 bool math_kernels_modelled(const H5Reader& r, const SdpaCase& c, const std::string& dt) {
   const std::string g = std::string(c.name) + "/" + dt;
   if (!r.has_attr(g, "kernels_math")) return false;
   const std::string k = r.attr_string(g, "kernels_math");
-  for (const char* bad : {"split_k", "splitK", "gemv", "dot_kernel", "cunn_SoftMax", "simt_sgemm",
-                          "tilesize64", "tilesize128"})
-    if (k.find(bad) != std::string::npos) return false;
-  return k.find("tilesize32x32x8") != std::string::npos &&
+  for (const char* other :
+       {"split_k", "splitK", "simt_sgemm", "gemv", "dot_kernel", "cunn_SoftMax"})
+    if (k.find(other) != std::string::npos) return false;
+  return k.find("xmma_gemm_f32f32") != std::string::npos &&
          k.find("softmax_warp_forward") != std::string::npos;
 }
 
@@ -85,7 +86,7 @@ void run_backend(SdpaBackend backend, Floor floor) {
 TEST(SdpaH100Long, CudnnEveryCase) { run_backend(SdpaBackend::kCudnn, {16, 58}); }
 TEST(SdpaH100Long, FlashEveryCase) { run_backend(SdpaBackend::kFlash, {0, 0}); }
 TEST(SdpaH100Long, EfficientEveryCase) { run_backend(SdpaBackend::kEfficient, {59721, 49132}); }
-TEST(SdpaH100Long, MathEveryCase) { run_backend(SdpaBackend::kMath, {0, 0}); }
+TEST(SdpaH100Long, MathEveryCase) { run_backend(SdpaBackend::kMath, {1351, 0}); }
 
 TEST(Fa3H100Long, EveryCaseDtypeAndSplit) {
   const H5Reader r(hwtest::kFa3File);
