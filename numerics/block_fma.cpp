@@ -372,12 +372,13 @@ std::uint32_t block_fma_ref(Encoding in, const std::uint32_t* a, const std::uint
 
 std::uint32_t block_fma_chain(Encoding in, const std::uint32_t* a, const std::uint32_t* b, int K,
                               std::uint32_t c, const BlockFmaParams& p) {
-  if ((p.block != 16 && p.block != 32) || !block_fma_fast_path_fits(in, p))
-    throw std::invalid_argument("block_fma_chain: blocks of 16 or 32 within the fast path's range");
+  if ((p.block != 8 && p.block != 16 && p.block != 32) || !block_fma_fast_path_fits(in, p))
+    throw std::invalid_argument("block_fma_chain: blocks of 8, 16 or 32 within the fast path's range");
   if (K % p.block != 0)
     throw std::invalid_argument("block_fma_chain: K is not a multiple of the block");
   return with_input_format(in, [&](auto fmt) -> std::uint32_t {
     using Fmt = typename decltype(fmt)::type;
+    if (p.block == 8) return chain_blocks<Fmt, 8>(in, a, b, K, c, p);  // HMMA.1688
     return p.block == 16 ? chain_blocks<Fmt, 16>(in, a, b, K, c, p)
                          : chain_blocks<Fmt, 32>(in, a, b, K, c, p);
   });

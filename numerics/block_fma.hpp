@@ -28,6 +28,11 @@ struct BlockFmaParams {
 // HMMA and HGMMA, f16/bf16 inputs: FP32 accumulator, and fp16 accumulator.
 inline constexpr BlockFmaParams kHopperHmmaF32{16, 2, 23, false, -133, false};
 inline constexpr BlockFmaParams kHopperHmmaF16{16, 2, 10, true, -21, true};
+// HMMA.1688.F32 (mma.sync m16n8k8, f16/bf16 inputs): the same block with 8 products + C. Fit, not
+// probed as an instruction: with it the CUTLASS fmha kernel of PyTorch's efficient SDPA backend
+// (which issues HMMA.1688.F32, read off its sm_90 SASS) reproduces every recorded element of the
+// d <= 64 cases, where 16-product blocks miss (data/hw/h100/sdpa, sim/sdpa/README.md).
+inline constexpr BlockFmaParams kHopperHmma1688F32{8, 2, 23, false, -133, false};
 // FP8 wgmma (QGMMA) with an FP32 accumulator: the FP22 path (13-bit window, RZ to 13 bits).
 inline constexpr BlockFmaParams kHopperQgmmaF32{32, -10, 13, false, -133, false};
 // FP8 wgmma with an fp16 accumulator (QGMMA.64xNx32.F16, data/hw/h100/mma_h100_f16acc.h5): the
@@ -87,7 +92,7 @@ std::uint32_t block_fma_ref(Encoding in, const std::uint32_t* a, const std::uint
 
 // K / p.block blocks in natural k order, the D of one the C of the next: the same bits as
 // block_fma block by block, with the work that does not depend on C done ahead for a batch of
-// blocks. p.block 16 or 32 and block_fma_fast_path_fits(in, p), else std::invalid_argument; K a
+// blocks. p.block 8, 16 or 32 and block_fma_fast_path_fits(in, p), else std::invalid_argument; K a
 // multiple of p.block.
 std::uint32_t block_fma_chain(Encoding in, const std::uint32_t* a, const std::uint32_t* b, int K,
                               std::uint32_t c, const BlockFmaParams& p);

@@ -10,12 +10,13 @@ std::string dot_model_name(const DotModel& m) {
   if (m.kind == DotModel::kFp32) return "fp32";
   if (m.kind == DotModel::kFp64) return "fp64";
   if (m.kind == DotModel::kExact) return "exact";
+  if (m.kind == DotModel::kFp32Fma) return "fp32.fma";
   return mma_info(m.instr).name;
 }
 
 const std::vector<std::string>& dot_model_names() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> n{"fp32", "fp64", "exact"};
+    std::vector<std::string> n{"fp32", "fp64", "exact", "fp32.fma"};
     for (const MmaInstrInfo& i : mma_instructions()) n.push_back(i.name);
     return n;
   }();
@@ -23,10 +24,11 @@ const std::vector<std::string>& dot_model_names() {
 }
 
 bool parse_dot_model(const std::string& name, DotModel* out) {
-  if (name == "fp32" || name == "fp64" || name == "exact") {
+  if (name == "fp32" || name == "fp64" || name == "exact" || name == "fp32.fma") {
     *out = DotModel{name == "fp32"   ? DotModel::kFp32
                     : name == "fp64" ? DotModel::kFp64
-                                     : DotModel::kExact};
+                    : name == "exact" ? DotModel::kExact
+                                     : DotModel::kFp32Fma};
     return true;
   }
   const std::optional<MmaInstr> i = parse_mma_instr(name);

@@ -27,9 +27,12 @@ enum class ExpKind { kExp2, kExp };
 //  kEx2Approx    ex2.approx.f32 (no .ftz: ptxas's range scaling around the same MUFU). Base 2.
 //  kHook         a caller-supplied FP32 function of the argument (TurboAttention's SAS: LUT for
 //                the integer part, polynomial for the fraction).
+//  kExpfLibdevice CUDA's expf without fast math (libdevice __nv_expf, the IEEE branch:
+//                numerics/special.hpp expf_libdevice, equal to the H100 on all 2^32 inputs): the
+//                softmax kernels of PyTorch (softmax_warp_forward, the math SDPA backend). Base e.
 // The FP32 models take the argument rounded to FP32 (in an FP64 state that is one rounding) and
 // return an FP32 value, which the state widens exactly.
-enum class ExpFn { kLibm, kExact, kEx2ApproxFtz, kEx2Approx, kHook };
+enum class ExpFn { kLibm, kExact, kEx2ApproxFtz, kEx2Approx, kHook, kExpfLibdevice };
 
 template <class T>
 struct ExpModel {
@@ -54,6 +57,8 @@ struct ExpModel {
         return T(f32_from_bits(ex2_approx_bits(f32_bits(float(x)))));
       case ExpFn::kHook:
         return T(hook(float(x), hook_ctx));
+      case ExpFn::kExpfLibdevice:
+        return T(expf_libdevice(float(x), false));
     }
     return x;
   }

@@ -113,6 +113,13 @@ constexpr MmaInstrInfo kInstrTable[] = {
      Comp::kBlockChain, kHopperHmmaF16,
      "block FMA: 16 products + fp16 C per k16, window 23+2 bits, FP16 RNE, floor 2^-21 (as HMMA.F16)",
      "SASS HGMMA.64xNx16.F16 (SageAttention 1 Triton P·V); assumed equal to HMMA.16816.F16 as HGMMA.F32 is to HMMA.F32; end to end: data/hw/h100/sage recordings"},
+    {MmaInstr::kHmma1688F16F32, "sm90.hmma1688.f16.f32", 16, 8, 8, Encoding::kFp16, 16, 0,
+     Comp::kBlockChain, kHopperHmma1688F32,
+     "block FMA: 8 products + C per k8, window 23+2 bits, truncated terms, FP32 RZ (HMMA.16816's block with half the products)",
+     "SASS HMMA.1688.F32 (PyTorch's fmha_cutlassF_*_sm80 kernels in libtorch_cuda.so); the block size is fit, not probed: end to end, data/hw/h100/sdpa efficient d <= 64 (0 differing elements; 16-product blocks miss)"},
+    {MmaInstr::kHmma1688Bf16F32, "sm90.hmma1688.bf16.f32", 16, 8, 8, Encoding::kBf16, 16, 0,
+     Comp::kBlockChain, kHopperHmma1688F32, "as sm90.hmma1688.f16.f32 with bf16 inputs",
+     "SASS HMMA.1688.F32.BF16; end to end: data/hw/h100/sdpa efficient d <= 64 bf16"},
 };
 
 constexpr int kInstrCount = int(sizeof(kInstrTable) / sizeof(kInstrTable[0]));
@@ -129,7 +136,8 @@ constexpr bool instr_table_consistent() {
     if (integer != (t.acc == 2) || integer == encoding_traits(t.in).is_float) return false;
     if (integer && (t.in_bits > 8 || t.k > 64)) return false;  // integer_instr's 16/32-bit lanes
     if (t.composition == Comp::kBlockChain) {
-      if (t.k % t.params.block != 0 || (t.params.block != 16 && t.params.block != 32) ||
+      if (t.k % t.params.block != 0 ||
+          (t.params.block != 8 && t.params.block != 16 && t.params.block != 32) ||
           !block_fma_fast_path_fits(t.in, t.params) || t.params.acc_fp16 != (t.acc == 1))
         return false;
     }

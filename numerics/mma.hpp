@@ -76,6 +76,11 @@ enum class MmaInstr {
   // HMMA.16816.F16 (HGMMA with an FP32 accumulator was proven equal to HMMA); checked end to end by
   // the SageAttention 1 recordings (its P·V).
   kWgmmaF16F16,
+  // sm90.hmma1688.f16.f32: mma.sync m16n8k8 .f32.f16.f16.f32 -> HMMA.1688.F32 (8-product blocks;
+  // fit end to end by PyTorch's efficient SDPA backend, data/hw/h100/sdpa)
+  kHmma1688F16F32,
+  // sm90.hmma1688.bf16.f32: mma.sync m16n8k8 .f32.bf16.bf16.f32 -> HMMA.1688.F32.BF16
+  kHmma1688Bf16F32,
 };
 
 // How an instruction is built from block FMAs (numerics/block_fma.hpp).

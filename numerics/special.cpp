@@ -225,6 +225,8 @@ float fmul_ftz(float a, float b) {
 
 float div_approx_ftz(float a, float b, const RcpApproxFtz& rcp) { return fmul_ftz(a, rcp(b)); }
 
+float fadd_ftz(float a, float b) { return fma_f32(a, 1.0f, b, Round::kNearestEven, true); }
+
 namespace {
 float fma_ftz(float a, float b, float c) { return fma_f32(a, b, c, Round::kNearestEven, true); }
 }  // namespace

@@ -106,6 +106,12 @@ std::uint32_t lg2_approx_bits(std::uint32_t x, const Lg2ApproxFtz& lg2 = Lg2Appr
 // pairs next to FLT_MIN (cuda_check/ftz_probe.cu, data/hw/h100/ftz/, tests/hw/ftz_h100_test.cpp).
 float fmul_ftz(float a, float b);
 
+// FADD.FTZ (add.rn.ftz.f32): subnormal inputs read as zeros of their sign, the RN sum, a subnormal
+// result flushed to a zero of its sign (a sum of binary32 values that is subnormal is exact, so
+// tininess before or after rounding is the same). fma_f32(a, 1, b, RN, ftz = true), whose FTZ rule
+// is the H100's (data/hw/h100/ftz/).
+float fadd_ftz(float a, float b);
+
 // div.approx.ftz.f32 (and __fdividef): a * rcp.approx.ftz(b), as the SASS shows (MUFU.RCP then
 // FMUL.FTZ); checked on the H100 on 2^28 random pairs with exponents in [-31, 0] (0 mismatches).
 float div_approx_ftz(float a, float b, const RcpApproxFtz& rcp = RcpApproxFtz::h100());

@@ -223,6 +223,7 @@ void run_methods(const MethodsOptions& o) {
                 in.dtype.c_str());
     for (const std::string& x : d.differences) std::printf("#   %s\n", x.c_str());
     for (const std::string& x : d.outside) std::printf("# outside the pipeline: %s\n", x.c_str());
+    for (const std::string& x : d.notes) std::printf("# note: %s\n", x.c_str());
     return;
   }
   if (o.stages) {

@@ -2,7 +2,10 @@
 #include "experiments/methods/methods.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <mutex>
+#include <set>
 #include <limits>
 #include <stdexcept>
 
@@ -57,6 +60,7 @@ const std::vector<MethodSpec>& method_registry() {
     register_amla_methods(r);
     register_lean_methods(r);
     register_turbo_methods(r);
+    register_sdpa_methods(r);
     for (MethodSpec& m : r)
       if (m.preset) add_stage_params(m);
     return r;
@@ -118,9 +122,27 @@ Pipeline MethodConfig::pipeline(const AttentionInput& in) const {
   return p;
 }
 
+namespace {
+
+// Each distinct note once per process, on stderr (a sweep over many inputs says it once).
+void print_notes(const std::vector<std::string>& notes) {
+  static std::mutex mu;
+  static std::set<std::string> seen;
+  const std::lock_guard<std::mutex> lock(mu);
+  for (const std::string& n : notes)
+    if (seen.insert(n).second) std::fprintf(stderr, "attnsim: note: %s\n", n.c_str());
+}
+
+}  // namespace
+
 MethodOutput MethodConfig::run(const AttentionInput& in) const {
+  print_notes(notes(in));
   if (!spec->preset) return spec->run(in, values);
   return run_with(in, pipeline(in));
+}
+
+std::vector<std::string> MethodConfig::notes(const AttentionInput& in) const {
+  return spec->notes ? spec->notes(values, in) : std::vector<std::string>{};
 }
 
 MethodOutput MethodConfig::run_with(const AttentionInput& in, const Pipeline& p) const {
@@ -143,6 +165,7 @@ MethodDescription describe_method(const MethodConfig& m, const AttentionInput& i
   MethodDescription d;
   const Pipeline p = m.pipeline(in);
   d.outside = m.outside(in);
+  d.notes = m.notes(in);
   const OptionList opts = pipeline_options(p);
   if (d.outside.empty()) {
     d.method = "flash:";

@@ -64,6 +64,10 @@ struct MethodSpec {
   // The technique's own steps outside the pipeline for these values and input (each one line:
   // what it is and why no stage holds it); empty when the method is its pipeline.
   std::function<std::vector<std::string>(const MethodValues&, const AttentionInput&)> outside;
+  // Optional: what the method computes on this input that no hardware recording verifies (each
+  // one line, saying what runs instead); MethodConfig::run prints each once per process on
+  // stderr, `methods --describe` lists them. Empty when every part is verified.
+  std::function<std::vector<std::string>(const MethodValues&, const AttentionInput&)> notes;
 };
 
 // A method with every parameter resolved (defaults filled in).
@@ -85,6 +89,7 @@ struct MethodConfig {
   // The method's run with another pipeline in place of its own (attribution's counterfactuals).
   MethodOutput run_with(const AttentionInput& in, const Pipeline& p) const;
   std::vector<std::string> outside(const AttentionInput& in) const;
+  std::vector<std::string> notes(const AttentionInput& in) const;
 };
 
 const std::vector<MethodSpec>& method_registry();
@@ -102,6 +107,7 @@ struct MethodDescription {
   std::string method;                  // the canonical method string of the pipeline it runs
   std::vector<std::string> differences;  // "key=value (flash: value)" per differing stage key
   std::vector<std::string> outside;      // the technique's steps outside the pipeline
+  std::vector<std::string> notes;        // parts of this input no recording verifies
 };
 MethodDescription describe_method(const MethodConfig& m, const AttentionInput& in);
 
@@ -115,5 +121,6 @@ void register_sage_methods(std::vector<MethodSpec>& registry);
 void register_amla_methods(std::vector<MethodSpec>& registry);
 void register_lean_methods(std::vector<MethodSpec>& registry);
 void register_turbo_methods(std::vector<MethodSpec>& registry);
+void register_sdpa_methods(std::vector<MethodSpec>& registry);
 
 }  // namespace attnsim

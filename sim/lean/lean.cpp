@@ -262,7 +262,8 @@ void reduce_flashinfer(const std::vector<std::vector<float>>& po,
 // (INF when Σ is 0 or NaN), scale_i = exp(lse_i − lse_logsum), O = Σ scale_i · O_i in split order
 // (FFMA).
 void reduce_lse(const std::vector<std::vector<float>>& po, const std::vector<std::vector<float>>& plse,
-                int r, int dv, int lanes, bool b2, const SplitMath& fm, float* acc) {
+                int r, int dv, int lanes, bool b2, const SplitMath& fm, float* acc,
+                float* lse_out = nullptr) {
   const std::size_t nsplit = po.size();
   float lse_max = -kInfF;
   for (std::size_t k = 0; k < nsplit; ++k) lse_max = std::max(lse_max, plse[k][std::size_t(r)]);
@@ -281,6 +282,7 @@ void reduce_lse(const std::vector<std::vector<float>>& po, const std::vector<std
   const float sum = lane[0];
   const float logsum =
       (sum == 0.0f || sum != sum) ? kInfF : (b2 ? fm.log2(sum) : fm.log_nat(sum)) + lse_max;
+  if (lse_out) *lse_out = logsum;
   for (std::size_t k = 0; k < nsplit; ++k) {
     const float x = plse[k][std::size_t(r)] - logsum;
     const float sc = b2 ? fm.exp2(x) : fm.exp_nat(x);
@@ -521,6 +523,151 @@ std::string describe(const LeanOptions& o) {
          " exp=" + (o.exp == LeanExp::kExact ? "exact" : "approx") +
          " reduce=" + (o.reduce == LeanReduce::kPaper ? "paper" : "kernel") +
          " product=" + dot_model_name(o.product) + " rowsum=" + (o.rowsum_fma ? "fma" : "rounded");
+}
+
+}  // namespace attnsim
+
+namespace attnsim {
+
+namespace {
+
+// FA3's FlashAttnFwdCombine (lean.hpp SplitCombine::kFa3) for one row.
+float reduce_fa3(const std::vector<const float*>& o, const std::vector<float>& lse, int dv,
+                 float* acc) {
+  constexpr float kLog2ef = 1.44269502162933349609f;  // 0x3FB8AA3B
+  constexpr float kLn2f = 0.693147182464599609375f;   // 0x3F317218
+  const std::size_t n = o.size();
+  float mx = -kInfF;
+  for (float x : lse) mx = std::max(mx, x);
+  if (mx == -kInfF) mx = 0.0f;
+  std::vector<float> e(n);
+  for (std::size_t s = 0; s < n; ++s)
+    e[s] = Ex2ApproxFtz::h100()(fmul_ftz(fadd_ftz(lse[s], -mx), kLog2ef));  // __expf
+  // One lane per split (splits s, s + 32, ... past 32), from 0, then the warp's butterfly.
+  float lane[32] = {};
+  for (std::size_t s = 0; s < n; ++s) lane[s % 32] = fadd_ftz(lane[s % 32], e[s]);
+  for (int off = 16; off >= 1; off /= 2) {
+    float next[32];
+    for (int t = 0; t < 32; ++t) next[t] = fadd_ftz(lane[t], lane[t ^ off]);
+    std::copy(next, next + 32, lane);
+  }
+  const float sum = lane[0];
+  const bool bad = sum == 0.0f || sum != sum;
+  // logf(sum) + lse_max under fast math: lg2.approx.ftz, then one FFMA.FTZ with ln 2.
+  const float lse_out =
+      fma_f32(Lg2ApproxFtz::h100()(bad ? 1.0f : sum), kLn2f, mx, Round::kNearestEven, true);
+  const float inv = bad ? 0.0f : RcpApproxFtz::h100()(sum);
+  for (std::size_t s = 0; s < n; ++s) {
+    const float w = fmul_ftz(e[s], inv);
+    if (!(w > 0.0f)) continue;
+    for (int c = 0; c < dv; ++c) acc[c] = fma_f32(w, o[s][c], acc[c], Round::kNearestEven, true);
+  }
+  return lse_out;
+}
+
+}  // namespace
+
+float combine_split_row(SplitCombine c, int kernel_head_dim, const std::vector<const float*>& o,
+                        const std::vector<float>& lse, int dv, float* out) {
+  std::fill(out, out + dv, 0.0f);
+  if (c == SplitCombine::kFa3) return reduce_fa3(o, lse, dv, out);
+  // PyTorch's FA2 combine: the FlashDecoding reduction of an IEEE build.
+  const int n = int(o.size());
+  std::vector<std::vector<float>> po(static_cast<std::size_t>(n)), pl(static_cast<std::size_t>(n));
+  for (int s = 0; s < n; ++s) {
+    po[std::size_t(s)].assign(o[std::size_t(s)], o[std::size_t(s)] + dv);
+    pl[std::size_t(s)].assign(1, lse[std::size_t(s)]);
+  }
+  const SplitMath fm{false, false};
+  float lse_out = 0.0f;
+  reduce_lse(po, pl, 0, dv, combine_lanes(SplitStyle::kFlashDecoding, n, kernel_head_dim), false,
+             fm, out, &lse_out);
+  return lse_out;
+}
+
+namespace {
+
+// split_kv_attention in the state's type T (an FP64 state: attribution's counterfactuals; the
+// partials enter the combine, which is the kernel's FP32 arithmetic, as FP32).
+template <class T>
+void split_kv_run(const PreparedInput& in, const Pipeline& p, int splits, SplitCombine combine,
+                  int kernel_head_dim, PipelineResult& r) {
+  const AttentionShape& s = in.shape;
+  const int bq = p.tile.block_q, dv = s.head_dim_v;
+  const int q_blocks = (s.len_q + bq - 1) / bq;
+  const int n_blocks = (s.len_kv + p.tile.block_kv - 1) / p.tile.block_kv;
+  // Each split's epilogue: the pipeline's, O kept in FP32 (FA2/FA3 write O_accum in float).
+  Pipeline part = p;
+  part.out = OutStage{Encoding::kFp32, kCudaRn};
+  const std::int64_t items = std::int64_t(s.batch) * s.heads_q * q_blocks;
+  // Work items are whole (batch, head, query tile) blocks with all their splits: every output is
+  // computed by one item in a fixed order, whatever the thread count.
+#pragma omp parallel
+  {
+    TileWorkspacePtr ws = make_workspace();
+    TileState<T> st;
+    std::vector<double> po, pl;
+    std::vector<std::vector<float>> of(static_cast<std::size_t>(splits)), lf(static_cast<std::size_t>(splits));
+    std::vector<float> acc(static_cast<std::size_t>(dv));
+    std::vector<const float*> rows(static_cast<std::size_t>(splits));
+    std::vector<float> lses(static_cast<std::size_t>(splits));
+#pragma omp for schedule(static)
+    for (std::int64_t item = 0; item < items; ++item) {
+      Tile t;
+      t.head = int((item / q_blocks) % s.heads_q);
+      t.batch = int(item / q_blocks / s.heads_q);
+      t.q_begin = int(item % q_blocks) * bq;
+      t.rows = std::min(bq, s.len_q - t.q_begin);
+      for (int k = 0; k < splits; ++k) {
+        int lo = 0, hi = 0;
+        split_block_range(n_blocks, splits, k, &lo, &hi);
+        st.reset(t.rows, dv);
+        attend_tile<T>(in, part, t, lo, hi, st, *ws);
+        po.assign(std::size_t(t.rows) * dv, 0.0);
+        pl.assign(std::size_t(t.rows), 0.0);
+        finish_tile<T>(in, part, t, st, po.data(), pl.data());
+        of[std::size_t(k)].assign(po.begin(), po.end());
+        lf[std::size_t(k)].resize(std::size_t(t.rows));
+        for (int i = 0; i < t.rows; ++i) {
+          // A split without a key for the row: the kernels write LSE -inf (the pipeline's
+          // epilogue marks an empty row +inf).
+          const double l = pl[std::size_t(i)];
+          lf[std::size_t(k)][std::size_t(i)] = std::isinf(l) && l > 0 ? -kInfF : float(l);
+        }
+      }
+      for (int i = 0; i < t.rows; ++i) {
+        for (int k = 0; k < splits; ++k) {
+          rows[std::size_t(k)] = of[std::size_t(k)].data() + std::size_t(i) * dv;
+          lses[std::size_t(k)] = lf[std::size_t(k)][std::size_t(i)];
+        }
+        const float lse = combine_split_row(combine, kernel_head_dim, rows, lses, dv, acc.data());
+        const std::size_t row =
+            (std::size_t(t.batch) * s.heads_q + t.head) * s.len_q + std::size_t(t.q_begin + i);
+        for (int c = 0; c < dv; ++c) {
+          const float x = acc[std::size_t(c)];
+          r.o[row * dv + c] = p.out.enc == Encoding::kFp64 ? double(x) : round_to(p.out.enc, x, p.out.cast);
+        }
+        r.lse[row] = lse;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+PipelineResult split_kv_attention(const PreparedInput& in, const Pipeline& p, int splits,
+                                  SplitCombine combine, int kernel_head_dim) {
+  if (splits <= 1) return run_pipeline(in, p);
+  validate(p);
+  PipelineResult r;
+  r.o.assign(in.shape.o_size(), 0.0);
+  r.lse.assign(std::size_t(in.shape.batch) * in.shape.heads_q * in.shape.len_q, 0.0);
+  if (p.softmax.state == StateType::kFp32) {
+    split_kv_run<float>(in, p, splits, combine, kernel_head_dim, r);
+  } else {
+    split_kv_run<double>(in, p, splits, combine, kernel_head_dim, r);
+  }
+  return r;
 }
 
 }  // namespace attnsim

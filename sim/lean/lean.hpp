@@ -122,4 +122,36 @@ std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOpti
 // One line naming the configuration.
 std::string describe(const LeanOptions& o);
 
+// ---------------------------------------------------------------------------------------------
+// Split-KV as FA2's and FA3's split kernels run it on any attention pipeline (PyTorch's flash SDPA
+// backend, FlashAttention-3: sim/sdpa, sim/fa3).
+
+// The merge of one row's split partials (each split's O normalized by its own row sum, FP32, and
+// its natural-log LSE, -inf for a split that saw no key):
+//  kFa2  flash_fwd_splitkv_combine_kernel of PyTorch's vendored FA2 (IEEE build: libdevice expf
+//        and logf), the FlashDecoding reduction of this file (SplitStyle::kFlashDecoding): lse_max
+//        (0 if -inf), min(128 / kBlockM, next_pow2(splits)) lanes summing expf(lse_s − lse_max)
+//        (lane j: splits j, j + T, ...), an xor butterfly, lse = logf(Σ) + lse_max (+inf when Σ is
+//        0 or NaN), O = Σ fma(expf(lse_s − lse), O_s, O) in split order.
+//  kFa3  FA3's FlashAttnFwdCombine (--use_fast_math; sim/fa3/README.md step 9): e_s =
+//        ex2.ftz(fl(fl(lse_s − mx) · log2 e)), lane s of 32 holds 0 + e_s (splits s, s + 32, ...
+//        past 32 splits: UNVERIFIED), butterfly xor 16 ... 1 (FADD.FTZ), lse = fma(lg2.ftz(Σ), ln 2,
+//        mx), w_s = fl(e_s · rcp.ftz(Σ)), O = fma.ftz(w_s, O_s, O) in split order, skipping w_s = 0.
+enum class SplitCombine : std::uint8_t { kFa2, kFa3 };
+
+// Merges one row: o[s] the dv values of split s, lse[s] its LSE; `kernel_head_dim` the head dim
+// of the kernel's instantiation (FA2's combine sizes its lanes by it). Writes dv FP32 values to
+// `out` and returns the merged LSE.
+float combine_split_row(SplitCombine c, int kernel_head_dim, const std::vector<const float*>& o,
+                        const std::vector<float>& lse, int dv, float* out);
+
+// The whole attention with every (batch, head, block_q tile) cut into `splits` KV ranges
+// (split_block_range over cdiv(len_kv, block_kv) blocks, clamped by the tile's causal limit):
+// each split runs the pipeline's tile loop (attend_tile, in the pipeline's block order) and its
+// epilogue in FP32 (finish_tile with out = fp32: O / l and the pipeline's LSE model, -inf for an
+// empty split), then `combine` merges each row and O is cast to the pipeline's output format.
+// splits <= 1 is run_pipeline. Results do not depend on the thread count.
+PipelineResult split_kv_attention(const PreparedInput& in, const Pipeline& p, int splits,
+                                  SplitCombine combine, int kernel_head_dim);
+
 }  // namespace attnsim

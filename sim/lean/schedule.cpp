@@ -287,6 +287,35 @@ int fa2_num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_bl
   return 1;
 }
 
+int fa3_num_splits_heuristic(int total_mblocks, int num_sms, int num_n_blocks, int num_m_blocks,
+                             long long size_one_kv_head, bool is_causal_or_local, int max_splits) {
+  if (total_mblocks >= 0.8f * num_sms) {
+    const long long size_l2 = 50LL * 1024 * 1024;  // the H100's L2 as heuristics.h assumes it
+    if (size_one_kv_head > size_l2 && num_m_blocks >= num_sms * 2 && !is_causal_or_local)
+      return int(std::min<long long>(cdiv(size_one_kv_head, size_l2), max_splits));
+    return 1;
+  }
+  if (num_n_blocks <= 4) return 1;
+  max_splits = std::min({max_splits, num_sms, num_n_blocks});
+  float max_eff = 0.f;
+  std::vector<float> eff;
+  for (int k = 1; k <= max_splits; ++k) {
+    const float n_waves = float(total_mblocks * k) / num_sms;
+    const float e = n_waves / std::ceil(n_waves);
+    max_eff = std::max(max_eff, e);
+    eff.push_back(e);
+  }
+  for (int k = 1; k <= max_splits; ++k)
+    if (eff[std::size_t(k) - 1] >= 0.85 * max_eff) return k;
+  return 1;
+}
+
+void split_block_range(int n_blocks, int splits, int split, int* begin, int* end) {
+  const int per = int(cdiv(n_blocks, std::max(splits, 1)));
+  *begin = split * per;
+  *end = std::min(n_blocks, (split + 1) * per);
+}
+
 LeanPlan splitkv_plan(const LeanShape& shape, int splits) {
   // FA2's split-KV kernel covers every head and m-block (its own block walk, not Lean's).
   LeanShape s = shape;

@@ -90,6 +90,21 @@ LeanPlan splitkv_plan(const LeanShape& s, int splits);
 int fa2_num_splits_heuristic(int batch_nheads_mblocks, int num_sms, int num_n_blocks,
                              int max_splits);
 
+// FlashAttention-3's hopper/heuristics.h num_splits_heuristic, as flash_api.cpp get_num_splits
+// calls it for num_splits = 0 (sim/fa3/README.md step 9): one split when total_mblocks fill 80 % of
+// the SMs (unless one KV head outgrows the 50 MB L2 with many m-blocks, non-causal: ceil(size /
+// L2) splits), one when num_n_blocks <= 4, else the fewest splits within 85 % of the best wave
+// efficiency among 1 .. min(max_splits, num_sms, num_n_blocks) (no eligibility rule, unlike FA2).
+int fa3_num_splits_heuristic(int total_mblocks, int num_sms, int num_n_blocks, int num_m_blocks,
+                             long long size_one_kv_head, bool is_causal_or_local, int max_splits);
+
+// The KV blocks split `split` of `splits` covers in FA2's and FA3's split kernels
+// (flash_fwd_kernel.h compute_attn_1rowblock_splitkv, FA3 get_n_block_min_max): n_blocks_per_split
+// = ceil(n_blocks / splits) counted over the whole KV, [split · per, min((split + 1) · per,
+// n_max)) with n_max the tile's causal limit; empty when the bounds cross (the split writes an
+// empty partial: O = 0, LSE = -inf).
+void split_block_range(int n_blocks, int splits, int split, int* begin, int* end);
+
 // The plan's CSV: `cta,batch,head,m_block,n_tile_begin,n_tile_end,host,finisher,split`, one row
 // per segment (a contract: attnsim lean plan --out).
 std::string plan_csv(const LeanPlan& p);

@@ -100,11 +100,20 @@ const std::vector<Coupling>& couplings() {
          if (p.tile.block_q <= 0 || p.tile.block_kv <= 0) return "block sizes must be positive";
          return std::nullopt;
        }},
-      {"q", {Stage::kQ}, [](const Pipeline& p) { return operand_rules("q", p.q); }},
+      {"q", {Stage::kQ},
+       [](const Pipeline& p) -> Why {
+         if (const Why w = operand_rules("q", p.q)) return w;
+         if (p.q.scale != ScaleMode::kNone && p.q.apply == ScaleAt::kReciprocal)
+           return "q: q_dequant=rcp is V's (its scale in the epilogue's 1/l)";
+         return std::nullopt;
+       }},
       {"k", {Stage::kK},
        [](const Pipeline& p) -> Why {
          if (const Why w = operand_rules("k", p.k)) return w;
-         if (p.k.prescale != Prescale::kNone) return "only q can be prescaled by the softmax scale";
+         if (p.k.prescale != Prescale::kNone && p.k.prescale != Prescale::kSqrtSm)
+           return "only q can be prescaled by the softmax scale";
+         if (p.k.scale != ScaleMode::kNone && p.k.apply == ScaleAt::kReciprocal)
+           return "k: k_dequant=rcp is V's (its scale in the epilogue's 1/l)";
          if (p.k.mean == MeanMode::kBlock)
            return "k: a per-block mean is not a per-row constant (use the mean over all tokens)";
          return std::nullopt;
@@ -113,6 +122,11 @@ const std::vector<Coupling>& couplings() {
        [](const Pipeline& p) -> Why {
          if (const Why w = operand_rules("v", p.v)) return w;
          if (p.v.prescale != Prescale::kNone) return "only q can be prescaled by the softmax scale";
+         if (p.v.scale != ScaleMode::kNone && p.v.apply == ScaleAt::kReciprocal) {
+           const Granularity g = p.v.groups.kind;
+           if (g != Granularity::kPerTensor && g != Granularity::kPerChannel)
+             return "v: v_dequant=rcp multiplies 1/l by V's scale: per_tensor or per_channel groups";
+         }
          if (p.v.mean == MeanMode::kBlock)
            return "v: a per-block mean has no epilogue compensation (use the mean over all tokens)";
          return std::nullopt;
@@ -133,6 +147,20 @@ const std::vector<Coupling>& couplings() {
          if ((s.lse == LseModel::kLog2Mufu || s.lse == LseModel::kLog2Libdevice) &&
              (s.base != ExpKind::kExp2 || s.state != StateType::kFp32))
            return "the base-2 LSE models are FP32 kernels' (exp2, FP32 state)";
+         if ((s.lse == LseModel::kNaturalFma || s.lse == LseModel::kNaturalFmaC ||
+              s.lse == LseModel::kNaturalDiv) &&
+             (s.base != ExpKind::kExp2 || s.state != StateType::kFp32))
+           return "the FP32 kernels' LSE forms (natural.fma, natural.fma_c, natural.div) need exp2 "
+                  "and an FP32 state";
+         if (s.lse == LseModel::kNaturalFmaC && s.max_domain != MaxDomain::kRaw)
+           return "lse=natural.fma_c scales a raw max by fl(c ln 2): it needs max=raw";
+         if (s.lse == LseModel::kNaturalDiv && s.max_domain != MaxDomain::kScaled)
+           return "lse=natural.div divides a max in exponent units by log2 e: it needs max=scaled";
+         if (s.ftz && s.state != StateType::kFp32)
+           return "ftz=on flushes FP32 subnormals: an FP32 state's (acc=fp32)";
+         if (s.dequant == Dequant::kDescale && (s.max_domain != MaxDomain::kRaw || s.base != ExpKind::kExp2))
+           return "dequant=descale folds the descales into the exp2 coefficient of a raw max: it "
+                  "needs max=raw and exp2";
          return std::nullopt;
        }},
       {"exp", {Stage::kExp},
@@ -194,6 +222,41 @@ const std::vector<Coupling>& couplings() {
        }},
       {"pv product formats", {Stage::kPv, Stage::kP, Stage::kV},
        [](const Pipeline& p) { return product_rule("pv", p.pv.dot, p.p.enc, product_encoding(p.v)); }},
+      {"q and k prescaled together", {Stage::kK, Stage::kQ},
+       [](const Pipeline& p) -> Why {
+         if ((p.q.prescale == Prescale::kSqrtSm) != (p.k.prescale == Prescale::kSqrtSm))
+           return "q_prescale=sqrt_sm and k_prescale=sqrt_sm go together (each carries half of the "
+                  "softmax scale)";
+         return std::nullopt;
+       }},
+      {"descaled q and k", {Stage::kSoftmax, Stage::kQ, Stage::kK},
+       [](const Pipeline& p) -> Why {
+         if (p.softmax.dequant != Dequant::kDescale) return std::nullopt;
+         for (const OperandSpec* s : {&p.q, &p.k})
+           if (s->scale != ScaleMode::kNone &&
+               (s->apply != ScaleAt::kProduct || s->groups.kind != Granularity::kPerTensor))
+             return "dequant=descale folds one Q and one K scale per (batch, head) into the exponent: "
+                    "per_tensor scales applied to the product";
+         if (p.q.mean != MeanMode::kNone)
+           return "dequant=descale has no place for the ΔS of a smoothed q (use dequant=score)";
+         return std::nullopt;
+       }},
+      {"P normalized before P·V", {Stage::kNormalize, Stage::kP},
+       [](const Pipeline& p) -> Why {
+         if ((p.p.norm != PNorm::kNone) != (p.normalize.kind == Normalize::kNone))
+           return "p_norm=warp_sum and norm=none go together (P normalized before P·V leaves nothing "
+                  "for the epilogue to divide)";
+         if (p.p.norm != PNorm::kNone && p.p.scale != PScale::kNone)
+           return "p_norm=warp_sum normalizes a P without a per-block scale";
+         return std::nullopt;
+       }},
+      {"ftz rescale and the state", {Stage::kRescale, Stage::kSoftmax, Stage::kPv},
+       [](const Pipeline& p) -> Why {
+         if (p.rescale.kind == Rescale::kMultiplyFtz &&
+             (p.softmax.state != StateType::kFp32 || p.pv.o_accum != Encoding::kFp32))
+           return "rescale=mul.ftz is an FMUL.FTZ of an FP32 O (acc=fp32, o_acc=fp32)";
+         return std::nullopt;
+       }},
       {"prescaled q and the exponent", {Stage::kQ, Stage::kSoftmax},
        [](const Pipeline& p) -> Why {
          if (p.q.prescale == Prescale::kSmScaleLog2e && p.softmax.base != ExpKind::kExp2)
@@ -213,6 +276,9 @@ const std::vector<Coupling>& couplings() {
          if ((p.softmax.row_sum == RowSum::kSageLanes && p.tile.block_kv % 16) ||
              (p.softmax.row_sum == RowSum::kTritonTree && p.tile.block_kv % 8))
            return "the row-sum model works on whole 16-key (SageAttention2) or 8-key (Triton) tiles";
+         if (p.softmax.row_sum == RowSum::kCutlassWarps && p.tile.block_kv % 16)
+           return "rowsum=cutlass_warps splits a block between two warps of whole 8-key groups "
+                  "(bk a multiple of 16)";
          return std::nullopt;
        }},
       {"tensor-core row sum formats", {Stage::kSoftmax, Stage::kP},
@@ -226,6 +292,8 @@ const std::vector<Coupling>& couplings() {
          if ((p.exp.fn == ExpFn::kEx2ApproxFtz || p.exp.fn == ExpFn::kEx2Approx) &&
              p.softmax.base != ExpKind::kExp2)
            return "ex2.approx evaluates exp2: it needs the exp2 exponent";
+         if (p.exp.fn == ExpFn::kExpfLibdevice && p.softmax.base != ExpKind::kExp)
+           return "expf evaluates e^x: it needs the natural exponent";
          return std::nullopt;
        }},
       {"snapped max and the exponent", {Stage::kRescale, Stage::kSoftmax},

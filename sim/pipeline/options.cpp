@@ -52,7 +52,8 @@ constexpr Name<StateType> kState[] = {{StateType::kFp32, "fp32"}, {StateType::kF
 constexpr Name<ScaleLog2> kScaleLog2[] = {{ScaleLog2::kHostDouble, "host"},
                                           {ScaleLog2::kDeviceFloat, "device"}};
 constexpr Name<SmScale> kSmScale[] = {{SmScale::kInput, "input"}, {SmScale::kOne, "one"}};
-constexpr Name<Dequant> kDequant[] = {{Dequant::kScore, "score"}, {Dequant::kFold, "fold"}};
+constexpr Name<Dequant> kDequant[] = {
+    {Dequant::kScore, "score"}, {Dequant::kFold, "fold"}, {Dequant::kDescale, "descale"}};
 constexpr Name<MaxDomain> kMax[] = {{MaxDomain::kRaw, "raw"}, {MaxDomain::kScaled, "scaled"}};
 constexpr Name<MaxRound> kMaxRound[] = {
     {MaxRound::kNone, "none"}, {MaxRound::kCeil, "ceil"}, {MaxRound::kNearest, "nearest"}};
@@ -61,24 +62,35 @@ constexpr Name<RowSum> kRowSum[] = {{RowSum::kQuad, "quad"},
                                     {RowSum::kSageLanes, "sage_lanes"},
                                     {RowSum::kMma, "mma"},
                                     {RowSum::kTritonTree, "triton_tree"},
-                                    {RowSum::kQuadFma, "quad_fma"}};
+                                    {RowSum::kQuadFma, "quad_fma"},
+                                    {RowSum::kQuadBlock, "quad_block"},
+                                    {RowSum::kCutlassWarps, "cutlass_warps"},
+                                    {RowSum::kWarpSum, "warp_sum"}};
 constexpr Name<LseModel> kLse[] = {{LseModel::kNatural, "natural"},
                                    {LseModel::kLog2Mufu, "log2.mufu"},
-                                   {LseModel::kLog2Libdevice, "log2.libdevice"}};
+                                   {LseModel::kLog2Libdevice, "log2.libdevice"},
+                                   {LseModel::kNaturalFma, "natural.fma"},
+                                   {LseModel::kNaturalFmaC, "natural.fma_c"},
+                                   {LseModel::kNaturalDiv, "natural.div"}};
 constexpr Name<PScale> kPScale[] = {
     {PScale::kNone, "none"}, {PScale::kRow, "row"}, {PScale::kTile, "tile"}};
 constexpr Name<PvAccumulate> kPvAcc[] = {{PvAccumulate::kIntoC, "c"},
                                          {PvAccumulate::kChunk, "chunk"}};
 constexpr Name<ChunkAdd> kChunkAdd[] = {{ChunkAdd::kFadd, "fadd"}, {ChunkAdd::kRedFtz, "red.ftz"}};
-constexpr Name<Rescale> kRescale[] = {
-    {Rescale::kMultiply, "mul"}, {Rescale::kIntAdd, "int_add"}, {Rescale::kDivide, "divide"}};
+constexpr Name<Rescale> kRescale[] = {{Rescale::kMultiply, "mul"},
+                                      {Rescale::kIntAdd, "int_add"},
+                                      {Rescale::kDivide, "divide"},
+                                      {Rescale::kMultiplyFtz, "mul.ftz"}};
 constexpr Name<Normalize> kNorm[] = {{Normalize::kRcp, "rcp"},
                                      {Normalize::kDiv, "div"},
                                      {Normalize::kRcpApproxFtz, "rcp.approx.ftz"},
-                                     {Normalize::kDivFull, "div.full"}};
+                                     {Normalize::kDivFull, "div.full"},
+                                     {Normalize::kNone, "none"}};
 constexpr Name<Prescale> kPrescale[] = {{Prescale::kNone, "none"},
                                         {Prescale::kSmScale, "sm"},
-                                        {Prescale::kSmScaleLog2e, "sm_log2e"}};
+                                        {Prescale::kSmScaleLog2e, "sm_log2e"},
+                                        {Prescale::kSqrtSm, "sqrt_sm"}};
+constexpr Name<PNorm> kPNorm[] = {{PNorm::kNone, "none"}, {PNorm::kWarpSum, "warp_sum"}};
 constexpr Name<FloatScaleRule> kScaleRcp[] = {{FloatScaleRule::kIeee, "ieee"},
                                               {FloatScaleRule::kMufuRcp, "mufu"}};
 constexpr Name<Round> kIntCvt[] = {{Round::kNearestEven, "rne"}, {Round::kTowardZero, "rz"}};
@@ -103,7 +115,8 @@ constexpr ExpName kExp[] = {{ExpKind::kExp2, ExpFn::kLibm, "exp2"},
                             {ExpKind::kExp2, ExpFn::kEx2ApproxFtz, "ex2.approx.ftz"},
                             {ExpKind::kExp2, ExpFn::kEx2Approx, "ex2.approx"},
                             {ExpKind::kExp2, ExpFn::kExact, "exp2.exact"},
-                            {ExpKind::kExp, ExpFn::kExact, "exp.exact"}};
+                            {ExpKind::kExp, ExpFn::kExact, "exp.exact"},
+                            {ExpKind::kExp, ExpFn::kExpfLibdevice, "expf"}};
 
 const std::vector<std::string> kOperandEncodings{"fp32", "bf16", "fp16", "e4m3fn",
                                                  "e5m2", "s8",   "s4",   "s2"};
@@ -115,6 +128,10 @@ constexpr float kAmaxTargets[] = {448.0f, 2.25f, 57344.0f};
 
 std::vector<std::string> with_first(std::vector<std::string> v, const std::string& first) {
   v.insert(v.begin(), first);
+  return v;
+}
+std::vector<std::string> with_last(std::vector<std::string> v, const std::string& last) {
+  v.push_back(last);
   return v;
 }
 
@@ -247,7 +264,9 @@ std::vector<OptionKey> base_keys() {
              "where Q's scale applies: on the product's result, or Q dequantized to "
              "fp32/bf16/fp16 first"),
       choice("k_dequant", "operands", dequant, "where K's scale applies"),
-      choice("v_dequant", "operands", dequant, "where V's scale applies"),
+      choice("v_dequant", "operands", with_last(dequant, "rcp"),
+             "where V's scale applies (rcp: per tensor or channel, multiplied into the epilogue's "
+             "1/l, FA3 FP8)"),
       choice("q_mean", "operands", {"none", "tokens", "block"},
              "subtract Q's mean (block: per q_mean_block queries, with the ΔS correction)"),
       integer("q_mean_block", "operands", 1, "queries per Q mean block"),
@@ -281,7 +300,9 @@ std::vector<OptionKey> base_keys() {
              "snap the max to an integer in exponent units (rescale factors become powers of two)"),
       choice("rowsum", "softmax", names(kRowSum),
              "row sum: SM80 FA2 quad lanes (l0+l2)+(l1+l3), one sum, SageAttention2's lanes, the "
-             "tensor core (rowsum_dot), Triton's tl.sum tree, quad lanes with the rescale fused"),
+             "tensor core (rowsum_dot), Triton's tl.sum tree, quad lanes with the rescale fused, "
+             "cuDNN's per-lane block sums l=fma(alpha,l,b) combined (l0+l1)+(l2+l3), the CUTLASS "
+             "fmha kernel's two column warps, PyTorch's softmax_warp_forward butterfly"),
       // P, P·V, rescale, epilogue.
       choice("p_scale", "p", names(kPScale),
              "integer P: one scale per row or per tile and KV block (TurboAttention P̃)"),
@@ -295,7 +316,8 @@ std::vector<OptionKey> base_keys() {
              "O·alpha by a multiply, AMLA's INT32 addition on the FP32 bits (needs max_round), "
              "O/alpha (TurboAttention Alg. 1 as printed), or a technique's step"),
       choice("norm", "normalize", names(kNorm),
-             "epilogue O/l: IEEE reciprocal then multiply (FA2), division, MUFU rcp, div.full"),
+             "epilogue O/l: IEEE reciprocal then multiply (FA2), division, MUFU rcp, div.full, "
+             "none (P normalized before P·V)"),
       // Keys added with the stage-structured pipeline: every choice a preset makes is reachable.
       choice("causal", "tiles", names(kCausal),
              "which keys a causal mask hides: bottom-right aligned (FA2) or top-left "
@@ -346,7 +368,8 @@ std::vector<OptionKey> base_keys() {
              "rowsum=mma: the instruction (P times ones, SageAttention sm80)", true),
       choice("lse", "softmax", names(kLse),
              "the LSE: natural log, or base 2 as lg2.approx.ftz / libdevice log2f (SageAttention's "
-             "kernels)",
+             "kernels), or an FP32 kernel's natural form: fma(m, k, __logf(l)) (FA2, cuDNN), with "
+             "k = fl(c ln 2) (FA3), m / log2 e + logf(l) (CUTLASS)",
              true),
       choice("p_cvt", "p", with_first(policy_names(), "auto"),
              "P's cast policy (auto: cvt8 or cvt16 by its encoding)", true),
@@ -364,6 +387,17 @@ std::vector<OptionKey> base_keys() {
              "with pv_acc=chunk: O = fma(alpha, O, chunk) in one rounding", true),
       choice("out_cvt", "out", with_first(policy_names(), "auto"),
              "the output's cast policy (auto: cvt16)", true),
+      // Keys added for PyTorch SDPA's backends and FlashAttention-3 (sim/sdpa, sim/fa3).
+      choice("ftz", "softmax", {"off", "on"},
+             "the state's FP32 arithmetic with .ftz (FMUL/FADD/FFMA.FTZ: max, exponent arguments, "
+             "row sum, O/l, LSE): --use_fast_math kernels, cuDNN",
+             true),
+      choice("k_prescale", "operands", {"none", "sqrt_sm"},
+             "multiply K by sqrt(sm_scale) (with q_prescale=sqrt_sm: PyTorch's math backend)", true),
+      choice("p_norm", "p", names(kPNorm),
+             "normalize P before P·V (warp_sum: P / the row's softmax_warp_forward sum, one KV "
+             "block per row; needs norm=none): PyTorch's math backend",
+             true),
   };
   return t;
 }
@@ -429,7 +463,7 @@ OptionList stage_options(const Pipeline& p0, Stage st) {
       case Stage::kSoftmax:
         return k == "acc" || k == "fma" || k == "dequant" || k == "dequant_tail" || k == "max" ||
                k == "max_offset" || k == "rowsum" || k == "rowsum_dot" || k == "lse" ||
-               k == "scale_log2" || k == "sm_scale" || k == "mask";
+               k == "scale_log2" || k == "sm_scale" || k == "mask" || k == "ftz";
       case Stage::kExp: return k == "exp" || in(hook_exp, k);
       case Stage::kP: return k == "p" || k.rfind("p_", 0) == 0;
       case Stage::kPv:
@@ -552,6 +586,7 @@ OptionList pipeline_options(const Pipeline& p0) {
     return "none";
   };
   auto dq = [](const OperandSpec& s) -> std::string {
+    if (s.scale != ScaleMode::kNone && s.apply == ScaleAt::kReciprocal) return "rcp";
     return s.scale != ScaleMode::kNone && s.apply == ScaleAt::kOperand ? encoding_name(s.dequant_to)
                                                                        : "product";
   };
@@ -678,6 +713,9 @@ OptionList pipeline_options(const Pipeline& p0) {
   put("o_acc", encoding_name(p.pv.o_accum));
   put("rescale_fused", p.rescale.fused ? "on" : "off");
   put("out_cvt", is_16(p.out.enc) && !(p.out.cast == cvt16) ? policy_text(p.out.cast) : "auto");
+  put("ftz", p.softmax.ftz ? "on" : "off");
+  put("k_prescale", name_of(kPrescale, p.k.prescale));
+  put("p_norm", name_of(kPNorm, p.p.norm));
   if (p.exp.fn == ExpFn::kHook && p.exp.hook)
     for (const auto& kv : p.exp.hook->options()) r.push_back(kv);
   if (p.rescale.kind == Rescale::kHook && p.rescale.hook)
@@ -768,6 +806,8 @@ bool apply_operand(OperandSpec& s, Operand o, const Given& g) {
     const std::string d = g.get(n + "_dequant");
     if (d == "product") {
       s.apply = ScaleAt::kProduct;
+    } else if (d == "rcp") {
+      s.apply = ScaleAt::kReciprocal;
     } else {
       s.apply = ScaleAt::kOperand;
       s.dequant_to = encoding(d, "dequant");
@@ -776,6 +816,8 @@ bool apply_operand(OperandSpec& s, Operand o, const Given& g) {
   apply_mean(s, o, g, n);
   if (o == Operand::kQ && g.has("q_prescale"))
     s.prescale = value_of(kPrescale, g.get("q_prescale"), "q_prescale");
+  if (o == Operand::kK && g.has("k_prescale"))
+    s.prescale = value_of(kPrescale, g.get("k_prescale"), "k_prescale");
   return enc_given;
 }
 
@@ -886,6 +928,7 @@ void apply_softmax(Pipeline& p, const Given& g) {
   if (g.has("rowsum")) s.row_sum = value_of(kRowSum, g.get("rowsum"), "rowsum");
   if (g.has("rowsum_dot")) s.row_sum_dot = parse_dot(g.get("rowsum_dot"), "rowsum_dot");
   if (g.has("lse")) s.lse = value_of(kLse, g.get("lse"), "lse");
+  if (g.has("ftz")) s.ftz = g.get("ftz") == "on";
 }
 
 void apply_p(Pipeline& p, const Given& g) {
@@ -903,6 +946,7 @@ void apply_p(Pipeline& p, const Given& g) {
     }
   }
   if (g.has("p_static")) p.p.static_scale = g.num("p_static");
+  if (g.has("p_norm")) p.p.norm = value_of(kPNorm, g.get("p_norm"), "p_norm");
 }
 
 void apply_pv(Pipeline& p, const Given& g) {

@@ -127,11 +127,18 @@ enum class ScaleMode : std::uint8_t { kNone, kInteger, kFloat };
 //            S = acc · s_q · s_k (Q, K), per chunk or in the epilogue (V) - every quantized kernel.
 //  kOperand  the operand is dequantized first, x̂ = fl(q · s) rounded to `dequant_to`, and the
 //            product runs on x̂ (KIVI's dequantize-then-FP16-GEMM).
-enum class ScaleAt : std::uint8_t { kProduct, kOperand };
+//  kReciprocal  V only, a per-tensor or per-channel scale: multiplied into the epilogue's 1/l
+//            before it multiplies O, out = O · fl(inv · s_v) (FA3 FP8: `scale = inv_sum *
+//            v_descale`, hopper/softmax.h finalize), instead of O·inv then ·s_v.
+enum class ScaleAt : std::uint8_t { kProduct, kOperand, kReciprocal };
 
 // A factor applied to the FP32 input before anything else (SageAttention 1 Triton per_block:
 // `q = q * (sm_scale * 1.44269504)` before quantization; the exp stage then uses scale 1).
-enum class Prescale : std::uint8_t { kNone, kSmScale, kSmScaleLog2e };
+// kSqrtSm: Q and K each times fl32(sqrt(sm_scale)) (sqrt in double), after the input rounding:
+// PyTorch's math SDPA backend (attention.cpp _scaled_dot_product_attention_math: `scaling_factor =
+// calculate_scale(q, scale).sqrt()`, q·f and k·f on the upcast FP32 tensors); the score is then
+// already scaled (coefficient 1, or log2 e for exp2).
+enum class Prescale : std::uint8_t { kNone, kSmScale, kSmScaleLog2e, kSqrtSm };
 
 // How a float-scaled operand's scale and reciprocal are computed (ScaleMode::kFloat).
 //  kIeee      scale = amax / max, inv = max / amax, y = x · inv (IEEE)
@@ -191,7 +198,10 @@ struct QkStage {
 //  kFold   the dequantization folds into the exponent: c = fl(scale_log2 · fl(s_q · s_k)) and
 //          x = fma(fl(acc), c, −m) (SageAttention2 main loop, `sm_scale_eff`); needs the scaled
 //          max domain.
-enum class Dequant : std::uint8_t { kScore, kFold };
+//  kDescale  FA3 FP8: the per-tensor descales fold into the exponent's coefficient on the device,
+//          c = fl(fl(scale_log2 · s_q) · s_k) (mainloop_fwd_sm90_tma_gmma_ws.hpp), S stays the
+//          raw accumulator and the raw max is taken over it (one c per row: per-tensor scales).
+enum class Dequant : std::uint8_t { kScore, kFold, kDescale };
 
 // The max the exponent subtracts.
 //  kRaw     m in score units, max_scaled = m·scale computed per block (FA2 softmax_rescale_o).
@@ -227,14 +237,39 @@ enum class SmScale : std::uint8_t { kInput, kOne };
 //               l = fma(l, alpha, p_first) + p_next + ...: how nvcc (-fmad=true) compiles FA2's
 //               `row_sum *= scores_scale` followed by reduce_sum (SASS of FA2's softmax code built
 //               with ONNX Runtime's flags, sim/lean/README.md).
-enum class RowSum : std::uint8_t { kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma };
+//  kQuadBlock   cuDNN's sm90 SDPA kernel (SASS read on the H100, sim/sdpa/README.md): per quad lane t
+//               (columns 8n+2t, 8n+2t+1) the block's partial b_t = ((0 + p_c0) + p_c1) + ... in
+//               column order, then l_t = fma(alpha, l_t, b_t); lanes combined (l0 + l1) + (l2 + l3)
+//               (butterfly xor 1, then 2).
+//  kCutlassWarps  the CUTLASS fmha kernel of PyTorch's efficient backend (kernel_forward.h
+//               iterative_softmax, its sm_90 SASS): the block's columns split between 2 column
+//               warps (bk/2 each); in each, quad lane t sums its columns from 0 in order, the lanes
+//               (b0 + b1) + (b2 + b3); l = fl(fl(l·alpha) + w0) + w1. One lane.
+//  kWarpSum     PyTorch's softmax_warp_forward over one block: element j on lane j % W,
+//               W = min(next_pow2(block keys), 32), each lane from 0 in j order, then a butterfly
+//               xor W/2 ... 1; l = fl(l·alpha) + that. One lane.
+enum class RowSum : std::uint8_t {
+  kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma, kQuadBlock, kCutlassWarps, kWarpSum
+};
 
 // What the LSE output is (computed from the state, so it belongs to the softmax stage).
 //  kNatural   natural-log LSE (FA2's m·sm_scale + log(l), or the scaled reference's form).
 //  kLog2Mufu  lg2.approx.ftz(l) + m in FP32, base 2 in the exponent's units (SageAttention's CUDA
 //             kernels return this; the Python wrapper converts it).
 //  kLog2Libdevice  libdevice log2f(l) + m (SageAttention 1's Triton kernel).
-enum class LseModel : std::uint8_t { kNatural, kLog2Mufu, kLog2Libdevice };
+// The FP32 kernels' natural-log forms (sim/sdpa/README.md, sim/fa3/README.md), with .ftz when the
+// state is (SoftmaxStage::ftz); l' = l·2^-max_offset (FA3 FP8), LSE = +inf for l = 0 or NaN:
+//  kNaturalFma   fma(m, k, __logf(l')), __logf = lg2.approx · ln 2 (numerics/special fast_logf):
+//                k = the softmax scale with a raw max (FA2 normalize_softmax_lse: `max *
+//                softmax_scale + __logf(sum)` contracted), ln 2 with a scaled one (cuDNN: `max *
+//                ln2 + __logf(sum)`).
+//  kNaturalFmaC  fma(m, fl(c·ln 2), __logf(l')), m raw, c the exponent's coefficient (FA3
+//                finalize: `softmax_scale_log2 * float(M_LN2)`).
+//  kNaturalDiv   fl(fl(m / fl(log2 e)) + logf(l')), m scaled, IEEE division, libdevice logf (the
+//                CUTLASS fmha kernel: `mi / kLog2e + log(s_prime)`).
+enum class LseModel : std::uint8_t {
+  kNatural, kLog2Mufu, kLog2Libdevice, kNaturalFma, kNaturalFmaC, kNaturalDiv
+};
 
 // State arithmetic: m, l, O, the exp argument and the rescale in FP32 (the kernels) or FP64.
 enum class StateType : std::uint8_t { kFp32, kFp64 };
@@ -260,6 +295,11 @@ struct SoftmaxStage {
   RowSum row_sum = RowSum::kQuad;
   DotModel row_sum_dot{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};  // RowSum::kMma
   LseModel lse = LseModel::kNatural;
+  // The state's FP32 arithmetic with .ftz (--use_fast_math; cuDNN's NVRTC kernels: every FMUL,
+  // FADD, FFMA of its SASS is .FTZ): the max, the exponent's arguments, alpha's argument, the row
+  // sum and its lanes, the epilogue's O·(1/l) and the LSE flush subnormal inputs and results
+  // (numerics/special fmul_ftz, fadd_ftz, fma_f32 ftz). An FP32 state's only.
+  bool ftz = false;
   bool operator==(const SoftmaxStage&) const = default;
 };
 
@@ -276,6 +316,12 @@ struct ExpStage {
 // KV block), kTile (one per tile and KV block). The P·V chunk is multiplied by it (needs kChunk).
 enum class PScale : std::uint8_t { kNone, kRow, kTile };
 
+// P normalized before P·V (the softmax, then the GEMM): kNone, or kWarpSum: P = p / s in FP32
+// (IEEE division), s the row's sum in softmax_warp_forward's order (RowSum::kWarpSum), computed
+// over the block: one KV block must hold every key of a row (PyTorch's math SDPA backend). O is then
+// final: the epilogue leaves it (Normalize::kNone).
+enum class PNorm : std::uint8_t { kNone, kWarpSum };
+
 struct PStage {
   Encoding enc = Encoding::kFp32;  // P is rounded to this before P·V (FA2 convert_type<Element>)
   Policy cast = kCudaRn;
@@ -286,6 +332,7 @@ struct PStage {
   // An integer P (s8/s4/s2) is rounded by cvt.rni.sat and multiplied into int32 chunks
   // (pv_acc=chunk). 0: none. The row sum takes the unscaled p.
   double static_scale = 0.0;
+  PNorm norm = PNorm::kNone;
   bool operator==(const PStage&) const = default;
 };
 
@@ -339,7 +386,8 @@ enum class MaxRound : std::uint8_t { kNone, kCeil, kNearest };
 //             `diag(SAS(m_old − m_new))^{-1} O` (sim/turbo/README.md item d, the literal reading).
 //             A row's first block leaves its O (zero) as it is instead of computing 0/0; a later
 //             alpha of 0 (a max jump past SAS's threshold) gives Inf/NaN, as the text implies.
-enum class Rescale : std::uint8_t { kMultiply, kIntAdd, kHook, kDivide };
+//  kMultiplyFtz  O = fmul.ftz(O, alpha) (FMUL.FTZ: cuDNN's and FA3's fast-math rescale). FP32 state.
+enum class Rescale : std::uint8_t { kMultiply, kIntAdd, kHook, kDivide, kMultiplyFtz };
 
 struct RescaleStage {
   Rescale kind = Rescale::kMultiply;
@@ -357,7 +405,8 @@ struct RescaleStage {
 //  kRcpApproxFtz  inv = rcp.approx.ftz(l) (numerics/special.hpp, the H100's MUFU.RCP), O·inv:
 //                 SageAttention2 normalize_d, FA2 built with --use_fast_math.
 //  kDivFull       O / l by div.full.f32 (numerics/special.hpp div_full): Triton's `acc / l_i`.
-enum class Normalize : std::uint8_t { kRcp, kDiv, kRcpApproxFtz, kDivFull };
+//  kNone          O as accumulated: P was normalized before P·V (PStage::norm).
+enum class Normalize : std::uint8_t { kRcp, kDiv, kRcpApproxFtz, kDivFull, kNone };
 
 struct NormalizeStage {
   Normalize kind = Normalize::kRcp;
@@ -546,9 +595,12 @@ void merge_row(TileState<T>& a, int i, const TileState<T>& b, int j, RowSum mode
                const ExpModel<T>& e);
 
 // The row sum of row i: its lanes combined in the row-sum model's order (FA2 quad_allreduce_:
-// (l0 + l2) + (l1 + l3); SageAttention2's normalize_d: (l0 + l1) + (l2 + l3)).
+// (l0 + l2) + (l1 + l3); SageAttention2's normalize_d and cuDNN: (l0 + l1) + (l2 + l3)).
 template <class T>
 T row_sum_total(const TileState<T>& s, int i, RowSum model);
+// The same in the softmax stage's arithmetic (FADD.FTZ with SoftmaxStage::ftz).
+template <class T>
+T row_sum_total(const TileState<T>& s, int i, const SoftmaxStage& st);
 
 // The whole attention: every (batch, head, query block) tile over its whole KV range, tiles in
 // parallel (OpenMP; results do not depend on the thread count: a tile is computed by one worker

@@ -51,6 +51,9 @@ float prescale_factor(Prescale ps, double sm) {
   // SageAttention 1 (core.py, quant_per_block.py): `q * (sm_scale * 1.44269504)`: a Python
   // double product with SageAttention's literal 1.44269504 (not log2 e to 17 digits), handed to
   // the Triton kernel as an FP32 scalar; one FMUL there.
+  // PyTorch's math backend: `calculate_scale(q, scale).sqrt()` in double, the scalar multiplying
+  // the FP32 tensor as a float (attention.cpp _scaled_dot_product_attention_math).
+  if (ps == Prescale::kSqrtSm) return float(std::sqrt(sm));
   return ps == Prescale::kSmScaleLog2e ? float(sm * 1.44269504) : float(sm);
 }
 
@@ -302,6 +305,9 @@ PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
   validate(p);
   const AttentionShape& s = in.shape;
   if (!s.valid()) fail("invalid attention shape");
+  if (p.p.norm != PNorm::kNone && p.tile.block_kv < s.len_kv)
+    fail("p_norm=warp_sum normalizes P by its block's sum: one KV block must hold every key (bk " +
+         std::to_string(p.tile.block_kv) + " < len_kv " + std::to_string(s.len_kv) + ")");
   PreparedInput r;
   r.shape = s;
   r.causal = in.causal;

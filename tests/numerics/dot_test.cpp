@@ -12,8 +12,8 @@ namespace attnsim {
 namespace {
 
 TEST(Dot, NamesParseBackAndCoverEveryInstruction) {
-  // fp32, fp64, exact (the CUDA-core and exact models), then one name per instruction.
-  EXPECT_EQ(dot_model_names().size(), 3 + mma_instructions().size());
+  // fp32, fp64, exact, fp32.fma (the CUDA-core and exact models), then one name per instruction.
+  EXPECT_EQ(dot_model_names().size(), 4 + mma_instructions().size());
   for (const std::string& n : dot_model_names()) {
     DotModel m;
     ASSERT_TRUE(parse_dot_model(n, &m)) << n;

@@ -36,6 +36,10 @@ ExpConstants<T> exp_constants(const Pipeline& p, double sm_scale) {
   } else if (p.q.prescale == Prescale::kSmScale) {
     k.c = T(1);
     k.c_nat = T(1);
+  } else if (p.q.prescale == Prescale::kSqrtSm) {
+    // Q and K each carry sqrt(sm_scale): the score is scaled (PyTorch's math backend).
+    k.c = s.base == ExpKind::kExp2 ? T(kLog2e) : T(1);
+    k.c_nat = T(1);
   } else if (s.scale_log2 == ScaleLog2::kDeviceFloat && s.base == ExpKind::kExp2) {
     // SageAttention2: `sm_scale *= math::log2e` on the device, FMUL.FTZ of two FP32 values.
     k.c = T(float(sm_scale) * 1.44269504088896340736f);
@@ -65,7 +69,10 @@ ExpModel<T> exp_model(const ExpStage& e, ExpKind base, T c) {
 }
 
 int row_sum_lanes(RowSum r) {
-  return r == RowSum::kQuad || r == RowSum::kSageLanes || r == RowSum::kQuadFma ? 4 : 1;
+  return r == RowSum::kQuad || r == RowSum::kSageLanes || r == RowSum::kQuadFma ||
+                 r == RowSum::kQuadBlock
+             ? 4
+             : 1;
 }
 
 template struct TileBuffers<float>;

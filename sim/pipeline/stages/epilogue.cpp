@@ -8,8 +8,35 @@
 
 #include "numerics/special.hpp"
 #include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
 
 namespace attnsim {
+
+namespace {
+
+// The FP32 kernels' natural-log LSE forms (LseModel kNaturalFma, kNaturalFmaC, kNaturalDiv) of a
+// row with sum l > 0 and max m, in the state's arithmetic (.ftz or not); c_row is the raw score's
+// exponent coefficient of the row (FA3 FP8: with its descales).
+template <class T>
+T kernel_lse(const SoftmaxStage& sm, T m, T l, T c_row, T c_nat) {
+  constexpr float kLn2f = 0.693147182464599609375f;   // 0x3F317218, fl32(ln 2)
+  constexpr float kLog2ef = 1.44269502162933349609f;  // 0x3FB8AA3B, fl32(log2 e)
+  const bool ftz = sm.ftz;
+  // FA3 FP8: the p carry 2^max_offset (Max_offset = 8), the sum is scaled back first.
+  const T ls = sm.max_offset != 0 ? stage_util::state_mul(l, T(std::exp2(-sm.max_offset)), ftz) : l;
+  if (sm.lse == LseModel::kNaturalDiv)  // CUTLASS: mi / kLog2e + logf(s_prime), IEEE
+    return stage_util::state_add(m / T(kLog2ef), T(logf_libdevice(float(ls), ftz)), ftz);
+  const T log_l = T(fast_logf(float(ls), ftz));  // __logf: lg2.approx, FMUL by ln 2
+  T k;
+  if (sm.lse == LseModel::kNaturalFmaC) {
+    k = stage_util::state_mul(c_row, T(kLn2f), ftz);  // FA3: softmax_scale_log2 * M_LN2
+  } else {
+    k = sm.max_domain == MaxDomain::kScaled ? T(kLn2f) : c_nat;  // cuDNN ln 2; FA2 softmax_scale
+  }
+  return stage_util::state_fma(m, k, log_l, ftz);
+}
+
+}  // namespace
 
 template <class T>
 void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
@@ -20,6 +47,9 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
   const SoftmaxStage& sm = p.softmax;
   const ExpConstants<T> kc = exp_constants<T>(p, in.sm_scale);
   const bool v_epilogue_scale = in.v.scaled() && !in.v.key_dependent_scale;
+  // FA3 FP8: V's scale multiplies 1/l before O (ScaleAt::kReciprocal).
+  const bool v_in_inv = v_epilogue_scale && p.v.apply == ScaleAt::kReciprocal;
+  const bool ftz = sm.ftz;
   const float* v_mean =
       in.v.mean.empty() ? nullptr
                         : in.v.mean.data() + std::size_t(ti.skv) * in.v.means_per_slice * dv;
@@ -28,7 +58,7 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
   if (hooked) row.resize(std::size_t(dv));
   for (int i = 0; i < rows; ++i) {
     const T* oi = state.o_row(i);
-    const T l = row_sum_total(state, i, sm.row_sum);
+    const T l = row_sum_total(state, i, sm);
     const bool degenerate = l == T(0) || l != l;
     // 5. O / l (FA2 normalize_softmax_lse: inv_sum = 1/sum, 1 when sum is 0 or NaN, then O·inv).
     T inv = T(1);
@@ -45,14 +75,19 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
     double* orow = o + std::size_t(i) * dv;
     for (int c = 0; c < dv; ++c) {
       T x;
+      bool v_done = false;  // V's scale already in the reciprocal (the O·inv form only)
       if (hook_finish) {
         x = T(row[std::size_t(c)]);
       } else if (p.normalize.kind == Normalize::kDiv) {
         x = degenerate ? oi[c] : oi[c] / l;
       } else if (p.normalize.kind == Normalize::kDivFull) {
         x = degenerate ? oi[c] : T(div_full(float(oi[c]), float(l)));
+      } else if (v_in_inv) {
+        const T inv_v = stage_util::state_mul(inv, T(in.v.scale(ti.skv, 0, c)), ftz);
+        x = stage_util::state_mul(oi[c], inv_v, ftz);
+        v_done = true;
       } else {
-        x = oi[c] * inv;
+        x = stage_util::state_mul(oi[c], inv, ftz);
       }
       // SageAttention2 Alg. 1 line 8: O / l / 448 · δ_V (the static P scale undone).
       if (p.p.static_scale != 0.0) x = x / T(p.p.static_scale);
@@ -68,10 +103,10 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
       }
       // SageAttention2 epilogue: RO *= v_scale[channel]; with smooth V one FFMA adds the mean
       // (fuse_v_scale + fuse_v_mean: fma(RO·r, v_scale, v_mean)).
-      if (v_epilogue_scale && v_mean) {
+      if (v_epilogue_scale && v_mean && !v_done) {
         x = std::fma(x, T(in.v.scale(ti.skv, 0, c)), T(v_mean[c]));
       } else {
-        if (v_epilogue_scale) x = x * T(in.v.scale(ti.skv, 0, c));
+        if (v_epilogue_scale && !v_done) x = x * T(in.v.scale(ti.skv, 0, c));
         if (v_mean) x = x + T(v_mean[c]);
       }
       // The output conversion (FA2: convert_type<Element> of acc_o; from an FP64 state through
@@ -82,6 +117,13 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
     double lse_v;
     if (degenerate) {
       lse_v = std::numeric_limits<double>::infinity();  // the empty-row convention (above)
+    } else if (sm.lse == LseModel::kNaturalFma || sm.lse == LseModel::kNaturalFmaC ||
+               sm.lse == LseModel::kNaturalDiv) {
+      const int qt = ti.q_begin + i;
+      const T c_row = sm.dequant == Dequant::kDescale
+                          ? T(stage_util::descale_coefficient(float(kc.c), in, ti, qt, ftz))
+                          : kc.c;
+      lse_v = double(kernel_lse(sm, m, l, c_row, kc.c_nat));
     } else if (sm.lse == LseModel::kLog2Mufu || sm.lse == LseModel::kLog2Libdevice) {
       // SageAttention: lse2 = log2(d) + m in FP32, m the exponent's reference (offset included).
       const float ml = float(sm.max_domain == MaxDomain::kScaled ? m : m * kc.c);

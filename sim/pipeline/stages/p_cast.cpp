@@ -8,6 +8,7 @@
 
 #include "formats/intn.hpp"
 #include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
 
 namespace attnsim {
 
@@ -59,13 +60,19 @@ void cast_p_ref(const PStage& st, const BlockView& b, TileBuffers<T>& buf) {
     return;
   }
   const T s = T(st.static_scale);
+  const bool normalize = st.norm == PNorm::kWarpSum;
   for (int i = 0; i < b.rows; ++i) {
     const T mul = buf.p_mul_active ? T(buf.p_mul[std::size_t(i)]) : T(1);
+    // PNorm::kWarpSum: the softmax before the GEMM (PyTorch math: softmax_warp_forward's sum,
+    // then `dst = elements / sum`, an IEEE division), the block holding the whole row.
+    const T row_sum =
+        normalize ? stage_util::warp_sum(buf.p.data() + std::size_t(i) * b.bk, b.cols) : T(1);
     for (int j = 0; j < b.cols; ++j) {
       const std::size_t ij = std::size_t(i) * b.bk + j;
       // SageAttention2 Alg. 1: (P̃ · 448).to(FP8), one FP32 (state) multiply; AMLA Alg. 2 line 12:
       // P·S16 (one FP32 multiply), then the cast.
-      const T pij = buf.p_mul_active ? buf.p[ij] * mul : buf.p[ij];
+      T pij = buf.p_mul_active ? buf.p[ij] * mul : buf.p[ij];
+      if (normalize) pij = pij / row_sum;
       const double c = cast_p(s != T(0) ? pij * s : pij, st);
       buf.pf[ij] = float(c);
       if constexpr (std::is_same_v<T, double>) buf.pc[ij] = c;  // the P an FP64 product multiplies

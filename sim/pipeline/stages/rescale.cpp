@@ -45,6 +45,11 @@ void rescale_ref(const RescaleStage& st, Encoding o_accum, const BlockView& b, T
           for (int c = 0; c < dv; ++c) o[c] = stage_util::int_add_pow2(o[c], n);
         break;
       }
+      case Rescale::kMultiplyFtz:
+        // cuDNN's and FA3's fast-math rescale: FMUL.FTZ of O by alpha, every block (alpha = 0 on
+        // a row's first block, where O is 0).
+        for (int c = 0; c < dv; ++c) o[c] = stage_util::state_mul(o[c], a, true);
+        break;
       case Rescale::kMultiply:
       case Rescale::kDivide:
         if (o_accum == Encoding::kFp16) {

@@ -65,6 +65,49 @@ void row_sum_ref(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bloc
         l[0] = std::fma(l[0], a, (part[0] + part[2]) + (part[1] + part[3]));
         break;
       }
+      case RowSum::kQuadBlock:
+        // cuDNN sm90 (SASS: FADD.FTZ per column, then FFMA.FTZ R19, R154, R19, R157): lane t's
+        // partial of the block from 0 over its columns 8g + 2t, 8g + 2t + 1 in order, then
+        // l = fma(alpha, l, partial).
+        for (int t = 0; t < 4; ++t) {
+          T part = T(0);
+          for (int g = 0; g < bk; g += 8)
+            for (int c = 0; c < 2; ++c) {
+              const int j = g + 2 * t + c;
+              if (j < b.cols) part = stage_util::state_add(part, pi[j], st.ftz);
+            }
+          l[t] = stage_util::state_fma(a, l[t], part, st.ftz);
+        }
+        break;
+      case RowSum::kCutlassWarps: {
+        // CUTLASS fmha (kernel_forward.h iterative_softmax): 2 column warps of bk/2 keys; in each,
+        // quad lane t sums its columns from 0 in order, the lanes (b0 + b1) + (b2 + b3) (xor 1,
+        // then 2); s' = fl(fl(s'·alpha) + w0) + w1.
+        const int span = bk / 2;
+        T total = stage_util::state_mul(l[0], a, st.ftz);
+        for (int w = 0; w < 2; ++w) {
+          T lane[4];
+          for (int t = 0; t < 4; ++t) {
+            lane[t] = T(0);
+            for (int g = 0; g < span; g += 8)
+              for (int c = 0; c < 2; ++c) {
+                const int j = w * span + g + 2 * t + c;
+                if (j < b.cols) lane[t] = stage_util::state_add(lane[t], pi[j], st.ftz);
+              }
+          }
+          const T warp = stage_util::state_add(stage_util::state_add(lane[0], lane[1], st.ftz),
+                                               stage_util::state_add(lane[2], lane[3], st.ftz),
+                                               st.ftz);
+          total = stage_util::state_add(total, warp, st.ftz);
+        }
+        l[0] = total;
+        break;
+      }
+      case RowSum::kWarpSum:
+        // PyTorch's softmax_warp_forward (the block holds the row): the warp's butterfly sum.
+        l[0] = stage_util::state_add(stage_util::state_mul(l[0], a, st.ftz),
+                                     stage_util::warp_sum(pi, b.cols), st.ftz);
+        break;
       case RowSum::kMma: {
         // SageAttention sm80: the row sum on the tensor core, d = mma(P16, ones, C = d·o_scale),
         // chained over the block's keys (zero-padded to the instruction's k).
@@ -91,8 +134,22 @@ template <class T>
 T row_sum_total(const TileState<T>& s, int i, RowSum model) {
   const T* l = s.lanes(i);
   if (row_sum_lanes(model) == 1) return l[0];
-  // FA2 quad_allreduce_ (shuffle xor 2, then 1); SageAttention2's normalize_d (xor 1, then 2).
-  return model == RowSum::kSageLanes ? (l[0] + l[1]) + (l[2] + l[3]) : (l[0] + l[2]) + (l[1] + l[3]);
+  // FA2 quad_allreduce_ (shuffle xor 2, then 1); SageAttention2's normalize_d and cuDNN (xor 1,
+  // then 2).
+  return model == RowSum::kSageLanes || model == RowSum::kQuadBlock ? (l[0] + l[1]) + (l[2] + l[3])
+                                                                    : (l[0] + l[2]) + (l[1] + l[3]);
+}
+
+template <class T>
+T row_sum_total(const TileState<T>& s, int i, const SoftmaxStage& st) {
+  if (!st.ftz) return row_sum_total(s, i, st.row_sum);
+  // The same order with FADD.FTZ (cuDNN, FA3).
+  const T* l = s.lanes(i);
+  if (row_sum_lanes(st.row_sum) == 1) return l[0];
+  using stage_util::state_add;
+  const bool x1 = st.row_sum == RowSum::kSageLanes || st.row_sum == RowSum::kQuadBlock;
+  return x1 ? state_add(state_add(l[0], l[1], true), state_add(l[2], l[3], true), true)
+            : state_add(state_add(l[0], l[2], true), state_add(l[1], l[3], true), true);
 }
 
 template <class T>
@@ -125,6 +182,8 @@ template void row_sum_ref<double>(const SoftmaxStage&, Encoding, bool, const Blo
                                   TileState<double>&, TileBuffers<double>&);
 template float row_sum_total<float>(const TileState<float>&, int, RowSum);
 template double row_sum_total<double>(const TileState<double>&, int, RowSum);
+template float row_sum_total<float>(const TileState<float>&, int, const SoftmaxStage&);
+template double row_sum_total<double>(const TileState<double>&, int, const SoftmaxStage&);
 template void merge_row<float>(TileState<float>&, int, const TileState<float>&, int, RowSum,
                                const ExpModel<float>&);
 template void merge_row<double>(TileState<double>&, int, const TileState<double>&, int, RowSum,

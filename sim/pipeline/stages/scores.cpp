@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
 
 namespace attnsim {
 
@@ -12,6 +13,9 @@ template <class T>
 void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   const bool fold = st.dequant == Dequant::kFold;
+  // FA3 FP8: S stays the raw accumulator; the row's coefficient carries the per-tensor descales,
+  // c = fl(fl(scale_log2 · q_descale) · k_descale) (FMUL.FTZ under its fast math).
+  const bool descale = st.dequant == Dequant::kDescale;
   // SageAttention2's masked path: the last `dequant_tail` blocks of the tile dequantize the score
   // first and use the plain coefficient (attn_utils.cuh; one block on sm90, two on sm80/89).
   const bool fold_b = fold && b.nb < b.n_blocks - st.dequant_tail;
@@ -28,7 +32,16 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
                                                     in.shape.len_kv;
     const T* acc = buf.acc.data() + std::size_t(i) * b.bk;
     T* s = buf.s.data() + std::size_t(i) * b.bk;
-    float* cf = fold ? buf.coef.data() + std::size_t(i) * b.bk : nullptr;
+    float* cf = fold || descale ? buf.coef.data() + std::size_t(i) * b.bk : nullptr;
+    if (descale) {
+      const float c_row = stage_util::descale_coefficient(c, in, ti, qt, st.ftz);
+      for (int j = 0; j < b.cols; ++j) {
+        const int kt = b.j0 + j;
+        cf[j] = c_row;
+        s[j] = in.causal && kt > qt + ti.offset_kv ? mask : acc[j];
+      }
+      continue;
+    }
     for (int j = 0; j < b.cols; ++j) {
       const int kt = b.j0 + j;
       if (in.causal && kt > qt + ti.offset_kv) {

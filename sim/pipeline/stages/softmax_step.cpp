@@ -18,14 +18,21 @@ void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockVie
   const bool scaled_max = st.max_domain == MaxDomain::kScaled;
   const bool snapping = max_round != MaxRound::kNone;
   const bool fold = st.dequant == Dequant::kFold;
+  const bool ftz = st.ftz;  // .ftz state arithmetic (IEEE when off: the same bits as a * b etc.)
+  using stage_util::state_add;
+  using stage_util::state_fma;
+  using stage_util::state_mul;
   for (int i = 0; i < b.rows; ++i) {
     const T* si = buf.s.data() + std::size_t(i) * b.bk;
     const float* ci = fold ? buf.coef.data() + std::size_t(i) * b.bk : nullptr;
     T* xi = buf.x.data() + std::size_t(i) * b.bk;
+    // The raw score's coefficient: the plain one, or FA3 FP8's with the row's descales folded in
+    // (Dequant::kDescale: scores_ref wrote it to every column of the row's coefficients).
+    const T kcc = st.dequant == Dequant::kDescale ? T(buf.coef[std::size_t(i) * b.bk]) : kc.c;
     // fma(s, c, −sub) in exponent units (c the fold coefficient or the plain one).
     auto scaled_arg = [&](int j, T sub) -> T {
-      const T c = fold ? T(ci[j]) : kc.c;
-      return st.fma ? std::fma(si[j], c, -sub) : si[j] * c - sub;
+      const T c = fold ? T(ci[j]) : kcc;
+      return st.fma ? state_fma(si[j], c, -sub, ftz) : state_add(state_mul(si[j], c, ftz), -sub, ftz);
     };
     T block_max = -kInf;
     if (scaled_max) {
@@ -45,29 +52,34 @@ void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockVie
     const T m_use = state.empty(i) ? T(0) : m;
     // The reference the exponent subtracts, in exponent units, and the rescale's argument.
     T ref, alpha_arg;
+    // m·c − offset: one FMA, or the product rounded first (FA2's UNFUSE_FMA build).
+    auto offset_ref = [&](T mm) -> T {
+      return st.fma ? state_fma(mm, kcc, -offset, ftz) : state_add(state_mul(mm, kcc, ftz), -offset, ftz);
+    };
     if (!scaled_max && !snapping) {
-      ref = offset != T(0) ? (st.fma ? std::fma(m_use, kc.c, -offset) : m_use * kc.c - offset)
-                           : m_use * kc.c;  // FA2: max_scaled = max(mi) * scale
-      alpha_arg = (m_old - m_use) * kc.c;   // FA2: exp2f((max_prev - max_cur) * scale_log2)
+      ref = offset != T(0) ? offset_ref(m_use)
+                           : state_mul(m_use, kcc, ftz);  // FA2: max_scaled = max(mi) * scale
+      // FA2: exp2f((max_prev - max_cur) * scale_log2)
+      alpha_arg = state_mul(state_add(m_old, -m_use, ftz), kcc, ftz);
     } else {
       auto to_ref = [&](T mm) -> T {
         if (scaled_max) return stage_util::snap(mm, max_round);
-        const T y = offset != T(0) ? (st.fma ? std::fma(mm, kc.c, -offset) : mm * kc.c - offset)
-                                   : mm * kc.c;
+        const T y = offset != T(0) ? offset_ref(mm) : state_mul(mm, kcc, ftz);
         return stage_util::snap(y, max_round);
       };
       ref = to_ref(m_use);
       const T ref_old = was_empty ? -kInf : to_ref(m_old);
-      alpha_arg = ref_old - ref;  // an integer with a snapped max: Rescale::kIntAdd's N
+      // An integer with a snapped max: Rescale::kIntAdd's N.
+      alpha_arg = state_add(ref_old, -ref, ftz);
     }
     buf.alpha_arg[std::size_t(i)] = alpha_arg;
     buf.first[std::size_t(i)] = was_empty ? 1 : 0;
     if (!scaled_max && !snapping && st.base == ExpKind::kExp) {
-      for (int j = 0; j < b.cols; ++j) xi[j] = (si[j] - m_use) * kc.c;  // e^((s − m)·sm_scale)
-    } else if (!scaled_max && !fold) {
-      // FA2 scale_apply_exp2: exp2f(x * scale - max_scaled), one FFMA under --fmad=true.
-      for (int j = 0; j < b.cols; ++j) xi[j] = st.fma ? std::fma(si[j], kc.c, -ref) : si[j] * kc.c - ref;
+      // e^((s − m)·sm_scale)
+      for (int j = 0; j < b.cols; ++j) xi[j] = state_mul(state_add(si[j], -m_use, ftz), kcc, ftz);
     } else {
+      // FA2 scale_apply_exp2: exp2f(x * scale - max_scaled), one FFMA under --fmad=true; the
+      // scaled domain's fma(s, c, −m).
       for (int j = 0; j < b.cols; ++j) xi[j] = scaled_arg(j, ref);
     }
   }

@@ -3,10 +3,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "formats/encoding.hpp"
 #include "numerics/fp32_bits.hpp"
+#include "numerics/special.hpp"
 #include "sim/pipeline/pipeline.hpp"
+#include "sim/pipeline/stages/stages.hpp"
 
 namespace attnsim::stage_util {
 
@@ -33,10 +36,60 @@ inline double int_add_pow2(double o, std::int32_t n) {
 
 inline int round_up(int n, int k) { return (n + k - 1) / k * k; }
 
+// The state's arithmetic, .ftz or not (SoftmaxStage::ftz: an FP32 state's only; an FP64 state
+// always takes the IEEE form).
+template <class T>
+T state_mul(T a, T b, bool ftz) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (ftz) return fmul_ftz(a, b);
+  }
+  return a * b;
+}
+template <class T>
+T state_add(T a, T b, bool ftz) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (ftz) return fadd_ftz(a, b);
+  }
+  return a + b;
+}
+template <class T>
+T state_fma(T a, T b, T c, bool ftz) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (ftz) return fma_f32(a, b, c, Round::kNearestEven, true);
+  }
+  return std::fma(a, b, c);
+}
+
 // The encoding bits of a value exactly representable in `e` (a float or integer encoding).
 inline std::uint32_t encoding_of(Encoding e, float v) {
   return is_float_encoding(e) ? encode_float_bits(e, v, kCudaRn)
                               : int_to_encoding(e, std::int32_t(v));
+}
+
+// PyTorch's softmax_warp_forward sum of a row's n values (cuda/PersistentSoftmax.cuh): W =
+// min(next_pow2(n), 32) lanes, element j on lane j % W in iteration order, each lane's sum from 0,
+// then the butterfly xor W/2 ... 1 (warp_reduce with SumOp; every lane ends with lane 0's value).
+template <class T>
+T warp_sum(const T* p, int n) {
+  int w = 1;
+  while (w < n && w < 32) w *= 2;
+  T lane[32] = {};
+  for (int j = 0; j < n; ++j) lane[j % w] = lane[j % w] + p[j];
+  for (int off = w / 2; off >= 1; off /= 2) {
+    T next[32];
+    for (int t = 0; t < w; ++t) next[t] = lane[t] + lane[t ^ off];
+    for (int t = 0; t < w; ++t) lane[t] = next[t];
+  }
+  return lane[0];
+}
+
+// FA3 FP8's exponent coefficient of a row (Dequant::kDescale): fl(fl(c · q_descale) · k_descale),
+// the per-tensor scales of the row's Q and K slices (1 when unscaled).
+inline float descale_coefficient(float c, const PreparedInput& in, const TileIndex& ti, int qt,
+                                 bool ftz) {
+  const float sq = in.q.scaled() ? in.q.scale(ti.sq, qt, 0) : 1.0f;
+  const float sk = in.k.scaled() ? in.k.scale(ti.skv, 0, 0) : 1.0f;
+  return state_mul(state_mul(c, sq, ftz), sk, ftz);
 }
 
 }  // namespace attnsim::stage_util

@@ -446,6 +446,11 @@ TEST_F(Exp, GatePassesOnTheTurboBaseline) {
   expect_gate_passes("experiments/configs/baseline_turbo.toml", "data/baselines/turbo.h5");
 }
 
+TEST_F(Exp, GatePassesOnTheSdpaBaseline) {
+  // PyTorch SDPA's backends and FlashAttention-3 (experiments/configs/baseline_sdpa.toml).
+  expect_gate_passes("experiments/configs/baseline_sdpa.toml", "data/baselines/sdpa.h5");
+}
+
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
   const std::string m =
       "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";

@@ -1,0 +1,150 @@
+// Registration of the baselines users compare quantized kernels with (issue 26): `sdpa`, PyTorch's
+// scaled_dot_product_attention with backend=cudnn|flash|efficient|math as the H100 runs it (sim/sdpa),
+// and `fa3`, FlashAttention-3's Hopper forward in fp16, bf16 and FP8 e4m3 with num_splits (sim/fa3).
+#include <stdexcept>
+
+#include "experiments/common/error.hpp"
+#include "experiments/methods/methods.hpp"
+#include "sim/fa3/fa3.hpp"
+#include "sim/sdpa/sdpa.hpp"
+
+namespace attnsim {
+
+namespace {
+
+// dtype=auto: a 16-bit dump's own dtype, else bf16 (an FP32 input is rounded to it, RNE).
+Encoding dtype_of(const std::string& v, const std::string& dump_dtype) {
+  if (v == "fp16") return Encoding::kFp16;
+  if (v == "bf16") return Encoding::kBf16;
+  return dump_dtype == "float16" ? Encoding::kFp16 : Encoding::kBf16;
+}
+
+SdpaOptions sdpa_options(const MethodValues& v, const std::string& dump_dtype) {
+  SdpaOptions o;
+  const std::string b = v.at("backend");
+  o.backend = b == "flash"       ? SdpaBackend::kFlash
+              : b == "efficient" ? SdpaBackend::kEfficient
+              : b == "math"      ? SdpaBackend::kMath
+                                 : SdpaBackend::kCudnn;
+  o.dtype = dtype_of(v.at("dtype"), dump_dtype);
+  return o;
+}
+
+Fa3Options fa3_options(const MethodValues& v, const std::string& dump_dtype) {
+  Fa3Options o;
+  const std::string d = v.at("dtype");
+  o.input = dtype_of(d == "e4m3" ? "auto" : d, dump_dtype);
+  o.dtype = d == "e4m3" ? Encoding::kE4m3fn : o.input;
+  o.num_splits = std::stoi(v.at("splits"));
+  return o;
+}
+
+template <class F>
+auto usage(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+// A shape for presets asked about before any input (parse-time checks).
+AttentionShape shape_of(const AttentionInput& in) {
+  return in.shape.valid() ? in.shape : AttentionShape{1, 1, 1, 128, 128, 128, 128};
+}
+
+MethodOutput output(PipelineResult r, const Pipeline& p, int splits) {
+  MethodOutput m = pipeline_output(std::move(r), p);
+  m.resolved["splits"] = std::to_string(splits);
+  return m;
+}
+
+std::vector<std::string> split_outside(int splits, const char* combine) {
+  if (splits <= 1) return {};
+  return {"the split-KV schedule: " + std::to_string(splits) +
+          " splits of ceil(n_blocks / splits) KV blocks, each normalized by its own row sum with "
+          "its LSE, merged by " +
+          combine + " (sim/lean split_kv_attention)"};
+}
+
+MethodSpec sdpa_spec() {
+  MethodSpec m;
+  m.name = "sdpa";
+  m.help =
+      "PyTorch's scaled_dot_product_attention as the H100 runs it (torch 2.11, cuDNN 9.19): "
+      "backend=cudnn (the default SDPA picks), flash (FA2, split-KV and combine), efficient "
+      "(CUTLASS), math (FP32 GEMMs + softmax); recorded bit for bit (sim/sdpa)";
+  m.params = {
+      {"backend",
+       {"cudnn", "flash", "efficient", "math"},
+       "cudnn",
+       "SDPBackend: cudnn (SDPA's choice on the H100 for fp16/bf16), flash, efficient, math"},
+      {"dtype",
+       {"auto", "fp16", "bf16"},
+       "auto",
+       "the tensors' dtype (auto: a 16-bit dump's own, else bf16; FP32 inputs rounded RNE)"},
+  };
+  m.check = [](const MethodValues& v) { (void)sdpa_options(v, "float32"); };
+  m.preset = [](const MethodValues& v, const AttentionInput& in) {
+    return usage([&] { return sdpa_pipeline(sdpa_options(v, in.dtype), shape_of(in)); });
+  };
+  m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
+    const SdpaOptions o = sdpa_options(v, in.dtype);
+    return usage([&] { return output(sdpa_attention(in, o, p), p, sdpa_num_splits(o, in.shape)); });
+  };
+  m.outside = [](const MethodValues& v, const AttentionInput& in) {
+    return split_outside(sdpa_num_splits(sdpa_options(v, in.dtype), shape_of(in)),
+                         "flash_fwd_splitkv_combine_kernel (libdevice expf/logf)");
+  };
+  m.notes = [](const MethodValues& v, const AttentionInput& in) {
+    return sdpa_unverified(sdpa_options(v, in.dtype), shape_of(in));
+  };
+  return m;
+}
+
+MethodSpec fa3_spec() {
+  MethodSpec m;
+  m.name = "fa3";
+  m.help =
+      "FlashAttention-3 (hopper/, --use_fast_math) as the H100 runs it: fp16, bf16, FP8 e4m3 "
+      "quantized per (batch, head) with its descales, num_splits and its combine; recorded bit "
+      "for bit (sim/fa3)";
+  m.params = {
+      {"dtype",
+       {"auto", "fp16", "bf16", "e4m3"},
+       "auto",
+       "Q/K/V dtype (auto: a 16-bit dump's own, else bf16; e4m3: amax/448 scales per (batch, "
+       "head) as descales, output bf16)"},
+      {"splits",
+       {},
+       "1",
+       "flash_attn_func's num_splits: 1 (its default, no split), 0 (FA3's heuristic), or N",
+       0},
+  };
+  m.check = [](const MethodValues& v) { (void)fa3_options(v, "float32"); };
+  m.preset = [](const MethodValues& v, const AttentionInput& in) {
+    return usage([&] { return fa3_pipeline(fa3_options(v, in.dtype), shape_of(in), in.causal); });
+  };
+  m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
+    const Fa3Options o = fa3_options(v, in.dtype);
+    return usage(
+        [&] { return output(fa3_attention(in, o, p), p, fa3_num_splits(o, in.shape, in.causal)); });
+  };
+  m.outside = [](const MethodValues& v, const AttentionInput& in) {
+    return split_outside(fa3_num_splits(fa3_options(v, in.dtype), shape_of(in), in.causal),
+                         "FlashAttnFwdCombine (fast math)");
+  };
+  m.notes = [](const MethodValues& v, const AttentionInput& in) {
+    return fa3_unverified(fa3_options(v, in.dtype), shape_of(in), in.causal);
+  };
+  return m;
+}
+
+}  // namespace
+
+void register_sdpa_methods(std::vector<MethodSpec>& r) {
+  r.push_back(sdpa_spec());
+  r.push_back(fa3_spec());
+}
+
+}  // namespace attnsim

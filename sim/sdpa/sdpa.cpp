@@ -1,0 +1,264 @@
+// PyTorch SDPA's backends on the H100 as presets of the attention pipeline (see sdpa.hpp and
+// sim/sdpa/README.md, which names the evidence behind every choice: read, fit or UNVERIFIED).
+#include "sim/sdpa/sdpa.hpp"
+
+#include <stdexcept>
+#include <string>
+
+#include "sim/lean/lean.hpp"
+#include "sim/lean/schedule.hpp"
+
+namespace attnsim {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument(what); }
+
+DotModel mma(MmaInstr i) { return DotModel{DotModel::kMma, i, 0}; }
+
+bool bf16(const SdpaOptions& o) { return o.dtype == Encoding::kBf16; }
+
+// Q, K, V arrive in the dtype (an FP32 input rounded to it) and are the products' operands as
+// they are; P and O are cast to it by RNE (cvt.rn.{f16,bf16}.f32).
+void set_dtype(Pipeline& p, Encoding dt, bool fused) {
+  for (OperandSpec* s : {&p.q, &p.k, &p.v}) {
+    s->input = dt;
+    s->enc = fused ? dt : Encoding::kFp32;  // math upcasts to FP32 (exact)
+    s->cast = kCudaRn;
+  }
+  p.p.enc = fused ? dt : Encoding::kFp32;
+  p.p.cast = kCudaRn;
+  p.out.enc = dt;
+  p.out.cast = kCudaRn;
+}
+
+// cuDNN 9.19's runtime-compiled sm90 kernel (..._sm90_flash_fprop_wgmma_f16_knob_7_64x128x{64,
+// 128,256}): SASS read with ncu on the H100 (data/hw/h100/sdpa/cudnn_sm90_sass_excerpt.txt).
+void cudnn_stages(Pipeline& p, const SdpaOptions& o) {
+  p.tile.block_q = 64;  // one warpgroup of 64 query rows
+  p.tile.block_kv = 128;
+  p.tile.kv_order = KvOrder::kAscending;
+  p.qk.dot = p.pv.dot = mma(bf16(o) ? MmaInstr::kWgmmaBf16F32 : MmaInstr::kWgmmaF16F32);
+  SoftmaxStage& s = p.softmax;
+  s.scale_log2 = ScaleLog2::kDeviceFloat;  // FMUL.FTZ R13, R13, 1.4426950216293334961
+  s.max_domain = MaxDomain::kScaled;       // max of fl(c·s), then fl(fl(c·s) − m): no FFMA
+  s.fma = false;
+  s.row_sum = RowSum::kQuadBlock;  // FADD.FTZ per lane, then FFMA.FTZ l = alpha·l + b
+  s.lse = LseModel::kNaturalFma;   // max·ln2 + __logf(sum), one FFMA.FTZ
+  s.ftz = true;                    // every FP32 instruction is .FTZ
+  p.exp.fn = ExpFn::kEx2ApproxFtz;
+  p.rescale.kind = Rescale::kMultiplyFtz;
+  p.normalize.kind = Normalize::kRcpApproxFtz;
+}
+
+// PyTorch's vendored FA2 (aten/src/ATen/native/transformers/cuda/flash_attn), built without fast
+// math and with UNFUSE_FMA (its sm_90 SASS: ex2.approx with range scaling, FMUL then FADD in the
+// exponent, the row sum's rescale contracted into the first add).
+void flash_stages(Pipeline& p, const SdpaOptions& o, int kd, bool split) {
+  if (split) {
+    // Flash_fwd_kernel_traits<d, 64, block_n, 4> of run_mha_fwd_splitkv_dispatch.
+    p.tile.block_q = 64;
+    p.tile.block_kv = kd <= 64 ? 256 : (kd <= 128 ? 128 : 64);
+  } else {
+    // run_mha_fwd_hdimXX on sm_90 (not sm8x): <d, 128, 128, 4> for d <= 64, <d, 128, 64, ...>.
+    p.tile.block_q = 128;
+    p.tile.block_kv = kd <= 64 ? 128 : 64;
+  }
+  p.qk.dot = p.pv.dot = mma(bf16(o) ? MmaInstr::kHmmaBf16F32 : MmaInstr::kHmmaF16F32);
+  p.softmax.fma = false;  // UNFUSE_FMA: fl(fl(s·c) − fl(m·c))
+  p.softmax.row_sum = RowSum::kQuadFma;
+  p.softmax.lse = LseModel::kNaturalFma;  // max·scale + __logf(sum), one FFMA
+  p.exp.fn = ExpFn::kEx2Approx;           // exp2f without fast math
+}
+
+// The CUTLASS/xformers kernel (mem_eff_attention/kernel_forward.h, fmha_cutlassF_*_sm80 on sm_90:
+// HMMA.1688.F32, no fast math).
+void efficient_stages(Pipeline& p, const SdpaOptions& o, int kd) {
+  // 64 x 64 (kMaxK 64), 64 x 128 (kMaxK 128); the 32 x 128 global-memory variant for larger heads
+  // (its arithmetic across key blocks is UNVERIFIED: the register-file model is run).
+  p.tile.block_q = kd <= 128 ? 64 : 32;
+  p.tile.block_kv = kd <= 64 ? 64 : 128;
+  p.tile.kv_order = KvOrder::kAscending;
+  p.qk.dot = p.pv.dot = mma(bf16(o) ? MmaInstr::kHmma1688Bf16F32 : MmaInstr::kHmma1688F16F32);
+  SoftmaxStage& s = p.softmax;
+  s.scale_log2 = ScaleLog2::kDeviceFloat;  // scaling = scale · kLog2e on the device
+  s.max_domain = MaxDomain::kScaled;       // every score fl(acc·c) before the max
+  s.fma = false;
+  s.row_sum = RowSum::kCutlassWarps;
+  s.lse = LseModel::kNaturalDiv;  // mi / kLog2e + log(s_prime)
+  p.exp.fn = ExpFn::kEx2Approx;
+}
+
+// The math backend (attention.cpp _scaled_dot_product_attention_math): FP32 upcast, Q and K times
+// sqrt(scale), cuBLAS FP32 GEMMs (one FFMA chain per output), softmax_warp_forward, P·V.
+void math_stages(Pipeline& p, const AttentionShape& s) {
+  p.q.prescale = p.k.prescale = Prescale::kSqrtSm;
+  p.qk.dot = p.pv.dot = DotModel{DotModel::kFp32Fma};
+  // One KV block holds the row (the softmax kernel sees the whole row; bq is immaterial).
+  p.tile.block_q = 64;
+  p.tile.block_kv = s.len_kv;
+  p.tile.kv_order = KvOrder::kAscending;
+  p.softmax.base = ExpKind::kExp;
+  p.exp.fn = ExpFn::kExpfLibdevice;  // expf, IEEE
+  p.softmax.row_sum = RowSum::kWarpSum;
+  p.p.norm = PNorm::kWarpSum;  // P = e / sum, then P·V
+  p.normalize.kind = Normalize::kNone;
+}
+
+bool recorded_head_dim(SdpaBackend b, int d) {
+  switch (b) {
+    case SdpaBackend::kCudnn:
+      return d == 64 || d == 96 || d == 128 || d == 256;
+    case SdpaBackend::kFlash:
+      return d == 64 || d == 96 || d == 128;
+    case SdpaBackend::kEfficient:
+      return d == 64;  // 64x128 not exact; d 96/128/256 below
+    case SdpaBackend::kMath:
+      return true;  // no tile: the head dim is the GEMMs' k
+  }
+  return false;
+}
+
+}  // namespace
+
+const char* sdpa_backend_name(SdpaBackend b) {
+  switch (b) {
+    case SdpaBackend::kCudnn:
+      return "cudnn";
+    case SdpaBackend::kFlash:
+      return "flash";
+    case SdpaBackend::kEfficient:
+      return "efficient";
+    case SdpaBackend::kMath:
+      return "math";
+  }
+  return "?";
+}
+
+int sdpa_kernel_head_dim(SdpaBackend b, int d) {
+  if (b == SdpaBackend::kFlash) return (d + 31) / 32 * 32;  // flash_api.cpp round_multiple(d, 32)
+  if (b == SdpaBackend::kEfficient) return d <= 64 ? 64 : (d <= 128 ? 128 : d);
+  return d;
+}
+
+int sdpa_num_splits(const SdpaOptions& o, const AttentionShape& s) {
+  if (o.backend != SdpaBackend::kFlash) return 1;
+  // mha_fwd: seqlenq_ngroups_swapped (decode with GQA: the group's query heads become the rows).
+  const bool swapped = s.len_q == 1 && s.heads_q > s.heads_kv && s.head_dim % 8 == 0;
+  const int heads = swapped ? s.heads_kv : s.heads_q;
+  const int len_q = swapped ? s.heads_q / s.heads_kv : s.len_q;
+  const int kd = sdpa_kernel_head_dim(o.backend, s.head_dim);
+  const int block_n = kd <= 64 ? 256 : (kd <= 128 ? 128 : 64);
+  const int n_blocks = (s.len_kv + block_n - 1) / block_n;
+  const int m_blocks = (len_q + 63) / 64;
+  // The H100's 132 SMs; the heuristic is given twice that (flash_api.cpp).
+  return fa2_num_splits_heuristic(s.batch * heads * m_blocks, 2 * 132, n_blocks, 128);
+}
+
+void validate(const SdpaOptions& o, const AttentionInput& in) {
+  const AttentionShape& s = in.shape;
+  if (!s.valid()) fail("sdpa: invalid attention shape");
+  if (o.dtype != Encoding::kFp16 && o.dtype != Encoding::kBf16)
+    fail("sdpa: dtype must be fp16 or bf16 (the fused backends' dtypes)");
+  if (s.head_dim_v != s.head_dim)
+    fail("sdpa: head_dim_v " + std::to_string(s.head_dim_v) + " != head_dim " +
+         std::to_string(s.head_dim) + " (the modelled kernels take one head dim)");
+  if (o.backend == SdpaBackend::kFlash && in.causal && s.len_q != s.len_kv)
+    fail(
+        "sdpa:backend=flash refuses is_causal with len_q != len_kv (SDPA's causal mask is "
+        "top-left, FlashAttention-2's bottom-right): PyTorch raises");
+  if (o.backend == SdpaBackend::kFlash && s.head_dim > 256)
+    fail("sdpa:backend=flash takes head dims up to 256");
+}
+
+Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s) {
+  if (o.dtype != Encoding::kFp16 && o.dtype != Encoding::kBf16)
+    fail("sdpa: dtype must be fp16 or bf16");
+  Pipeline p;
+  // SDPA's is_causal masks key j > query i (top-left); FA2's own mask (bottom-right) is the same
+  // for the only causal shapes the flash backend accepts (len_q == len_kv).
+  p.tile.causal =
+      o.backend == SdpaBackend::kFlash ? CausalAlign::kBottomRight : CausalAlign::kTopLeft;
+  set_dtype(p, o.dtype, o.backend != SdpaBackend::kMath);
+  const int kd = sdpa_kernel_head_dim(o.backend, s.head_dim);
+  switch (o.backend) {
+    case SdpaBackend::kCudnn:
+      cudnn_stages(p, o);
+      break;
+    case SdpaBackend::kFlash:
+      flash_stages(p, o, kd, sdpa_num_splits(o, s) > 1);
+      break;
+    case SdpaBackend::kEfficient:
+      efficient_stages(p, o, kd);
+      break;
+    case SdpaBackend::kMath:
+      math_stages(p, s);
+      break;
+  }
+  validate(p);
+  return canonical(p);
+}
+
+PipelineResult sdpa_attention(const PreparedInput& in, const SdpaOptions& o, const Pipeline& p) {
+  const int splits = sdpa_num_splits(o, in.shape);
+  if (splits <= 1) return run_pipeline(in, p);
+  return split_kv_attention(in, p, splits, SplitCombine::kFa2,
+                            sdpa_kernel_head_dim(o.backend, in.shape.head_dim));
+}
+
+PipelineResult sdpa_attention(const AttentionInput& in, const SdpaOptions& o, const Pipeline& p) {
+  validate(o, in);
+  return sdpa_attention(prepare(in, p), o, p);
+}
+
+std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionShape& s) {
+  std::vector<std::string> r;
+  const std::string b = std::string("sdpa:backend=") + sdpa_backend_name(o.backend) + ": ";
+  const int d = s.head_dim;
+  switch (o.backend) {
+    case SdpaBackend::kCudnn:
+      if (s.len_q == 1)
+        r.push_back(b +
+                    "len_q = 1 runs cuDNN's sm80 wmma decode kernel (+ lean_reduction), which "
+                    "is not modelled: attnsim computes the sm90 prefill kernel's arithmetic "
+                    "(UNVERIFIED; sim/sdpa/README.md gives the fraction of recorded decode rows "
+                    "it matches)");
+      break;
+    case SdpaBackend::kFlash:
+      if (d > 128 && sdpa_num_splits(o, s) <= 1)
+        r.push_back(b +
+                    "head_dim > 128 without splits runs Flash_fwd_kernel_traits<d, 128, 64, 8>: "
+                    "not recorded (UNVERIFIED)");
+      break;
+    case SdpaBackend::kEfficient:
+      if (s.heads_q != s.heads_kv)
+        r.push_back(b +
+                    "PyTorch's efficient backend refuses GQA (enable_gqa): attnsim runs each "
+                    "query head on its KV head, as repeat_interleave would");
+      if (d > 64 && d <= 128)
+        r.push_back(b + "head_dim " + std::to_string(d) +
+                    " runs fmha_cutlassF_*_64x128_rf_sm80, "
+                    "which attnsim does not reproduce exactly (its max or LSE form differs: "
+                    "sim/sdpa/README.md gives the fraction of recorded elements it matches)");
+      if (d > 128)
+        r.push_back(b +
+                    "head_dim > 128 runs the 32x128_gmem variant, whose accumulation through "
+                    "global memory is not modelled (UNVERIFIED)");
+      break;
+    case SdpaBackend::kMath:
+      if (s.len_q == 1)
+        r.push_back(b +
+                    "len_q = 1: cuBLAS runs gemv / dot kernels, not the modelled FFMA-chain "
+                    "GEMM (UNVERIFIED; sim/sdpa/README.md gives the measured fraction)");
+      if (s.len_kv > 1024)
+        r.push_back(b +
+                    "len_kv > 1024: the softmax is cunn_SoftMaxForwardReg (block reductions), "
+                    "not the modelled softmax_warp_forward (UNVERIFIED)");
+      break;
+  }
+  if (!recorded_head_dim(o.backend, d) && !(o.backend == SdpaBackend::kEfficient && d > 64))
+    r.push_back(b + "head_dim " + std::to_string(d) + " was not recorded (UNVERIFIED)");
+  return r;
+}
+
+}  // namespace attnsim

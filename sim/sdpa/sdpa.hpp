@@ -1,0 +1,63 @@
+// PyTorch's torch.nn.functional.scaled_dot_product_attention on the H100 (torch 2.11, CUDA 13.0,
+// cuDNN 9.19) as presets of the attention pipeline, one per backend: cuDNN (SDPA's default there),
+// the vendored FlashAttention-2 (split-KV and its combine included), the CUTLASS memory-efficient
+// kernel and the math path. sim/sdpa/README.md names the kernel, SASS line or fit behind every
+// stage choice; tests/hw/sdpa_h100_test.cpp (a sample) and sdpa_h100_long_test.cpp replay
+// data/hw/h100/sdpa/.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "formats/encoding.hpp"
+#include "sim/pipeline/pipeline.hpp"
+#include "sim/problem.hpp"
+
+namespace attnsim {
+
+// SDPBackend: CUDNN_ATTENTION (the default SDPA picks for fp16/bf16 on the H100), FLASH_ATTENTION,
+// EFFICIENT_ATTENTION, MATH.
+enum class SdpaBackend : std::uint8_t { kCudnn, kFlash, kEfficient, kMath };
+
+struct SdpaOptions {
+  SdpaBackend backend = SdpaBackend::kCudnn;
+  // The tensors' dtype (Q, K, V and the output; P for the fused kernels): fp16 or bf16. An FP32
+  // input is rounded to it first (RNE), as `.to(dtype)` does.
+  Encoding dtype = Encoding::kBf16;
+};
+
+const char* sdpa_backend_name(SdpaBackend b);
+
+// The head dim of the instantiation a kernel runs for head_dim (FA2 rounds up to a multiple of 32,
+// the CUTLASS kernel to 64 or 128, the rest are zero-padding of the reduction, which no product
+// model sees).
+int sdpa_kernel_head_dim(SdpaBackend b, int head_dim);
+
+// The flash backend's num_splits (flash_api.cpp set_params_splitkv: num_splits_heuristic over
+// batch·heads·ceil(len_q / 64) blocks, 2 x 132 SMs, n blocks of 256 / 128 / 64 keys by head dim,
+// with mha_fwd's GQA decode swap: len_q 1 and heads_q > heads_kv make the group the rows); 1 for
+// the other backends.
+int sdpa_num_splits(const SdpaOptions& o, const AttentionShape& s);
+
+// The pipeline of a backend for a shape (tiles by head dim and split; math: one KV block holding
+// the row). Throws std::invalid_argument (one line) for a dtype or shape the backend refuses.
+Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s);
+
+// Throws std::invalid_argument (one line) for what PyTorch refuses: a dtype other than fp16/bf16,
+// head_dim_v != head_dim, flash with is_causal and len_q != len_kv (SDPA's causal mask is
+// top-left; the flash backend raises).
+void validate(const SdpaOptions& o, const AttentionInput& in);
+
+// The whole call on a prepared input with a given pipeline (the preset's or a counterfactual):
+// the pipeline, or for the flash backend with num_splits > 1 the split-KV schedule and FA2's
+// combine (sim/lean split_kv_attention).
+PipelineResult sdpa_attention(const PreparedInput& in, const SdpaOptions& o, const Pipeline& p);
+PipelineResult sdpa_attention(const AttentionInput& in, const SdpaOptions& o, const Pipeline& p);
+
+// One line per part of this call the H100 recordings do not verify bit for bit (cuDNN decode,
+// the efficient 64x128 kernel, math's split-K / gemv / long rows, head dims not recorded); empty
+// when every part is covered.
+std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionShape& s);
+
+}  // namespace attnsim

@@ -1,0 +1,108 @@
+// The sdpa and fa3 presets (sim/sdpa, sim/fa3) apart from the H100 recordings (tests/hw replays
+// those): the pipelines' coupling rules refuse what the new stage choices cannot run, V's FP8 scale
+// stays applied whichever epilogue a counterfactual picks, split-KV with one split is the plain
+// pipeline, and the notes name exactly the parts no recording verifies.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <stdexcept>
+
+#include "sim/fa3/fa3.hpp"
+#include "sim/lean/lean.hpp"
+#include "sim/sdpa/sdpa.hpp"
+#include "tests/sim/random_input.hpp"
+
+namespace attnsim {
+namespace {
+
+double rel_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    num += (a[i] - b[i]) * (a[i] - b[i]);
+    den += b[i] * b[i];
+  }
+  return std::sqrt(num / den);
+}
+
+TEST(SdpaPresets, CouplingsRefuseWhatTheNewChoicesCannotRun) {
+  const AttentionShape s{1, 2, 2, 64, 64, 64, 64};
+  SdpaOptions o;
+  o.backend = SdpaBackend::kMath;
+  Pipeline p = sdpa_pipeline(o, s);
+  p.normalize.kind = Normalize::kRcp;  // P normalized before P·V and divided again
+  EXPECT_THROW(validate(p), std::invalid_argument);
+  p = sdpa_pipeline(o, s);
+  p.k.prescale = Prescale::kNone;  // half of the scale missing
+  EXPECT_THROW(validate(p), std::invalid_argument);
+  o.backend = SdpaBackend::kCudnn;
+  p = sdpa_pipeline(o, s);
+  p.softmax.state = StateType::kFp64;  // ftz=on is an FP32 state's
+  EXPECT_THROW(validate(p), std::invalid_argument);
+  p = sdpa_pipeline(o, s);
+  p.softmax.lse = LseModel::kNaturalDiv;  // needs the scaled max: cuDNN has it
+  EXPECT_NO_THROW(validate(p));
+  p.softmax.max_domain = MaxDomain::kRaw;
+  EXPECT_THROW(validate(p), std::invalid_argument);
+  // The math pipeline holds one KV block per row: a shorter block is refused at prepare.
+  o.backend = SdpaBackend::kMath;
+  p = sdpa_pipeline(o, s);
+  p.tile.block_kv = 32;
+  EXPECT_THROW(prepare(simtest::random_input(s, false, 1), p), std::invalid_argument);
+  // PyTorch's refusals.
+  o.backend = SdpaBackend::kFlash;
+  AttentionInput in = simtest::random_input({1, 2, 2, 32, 64, 64, 64}, true, 2);
+  EXPECT_THROW(sdpa_attention(in, o, sdpa_pipeline(o, in.shape)), std::invalid_argument);
+  o.dtype = Encoding::kE4m3fn;
+  EXPECT_THROW(sdpa_pipeline(o, s), std::invalid_argument);
+}
+
+TEST(Fa3Preset, VScaleStaysAppliedWithAnotherEpilogue) {
+  // FP8: V's descale multiplies 1/l (v_dequant=rcp). An attribution counterfactual that makes the
+  // epilogue a division must still apply it: the output moves by rounding only, not by s_v.
+  const AttentionInput in = simtest::random_input({1, 2, 2, 96, 96, 64, 64}, false, 3, 4.0);
+  Fa3Options o;
+  o.dtype = Encoding::kE4m3fn;
+  Pipeline p = fa3_pipeline(o, in.shape, false);
+  p.out.enc = Encoding::kFp32;  // bf16 would hide the reciprocal's last bits
+  const PipelineResult a = fa3_attention(in, o, p);
+  Pipeline q = p;
+  q.normalize.kind = Normalize::kDiv;
+  const PipelineResult b = fa3_attention(in, o, q);
+  EXPECT_LT(rel_diff(b.o, a.o), 1e-2);
+  EXPECT_GT(rel_diff(b.o, a.o), 0.0);  // a different rounding, so the switch took effect
+}
+
+TEST(Fa3Preset, OneSplitIsThePipelineAndSplitsStayClose) {
+  const AttentionInput in = simtest::random_input({1, 2, 1, 40, 700, 64, 64}, false, 4);
+  Fa3Options o;
+  const Pipeline p = fa3_pipeline(o, in.shape, false);
+  const PreparedInput prep = prepare(in, p);
+  const PipelineResult plain = run_pipeline(prep, p);
+  const PipelineResult one = split_kv_attention(prep, p, 1, SplitCombine::kFa3, 64);
+  EXPECT_EQ(one.o, plain.o);
+  EXPECT_EQ(one.lse, plain.lse);
+  for (SplitCombine c : {SplitCombine::kFa3, SplitCombine::kFa2}) {
+    const PipelineResult three = split_kv_attention(prep, p, 3, c, 64);
+    EXPECT_NE(three.o, plain.o);  // a different order of the same sums
+    EXPECT_LT(rel_diff(three.o, plain.o), 1e-2);
+    for (std::size_t i = 0; i < plain.lse.size(); ++i)
+      EXPECT_NEAR(three.lse[i], plain.lse[i], 1e-5 * std::fabs(plain.lse[i]) + 1e-6) << i;
+  }
+}
+
+TEST(SdpaPresets, NotesNameTheUnverifiedParts) {
+  SdpaOptions o;
+  EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 128, 128}).empty());
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 500, 128, 128}).size(), 1u);  // cuDNN decode
+  o.backend = SdpaBackend::kEfficient;
+  EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 64, 64}).empty());
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 2, 200, 200, 128, 128}).size(), 2u);  // GQA, 64x128
+  o.backend = SdpaBackend::kMath;
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 2000, 64, 64}).size(), 2u);  // gemv, long rows
+  Fa3Options f;
+  EXPECT_TRUE(fa3_unverified(f, {1, 4, 4, 200, 200, 128, 128}, true).empty());
+  EXPECT_EQ(fa3_unverified(f, {1, 4, 4, 200, 200, 96, 96}, true).size(), 1u);
+}
+
+}  // namespace
+}  // namespace attnsim
