@@ -282,5 +282,8 @@ def test_cli_writes_the_columns(tmp_path):
     assert df["embedding_cosine_mean"].iloc[0] >= 1 - 1e-9
     assert df["embedding_cosine_mean"].iloc[1] < df["embedding_cosine_mean"].iloc[0]
     assert len(pd.read_csv(tmp_path / "layers.csv")) == 12
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # not the temporary file's 0600
     # Only the files asked for: no temporary file left beside them.
     assert sorted(x.name for x in tmp_path.iterdir()) == ["e2e.csv", "layers.csv"]

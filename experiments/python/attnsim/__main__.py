@@ -78,6 +78,9 @@ def _write_csv(df, path) -> None:
     d = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".e2e-", suffix=".csv", dir=d)
     try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
         with os.fdopen(fd, "w", newline="") as f:
             df.to_csv(f, index=False)
         os.replace(tmp, path)
