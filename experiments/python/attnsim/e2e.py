@@ -361,6 +361,7 @@ class Session:
             self.sentence_ids = [ids for _, ids in chosen]
             self.tokens = total
         self._ref = None
+        self._cache: dict = {}  # the selector's sensitivity tables and measured assignments
         self._greedy: list[int] = []
         self._greedy_caches = None
         self._greedy_logits = None
@@ -695,7 +696,11 @@ class Session:
         sens = np.empty((L, M))
         steps = []
         for j, c in enumerate(cands):
-            t = self.sensitivity(c)
+            # Kept per session: a second budget over the same candidates measures no layer twice.
+            key = ("sensitivity", _canonical(c))
+            if key not in self._cache:
+                self._cache[key] = self.sensitivity(c)
+            t = self._cache[key]
             if metric not in t:
                 raise ValueError(f"select: unknown metric {metric!r} for {self.model}")
             sens[:, j] = t[metric].to_numpy()
@@ -724,8 +729,11 @@ class Session:
 
         def value(i):
             if i not in measured:
-                r = self.run_methods([cands[j] for j in chain[i]], default=cands[0],
-                                     layer_errors=False)
+                key = ("run", tuple(_canonical(cands[j]) for j in chain[i]))
+                if key not in self._cache:
+                    self._cache[key] = self.run_methods([cands[j] for j in chain[i]],
+                                                        default=cands[0], layer_errors=False)
+                r = self._cache[key]
                 measured[i] = r
                 steps.append({"chain_step": i, **dict(r)})
             return measured[i][metric]
