@@ -60,48 +60,85 @@ class SmolLM2:
         return np.asarray(self.tokenizer().encode(text, add_special_tokens=False).ids, np.int64)
 
     # -- forward pass ------------------------------------------------------------------------
+    # forward() is embed(), layer() per layer and logits(); attnsim.e2e drives the same three
+    # with another attention, so that everything but the attention is this code.
     def forward(self, ids: np.ndarray, capture_layers=(), want_logits=False,
-                pre_rope=False):
+                pre_rope=False, attention=None):
         """Runs the causal stack on token ids [T]. Returns (captures, logits):
         captures[layer] = dict(q [9,T,64], k [3,T,64], v [3,T,64]) after RoPE (and q_pre, k_pre
-        before it when pre_rope), float32; logits [T, vocab] float32 when want_logits."""
+        before it when pre_rope), float32; logits [T, vocab] float32 when want_logits.
+        attention: see layer() (None: numpy_attention)."""
         ids = np.asarray(ids, np.int64)
-        T = ids.shape[0]
-        x = self.tok_embd[ids].astype(np.float32)
-        cos, sin = rope_tables(T)
-        mask = np.triu(np.full((T, T), -np.inf, np.float32), 1)
+        x = self.embed(ids)
+        cos, sin = rope_tables(ids.shape[0])
         caps = {}
         capture_layers = set(capture_layers)
         last = max(capture_layers) if capture_layers and not want_logits else N_LAYERS - 1
         for li in range(last + 1):
-            L = self.layers[li]
-            h = rms_norm(x, L["attn_norm"])
-            q = (h @ L["wq"].T).reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
-            k = (h @ L["wk"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
-            v = (h @ L["wv"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
-            qr, kr = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-            if li in capture_layers:
-                c = dict(q=np.ascontiguousarray(qr), k=np.ascontiguousarray(kr),
-                         v=np.ascontiguousarray(v))
-                if pre_rope:
-                    c.update(q_pre=np.ascontiguousarray(q), k_pre=np.ascontiguousarray(k))
-                caps[li] = c
-            attn = np.empty((N_HEAD, T, HEAD_DIM), np.float32)
-            scale = np.float32(1.0 / np.sqrt(HEAD_DIM))
-            for hq in range(N_HEAD):
-                s = (qr[hq] @ kr[hq // (N_HEAD // N_KV)].T) * scale + mask
-                s = s - s.max(axis=1, keepdims=True)
-                p = np.exp(s)
-                p /= p.sum(axis=1, keepdims=True)
-                attn[hq] = p @ v[hq // (N_HEAD // N_KV)]
-            x = x + attn.transpose(1, 0, 2).reshape(T, HIDDEN) @ L["wo"].T
-            h = rms_norm(x, L["ffn_norm"])
-            g = h @ L["wg"].T
-            x = x + ((g / (1.0 + np.exp(-g))) * (h @ L["wu"].T)) @ L["wd"].T
-        logits = None
-        if want_logits:
-            logits = rms_norm(x, self.out_norm) @ self.tok_embd.T
-        return caps, logits
+            cap = {} if li in capture_layers else None
+            x = self.layer(li, x, cos, sin, attention=attention, capture=cap, pre_rope=pre_rope)
+            if cap is not None:
+                caps[li] = cap
+        return caps, (self.logits(x) if want_logits else None)
+
+    def embed(self, ids: np.ndarray) -> np.ndarray:
+        return self.tok_embd[np.asarray(ids, np.int64)].astype(np.float32)
+
+    def layer(self, li: int, x: np.ndarray, cos: np.ndarray, sin: np.ndarray, attention=None,
+              cache: dict | None = None, capture: dict | None = None, pre_rope=False):
+        """One decoder layer on the residual stream x [T, 576] of the rows whose RoPE tables are
+        cos, sin [T, 64]; returns the stream after it. attention(layer, q [9,T,64],
+        k [3,S,64], v [3,S,64]) -> [9,T,64] float32, causal with the mask bottom-right aligned
+        (S >= T keys, the last T being these rows'); None: numpy_attention. cache: this layer's
+        K/V of earlier positions (dict k, v [3,P,64]; empty for none), extended in place with
+        these rows' (decoding). capture: filled with q, k, v after RoPE (q_pre, k_pre before)."""
+        L = self.layers[li]
+        T = x.shape[0]
+        h = rms_norm(x, L["attn_norm"])
+        q = (h @ L["wq"].T).reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
+        k = (h @ L["wk"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
+        v = (h @ L["wv"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
+        qr, kr = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if capture is not None:
+            capture.update(q=np.ascontiguousarray(qr), k=np.ascontiguousarray(kr),
+                           v=np.ascontiguousarray(v))
+            if pre_rope:
+                capture.update(q_pre=np.ascontiguousarray(q), k_pre=np.ascontiguousarray(k))
+        if cache is not None:
+            if cache:
+                kr = np.concatenate([cache["k"], kr], axis=1)
+                v = np.concatenate([cache["v"], v], axis=1)
+            cache["k"], cache["v"] = np.ascontiguousarray(kr), np.ascontiguousarray(v)
+        attn = (attention or numpy_attention_layer)(li, qr, kr, v)
+        x = x + attn.transpose(1, 0, 2).reshape(T, HIDDEN) @ L["wo"].T
+        h = rms_norm(x, L["ffn_norm"])
+        g = h @ L["wg"].T
+        return x + ((g / (1.0 + np.exp(-g))) * (h @ L["wu"].T)) @ L["wd"].T
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        """[T, vocab] float32 from the last layer's stream (final RMSNorm, tied LM head)."""
+        return rms_norm(x, self.out_norm) @ self.tok_embd.T
+
+
+def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Causal softmax attention in float32 as transformers' eager path computes it (scores plus
+    a -inf mask, max-subtracted exp, divided by the row sum); GQA by head // 3. The mask is
+    bottom-right aligned, so T query rows attend to the first S - T + 1 + t keys."""
+    T, S = q.shape[1], k.shape[1]
+    mask = np.triu(np.full((T, S), -np.inf, np.float32), S - T + 1)
+    attn = np.empty((N_HEAD, T, HEAD_DIM), np.float32)
+    scale = np.float32(1.0 / np.sqrt(HEAD_DIM))
+    for hq in range(N_HEAD):
+        s = (q[hq] @ k[hq // (N_HEAD // N_KV)].T) * scale + mask
+        s = s - s.max(axis=1, keepdims=True)
+        p = np.exp(s)
+        p /= p.sum(axis=1, keepdims=True)
+        attn[hq] = p @ v[hq // (N_HEAD // N_KV)]
+    return attn
+
+
+def numpy_attention_layer(li: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return numpy_attention(q, k, v)
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -109,12 +146,13 @@ def rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (w * (x / np.sqrt(var + np.float32(RMS_EPS)))).astype(np.float32)
 
 
-def rope_tables(T: int):
-    """cos, sin [T, 64] as transformers computes them: float32 inv_freq = 1 / base^(2i/64),
-    float32 angle = position × inv_freq, the 32 frequencies repeated (rotate_half layout)."""
+def rope_tables(T: int, start: int = 0):
+    """cos, sin [T, 64] of positions start..start+T-1 as transformers computes them: float32
+    inv_freq = 1 / base^(2i/64), float32 angle = position × inv_freq, the 32 frequencies repeated
+    (rotate_half layout). Rows do not depend on T (a decoding step's row is the prefill's)."""
     inv_freq = (1.0 / (ROPE_BASE ** (np.arange(0, HEAD_DIM, 2, dtype=np.int64)
                                      .astype(np.float32) / HEAD_DIM))).astype(np.float32)
-    ang = np.arange(T, dtype=np.float32)[:, None] * inv_freq[None, :]
+    ang = np.arange(start, start + T, dtype=np.float32)[:, None] * inv_freq[None, :]
     emb = np.concatenate([ang, ang], axis=1)
     return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
 

@@ -1,0 +1,180 @@
+"""The package's command line: ``python3 -m attnsim e2e ...`` (end-to-end model evaluation).
+
+    python3 -m attnsim e2e --model smollm2 --method sage2:arch=sm90 --tokens 1024 --output e2e.csv
+    python3 -m attnsim e2e --layers '0-5=sage2:arch=sm90,qk=int4' --default sage2:arch=sm90
+    python3 -m attnsim e2e --methods flash,sage1,sage2:arch=sm80 --tokens 256
+    python3 -m attnsim e2e --sensitivity --method sage2:arch=paper --tokens 256
+    python3 -m attnsim e2e --select 1e-3 --select 1e-2 --methods 'sage2:arch=paper,sage2:arch=sm90'
+
+One row per run, the columns of ``attnsim.e2e.run`` (kl_mean kl_median kl_p99 kl_max top1 ppl_ref
+ppl ppl_ratio ... for SmolLM2, embedding_cosine_mean ... for MiniLM) and the provenance columns,
+as CSV (stdout, or --output written whole through a temporary file). Bad input: one line on
+stderr, exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2 (argparse's usage block is left out)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        sys.exit(2)
+
+
+def _parser() -> argparse.ArgumentParser:
+    top = _Parser(prog="python3 -m attnsim", description="attnsim's Python command line")
+    sub = top.add_subparsers(dest="command", parser_class=_Parser)
+    p = sub.add_parser("e2e", prog="python3 -m attnsim e2e",
+                       help="a real model with simulated attention, against FP64 golden attention",
+                       description="A real model's forward pass with the attention of chosen layers "
+                                   "computed by a method, teacher-forced over a text, against the "
+                                   "same forward with FP64 golden attention (experiments/README.md, "
+                                   "'End to end').")
+    p.add_argument("--model", default="smollm2", help="smollm2 (default) or minilm")
+    p.add_argument("--method", action="append", default=[],
+                   help="a method string (repeatable: one run each)")
+    p.add_argument("--methods", default=None,
+                   help="comma-separated methods (a comma followed by key=value continues a method's "
+                        "options); with --select: the candidates, cheapest first")
+    p.add_argument("--default", default=None,
+                   help="the method of every layer --layers does not name (same as one --method)")
+    p.add_argument("--layers", default=None,
+                   help="layers running the method (e.g. 0-5,29; others golden), or per-layer "
+                        "methods SET=METHOD joined by ';' (e.g. '0-5=sage2:qk=int4')")
+    p.add_argument("--tokens", type=int, default=None,
+                   help="SmolLM2: tokens of the text, teacher-forced (default 1024, at most the "
+                        "text's); MiniLM: token budget of the sentences embedded")
+    p.add_argument("--text", default=None,
+                   help="a UTF-8 text file (default: Debian's /usr/share/common-licenses/GPL-3)")
+    p.add_argument("--generate", type=int, default=0,
+                   help="SmolLM2: greedy tokens after the text; greedy_diverge is the first that differs")
+    p.add_argument("--sensitivity", action="store_true",
+                   help="per method, one row per layer with the method in that layer alone")
+    p.add_argument("--select", type=float, action="append", default=[], metavar="BUDGET",
+                   help="per-layer choice among --methods (cheapest first) keeping the metric "
+                        "within BUDGET (repeatable; one row each)")
+    p.add_argument("--metric", default=None,
+                   help="the metric --select bounds (default kl_mean; MiniLM: embedding_distance_mean)")
+    p.add_argument("--no-layer-errors", action="store_true",
+                   help="skip the per-layer attention error (one golden call less per layer)")
+    p.add_argument("--threads", type=int, default=None, help="threads of the kernels (default: all)")
+    p.add_argument("--output", default=None, help="CSV file of the rows (default: stdout)")
+    p.add_argument("--per-token", default=None,
+                   help="CSV of the last run's per-token (SmolLM2) or per-sentence (MiniLM) table")
+    p.add_argument("--per-layer", default=None, help="CSV of every run's per-layer errors")
+    p.add_argument("--quiet", action="store_true", help="no progress line per run on stderr")
+    return top
+
+
+def _write_csv(df, path) -> None:
+    """The whole file or none: a temporary file beside it, renamed over it."""
+    if path is None or path == "-":
+        df.to_csv(sys.stdout, index=False)
+        return
+    d = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=".e2e-", suffix=".csv", dir=d)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
+        with os.fdopen(fd, "w", newline="") as f:
+            df.to_csv(f, index=False)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def _progress(quiet: bool, r) -> None:
+    if quiet:
+        return
+    keys = ("kl_mean", "top1", "ppl_ratio") if "kl_mean" in r else (
+        "embedding_cosine_mean", "similarity_spearman")
+    vals = " ".join(f"{k}={r[k]:.6g}" for k in keys)
+    sys.stderr.write(f"{r['model']} {r['layers']}: {vals} ({r['time_s']:.1f} s; reference "
+                     f"{r['ref_time_s']:.1f} s)\n")
+
+
+def e2e_main(a) -> int:
+    import pandas as pd
+
+    from . import e2e, set_num_threads
+
+    for name in ("output", "per_token", "per_layer"):
+        path = getattr(a, name)
+        if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise ValueError(f"--{name.replace('_', '-')}: no such directory: "
+                             f"{os.path.dirname(os.path.abspath(path))}")
+    if a.threads is not None:
+        set_num_threads(a.threads)
+    methods = list(a.method)
+    if a.methods is not None:
+        methods += e2e.split_method_list(a.methods)
+    if a.default is not None:
+        if methods:
+            raise ValueError("--default is the method of the unnamed layers: give it or --method, "
+                             "not both")
+        methods = [a.default]
+    if not methods:
+        raise ValueError("give a method (--method, --methods or --default; "
+                         "python3 -c 'import attnsim; print(attnsim.methods())' lists them)")
+    e2e._check_model(a.model)
+    if a.select:
+        if a.sensitivity or a.layers is not None:
+            raise ValueError("--select chooses the layers' methods itself: no --sensitivity or --layers")
+    else:
+        for m in methods:  # every method and layer spec checked before the model loads
+            e2e.layer_methods(a.model, m, a.layers)
+    s = e2e.session(a.model, a.tokens, a.text)
+    for m in methods:  # a method that refuses the model's shape fails before the first run
+        s.check(m, None if a.select else a.layers)
+    rows, per_layer, last = [], [], None
+    if a.select:
+        for budget in a.select:
+            sel = s.select(methods, budget, metric=a.metric)
+            _progress(a.quiet, sel.result)
+            rows.append(dict(sel))
+            per_layer.append(sel.result.per_layer.assign(select_budget=budget))
+            last = sel.result
+    elif a.sensitivity:
+        for m in methods:
+            t = s.sensitivity(m, a.layers, generate=a.generate)
+            if not a.quiet:
+                sys.stderr.write(f"{a.model} {m}: sensitivity of {len(t)} layers\n")
+            rows.extend(t.to_dict("records"))
+    else:
+        for m in methods:
+            r = s.run(m, a.layers, generate=a.generate, layer_errors=not a.no_layer_errors)
+            _progress(a.quiet, r)
+            rows.append(dict(r))
+            per_layer.append(r.per_layer.assign(run=len(rows) - 1, label=r["label"]))
+            last = r
+            if a.output not in (None, "-") and len(methods) > 1:
+                # The rows so far, whole, after each run (a long list interrupted keeps them).
+                _write_csv(pd.DataFrame(rows), a.output)
+    _write_csv(pd.DataFrame(rows), a.output)
+    if a.per_token and last is not None:
+        _write_csv(last.per_token, a.per_token)
+    if a.per_layer and per_layer:
+        _write_csv(pd.concat(per_layer, ignore_index=True), a.per_layer)
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = _parser()
+    a = parser.parse_args(argv)
+    if a.command is None:
+        parser.error("give a command: e2e")
+    try:
+        return e2e_main(a)
+    except ValueError as e:
+        sys.stderr.write(f"python3 -m attnsim e2e: error: {e}\n")
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

