@@ -85,7 +85,8 @@ ATTNSIM_VNNI void pack_int_a(const IntTilePlan& pl, std::uint8_t* a8, int n8, st
       __m512i v = _mm512_setzero_si512();
       if (i < t.rows) {
         const __mmask16 m = first_lanes(t.n - k0);
-        v = int_values(_mm512_maskz_loadu_epi32(m, t.a + std::ptrdiff_t(i) * t.lda + k0), pl.a_kind);
+        v = int_values(_mm512_maskz_loadu_epi32(m, t.a + std::ptrdiff_t(i) * t.lda + k0),
+                       pl.a_kind);
       }
       rs[k0 / chunk] += _mm512_reduce_add_epi32(v);
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k0),
@@ -175,7 +176,8 @@ ATTNSIM_VNNI void pack_int_b(const IntTilePlan& pl, std::int32_t* b4, int n8, in
           _mm512_storeu_si512(b4 + std::ptrdiff_t(k0 / 4 + g) * np + j0, r[g]);
         if (sums_needed) {
           std::int32_t* cs = csum + std::ptrdiff_t(k0 / chunk) * np + j0;
-          _mm512_storeu_si512(cs, _mm512_add_epi32(_mm512_loadu_si512(cs), _mm512_load_si512(sums)));
+          _mm512_storeu_si512(cs,
+                              _mm512_add_epi32(_mm512_loadu_si512(cs), _mm512_load_si512(sums)));
         }
       }
     }
@@ -213,9 +215,9 @@ ATTNSIM_VNNI void vnni_group(const IntTilePlan& pl, const IntPacked& pk, int i0,
   for (int v = 0; v < V; ++v) m[v] = first_lanes(t.cols - j0 - 16 * v);
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < V; ++v)
-      D[r][v] = t.c ? _mm512_maskz_loadu_epi32(
-                          m[v], t.c + std::ptrdiff_t(i0 + r) * t.ldc + j0 + 16 * v)
-                    : _mm512_setzero_si512();
+      D[r][v] =
+          t.c ? _mm512_maskz_loadu_epi32(m[v], t.c + std::ptrdiff_t(i0 + r) * t.ldc + j0 + 16 * v)
+              : _mm512_setzero_si512();
   const int nchunks = pk.n8 / pk.chunk;
   for (int c = 0; c < nchunks; ++c) {
     __m512i acc[R][V];
@@ -237,13 +239,13 @@ ATTNSIM_VNNI void vnni_group(const IntTilePlan& pl, const IntPacked& pk, int i0,
         std::int32_t(std::uint32_t(pl.a_off) * std::uint32_t(pl.b_off) * std::uint32_t(pk.chunk)));
     for (int v = 0; v < V; ++v) {
       const __m512i cs = _mm512_loadu_si512(pk.csum + std::ptrdiff_t(c) * pk.np + j0 + 16 * v);
-      const __m512i col = _mm512_add_epi32(_mm512_mullo_epi32(cs, _mm512_set1_epi32(pl.a_off)),
-                                           len_term);
+      const __m512i col =
+          _mm512_add_epi32(_mm512_mullo_epi32(cs, _mm512_set1_epi32(pl.a_off)), len_term);
       for (int r = 0; r < R; ++r) {
         const std::int32_t rs = pk.rsum[std::ptrdiff_t(i0 + r) * nchunks + c];
         const __m512i part = _mm512_add_epi32(
-            _mm512_add_epi32(acc[r][v], col), _mm512_set1_epi32(std::int32_t(
-                                                  0u - std::uint32_t(pl.b_off) * std::uint32_t(rs))));
+            _mm512_add_epi32(acc[r][v], col),
+            _mm512_set1_epi32(std::int32_t(0u - std::uint32_t(pl.b_off) * std::uint32_t(rs))));
         D[r][v] = pl.satfinite ? add_sat(D[r][v], part) : _mm512_add_epi32(D[r][v], part);
       }
     }
@@ -323,8 +325,9 @@ ATTNSIM_AMX void int_tile_amx(const IntTilePlan& pl, const IntPacked& pk, std::i
           if (!m) continue;
           const __m512i s = _mm512_loadu_si512(cbuf + r * 32 + 16 * v);
           const std::ptrdiff_t jo = j0 + 16 * v;
-          const __m512i c = t.c ? _mm512_maskz_loadu_epi32(m, t.c + std::ptrdiff_t(i0 + r) * t.ldc + jo)
-                                : _mm512_setzero_si512();
+          const __m512i c =
+              t.c ? _mm512_maskz_loadu_epi32(m, t.c + std::ptrdiff_t(i0 + r) * t.ldc + jo)
+                  : _mm512_setzero_si512();
           _mm512_mask_storeu_epi32(t.d + std::ptrdiff_t(i0 + r) * t.ldd + jo, m,
                                    _mm512_add_epi32(c, s));
         }

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <climits>
+#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -38,8 +39,7 @@ Table8 make_table8(Encoding in, bool widened) {
   Table8 t;
   for (std::uint32_t x = 0; x < 256; ++x) {
     const FloatParts p0 = decompose_bits(in, x);
-    const FloatParts p =
-        widened ? decompose<fp16>(round_pack<fp16>(p0, kCudaRn)) : p0;
+    const FloatParts p = widened ? decompose<fp16>(round_pack<fp16>(p0, kCudaRn)) : p0;
     const int man = widened ? 10 : encoding_traits(in).man_bits;
     t.value[x] = decode_float_bits(in, x);
     t.exp[x] = p.kind == FloatParts::kZero     ? kNoVote
@@ -108,8 +108,12 @@ FloatModel float_model(const DotModel& m) {
   pl.block_in = pl.via_hmma ? Encoding::kFp16 : info.in;
   pl.params = p;
   switch (info.in) {
-    case Encoding::kFp16: f.pack.kind = DecodeKind::kFp16; break;
-    case Encoding::kBf16: f.pack.kind = DecodeKind::kBf16; break;
+    case Encoding::kFp16:
+      f.pack.kind = DecodeKind::kFp16;
+      break;
+    case Encoding::kBf16:
+      f.pack.kind = DecodeKind::kBf16;
+      break;
     case Encoding::kE4m3fn:
     case Encoding::kE5m2: {
       const Table8& t = table8(info.in, pl.via_hmma);
@@ -164,8 +168,8 @@ Workspace& workspace() {
 }  // namespace
 
 long g_fallbacks = 0;
-std::uint32_t mma_tile_detail::float_block_fallback(const FloatTilePlan& pl, int i, int j,
-                                                    int kp0, std::uint32_t p_bits) {
+std::uint32_t mma_tile_detail::float_block_fallback(const FloatTilePlan& pl, int i, int j, int kp0,
+                                                    std::uint32_t p_bits) {
   ++g_fallbacks;
   const MmaTile& t = *pl.tile;
   std::uint32_t a[32], b[32];
@@ -190,7 +194,8 @@ std::uint32_t mma_tile_detail::float_block_fallback(const FloatTilePlan& pl, int
 void dot_mma_tile_ref(const DotModel& m, const MmaTile& t) {
   std::vector<std::uint32_t> bcol(static_cast<std::size_t>(t.n));
   for (int j = 0; j < t.cols; ++j) {
-    for (int k = 0; k < t.n; ++k) bcol[std::size_t(k)] = t.b[std::ptrdiff_t(k) * t.b_k + std::ptrdiff_t(j) * t.b_n];
+    for (int k = 0; k < t.n; ++k)
+      bcol[std::size_t(k)] = t.b[std::ptrdiff_t(k) * t.b_k + std::ptrdiff_t(j) * t.b_n];
     for (int i = 0; i < t.rows; ++i) {
       const std::uint32_t c = t.c ? t.c[std::ptrdiff_t(i) * t.ldc + j] : 0u;
       t.d[std::ptrdiff_t(i) * t.ldd + j] =
@@ -202,11 +207,18 @@ void dot_mma_tile_ref(const DotModel& m, const MmaTile& t) {
 const char* dot_mma_tile_kernel(const DotModel& m) {
   if (active_isa() >= Isa::kAvx512 && float_model(m).ok) return "block_fma.avx512";
   switch (int_kernel(m)) {
-    case IntKernel::kAmx: return "int8.amx";
-    case IntKernel::kVnni: return "int8.vnni";
-    case IntKernel::kNone: break;
+    case IntKernel::kAmx:
+      return "int8.amx";
+    case IntKernel::kVnni:
+      return "int8.vnni";
+    case IntKernel::kNone:
+      break;
   }
   return "ref";
+}
+
+bool dot_mma_tile_has_kernel(const DotModel& m) {
+  return m.kind == DotModel::kMma && std::strcmp(dot_mma_tile_kernel(m), "ref") != 0;
 }
 
 namespace {

@@ -27,7 +27,7 @@ struct MmaTile {
   std::ptrdiff_t b_k = 0, b_n = 0;
   const std::uint32_t* c = nullptr;  // C(i, j) = c[i·ldc + j]
   std::ptrdiff_t ldc = 0;
-  std::uint32_t* d = nullptr;        // D(i, j) = d[i·ldd + j]
+  std::uint32_t* d = nullptr;  // D(i, j) = d[i·ldd + j]
   std::ptrdiff_t ldd = 0;
 };
 
@@ -43,5 +43,8 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t);
 // Which kernel dot_mma_tile takes for a model under the active instruction set: "block_fma.avx512",
 // "int8.amx", "int8.vnni" or "ref" (benchmarks and tests print it).
 const char* dot_mma_tile_kernel(const DotModel& m);
+// Whether that kernel is one of the fast ones (not "ref"): the stages then call dot_mma_tile
+// instead of their per-output reference loops.
+bool dot_mma_tile_has_kernel(const DotModel& m);
 
 }  // namespace attnsim

@@ -96,9 +96,8 @@ ATTNSIM_AVX512_INLINE __m512 round_sum(__m512i S, __m512i mc, int kw) {
     // Round to odd into FP32 (24 bits ≥ fp16's 11 + 2), then one RNE conversion to fp16 gives
     // the RNE of the exact sum (normal, subnormal, overflow to Inf as the model's rule).
     const __mmask16 inexact = _mm512_cmpneq_epi32_mask(_mm512_cvttps_epi32(t), S);
-    t = _mm512_castsi512_ps(
-        _mm512_mask_or_epi32(_mm512_castps_si512(t), inexact, _mm512_castps_si512(t),
-                             _mm512_set1_epi32(1)));
+    t = _mm512_castsi512_ps(_mm512_mask_or_epi32(_mm512_castps_si512(t), inexact,
+                                                 _mm512_castps_si512(t), _mm512_set1_epi32(1)));
     __m256i h = _mm512_cvtps_ph(_mm512_mul_ps(t, q), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     // A result that rounds to zero is +0 (never −0: data/hw/h100/mma_h100_special.h5).
     const __mmask16 z = _mm256_testn_epi16_mask(h, _mm256_set1_epi16(0x7FFF));
@@ -114,8 +113,8 @@ ATTNSIM_AVX512_INLINE __m512 add_acc(__m512 x, __m512 y, bool fp16) {
   __m512 r = _mm512_add_ps(x, y);
   if (fp16) r = _mm512_cvtph_ps(_mm512_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   const __mmask16 nan = _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q);
-  return _mm512_mask_mov_ps(
-      r, nan, _mm512_castsi512_ps(_mm512_set1_epi32(fp16 ? 0x7FFFE000 : 0x7FFFFFFF)));
+  return _mm512_mask_mov_ps(r, nan,
+                            _mm512_castsi512_ps(_mm512_set1_epi32(fp16 ? 0x7FFFE000 : 0x7FFFFFFF)));
 }
 
 constexpr int kV = 2;  // column registers per group: 32 output columns
@@ -156,8 +155,8 @@ ATTNSIM_AVX512_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, i
       const __m512i me = _mm512_max_epi32(m, floor);
       // Nothing votes: every term is zero whatever the scale, the sum +0 (block_fma: nt == 0).
       const __mmask16 voted = _mm512_cmpgt_epi32_mask(m, none);
-      bad[r][v] = _mm512_mask_cmpgt_epi32_mask(voted, lo, me) |
-                  _mm512_mask_cmpgt_epi32_mask(voted, me, hi);
+      bad[r][v] =
+          _mm512_mask_cmpgt_epi32_mask(voted, lo, me) | _mm512_mask_cmpgt_epi32_mask(voted, me, hi);
       mc[r][v] = _mm512_min_epi32(_mm512_max_epi32(me, lo), hi);
       s[r][v] = _mm512_castsi512_ps(
           _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(kw + 127), mc[r][v]), 23));
@@ -171,10 +170,10 @@ ATTNSIM_AVX512_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, i
     const __m512 b1 = _mm512_loadu_ps(bv + std::ptrdiff_t(i) * np + 16);
     for (int r = 0; r < R; ++r) {
       const __m512 a = _mm512_set1_ps(av[std::ptrdiff_t(r) * n + i]);
-      S[r][0] = _mm512_add_epi32(
-          S[r][0], _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(a, b0), s[r][0])));
-      S[r][1] = _mm512_add_epi32(
-          S[r][1], _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(a, b1), s[r][1])));
+      S[r][0] = _mm512_add_epi32(S[r][0],
+                                 _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(a, b0), s[r][0])));
+      S[r][1] = _mm512_add_epi32(S[r][1],
+                                 _mm512_cvttps_epi32(_mm512_mul_ps(_mm512_mul_ps(a, b1), s[r][1])));
     }
   }
   // C's term, the rounding, and the blocks the reference computes.
@@ -209,9 +208,9 @@ template <int R, BlockOut kOut, int kBlock>
 ATTNSIM_AVX512 void tile_group(const FloatTilePlan& pl, int i0, int j0) {
   __m512 D[R][kV];
   const __mmask16 m0 = __mmask16(pl.cols - j0 >= 16 ? 0xFFFF : (1u << (pl.cols - j0)) - 1u);
-  const __mmask16 m1 =
-      __mmask16(pl.cols - j0 - 16 >= 16 ? 0xFFFF
-                                        : (pl.cols - j0 - 16 <= 0 ? 0u : (1u << (pl.cols - j0 - 16)) - 1u));
+  const __mmask16 m1 = __mmask16(
+      pl.cols - j0 - 16 >= 16 ? 0xFFFF
+                              : (pl.cols - j0 - 16 <= 0 ? 0u : (1u << (pl.cols - j0 - 16)) - 1u));
   for (int r = 0; r < R; ++r) {
     if (pl.c) {
       const std::uint32_t* c = pl.c + std::ptrdiff_t(i0 + r) * pl.ldc + j0;
@@ -243,7 +242,8 @@ ATTNSIM_AVX512 void tile_group(const FloatTilePlan& pl, int i0, int j0) {
           for (int v = 0; v < kV; ++v) P[r][v] = add_acc(P[r][v], H[r][v], pl.acc_fp16);
       }
     } else {
-      for (int k0 = c0; k0 < c0 + chunk; k0 += kBlock) block_step<R, kOut, kBlock>(pl, i0, j0, k0, P);
+      for (int k0 = c0; k0 < c0 + chunk; k0 += kBlock)
+        block_step<R, kOut, kBlock>(pl, i0, j0, k0, P);
     }
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < kV; ++v)
@@ -307,7 +307,8 @@ ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, f
     int k = p;
     if (s.permute32) {
       const int g = p & 31;
-      k = g < 16 ? (p & ~31) + (g >> 1) * 4 + (g & 1) : (p & ~31) + ((g - 16) >> 1) * 4 + 2 + (g & 1);
+      k = g < 16 ? (p & ~31) + (g >> 1) * 4 + (g & 1)
+                 : (p & ~31) + ((g - 16) >> 1) * 4 + 2 + (g & 1);
     }
     const std::uint32_t* row = t.b + std::ptrdiff_t(k) * t.b_k;
     for (int j0 = 0; j0 < np; j0 += 16) {
@@ -333,15 +334,21 @@ ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, f
 ATTNSIM_AVX512 void float_tile_avx512(const FloatTilePlan& pl) {
   if (pl.via_hmma || pl.block == 16) {
     switch (pl.out) {
-      case BlockOut::kF32Rz: return tile_all<BlockOut::kF32Rz, 16>(pl);
-      case BlockOut::kFp22: return tile_all<BlockOut::kFp22, 16>(pl);
-      case BlockOut::kF16Rne: return tile_all<BlockOut::kF16Rne, 16>(pl);
+      case BlockOut::kF32Rz:
+        return tile_all<BlockOut::kF32Rz, 16>(pl);
+      case BlockOut::kFp22:
+        return tile_all<BlockOut::kFp22, 16>(pl);
+      case BlockOut::kF16Rne:
+        return tile_all<BlockOut::kF16Rne, 16>(pl);
     }
   }
   switch (pl.out) {
-    case BlockOut::kF32Rz: return tile_all<BlockOut::kF32Rz, 32>(pl);
-    case BlockOut::kFp22: return tile_all<BlockOut::kFp22, 32>(pl);
-    case BlockOut::kF16Rne: return tile_all<BlockOut::kF16Rne, 32>(pl);
+    case BlockOut::kF32Rz:
+      return tile_all<BlockOut::kF32Rz, 32>(pl);
+    case BlockOut::kFp22:
+      return tile_all<BlockOut::kFp22, 32>(pl);
+    case BlockOut::kF16Rne:
+      return tile_all<BlockOut::kF16Rne, 32>(pl);
   }
 }
 

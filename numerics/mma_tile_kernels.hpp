@@ -32,14 +32,14 @@ enum class DecodeKind : std::uint8_t { kFp16, kBf16, kTable8 };
 
 struct FloatTilePlan {
   // The model.
-  int block = 16;          // products per block (16 or 32)
-  int kw = 25;             // 23 + neab: the window's fraction bits
-  int min_exp = -133;      // the alignment floor
+  int block = 16;      // products per block (16 or 32)
+  int kw = 25;         // 23 + neab: the window's fraction bits
+  int min_exp = -133;  // the alignment floor
   BlockOut out = BlockOut::kF32Rz;
   bool acc_fp16 = false;
-  bool via_hmma = false;   // sm_90 FP8 mma.sync: per 32 k, two blocks from zero, then C added
-  int promote = 0;         // > 0: chunks of this many elements from zero, FADD.RN into FP32
-  int lo = 0, hi = 0;      // alignment exponents the kernel computes exactly; others: fallback
+  bool via_hmma = false;        // sm_90 FP8 mma.sync: per 32 k, two blocks from zero, then C added
+  int promote = 0;              // > 0: chunks of this many elements from zero, FADD.RN into FP32
+  int lo = 0, hi = 0;           // alignment exponents the kernel computes exactly; others: fallback
   bool check_overflow = false;  // products + C may leave int32 (HMMA: 16 · 2^27 + 2^26)
   // The operands, packed (mma_tile.cpp): values exact in FP32, exponents as above. A is
   // [rows][n], B [n][np] with np = cols rounded up to 32 (padding: value 0, exponent kNoVote).

@@ -39,8 +39,9 @@ inline std::uint32_t draw(std::mt19937& rng, Encoding fmt, int mode) {
   const std::uint32_t mask = t.bits == 32 ? 0xFFFFFFFFu : (1u << t.bits) - 1u;
   std::uint32_t x = rng() & mask;
   if (!t.is_float) {
-    if (mode == 5) return (rng() & 1) ? (t.is_signed ? (1u << (t.bits - 1)) : mask)
-                                      : (t.is_signed ? (1u << (t.bits - 1)) - 1u : 0u);
+    if (mode == 5)
+      return (rng() & 1) ? (t.is_signed ? (1u << (t.bits - 1)) : mask)
+                         : (t.is_signed ? (1u << (t.bits - 1)) - 1u : 0u);
     if (mode == 4) return rng() % 3 == 0 ? 0u : x & 3u;
     return x;
   }
@@ -66,8 +67,9 @@ inline std::uint32_t draw(std::mt19937& rng, Encoding fmt, int mode) {
     }
     case 5: {
       // the largest finite magnitude (e4m3fn: S.1111.110), either sign
-      const std::uint32_t big = fmt == Encoding::kE4m3fn ? 0x7Eu
-                                                         : (std::uint32_t(emax_field - 1) << t.man_bits) | man_mask;
+      const std::uint32_t big = fmt == Encoding::kE4m3fn
+                                    ? 0x7Eu
+                                    : (std::uint32_t(emax_field - 1) << t.man_bits) | man_mask;
       return (x & sign) | big;
     }
     default:
@@ -84,12 +86,18 @@ inline std::uint32_t draw_c(std::mt19937& rng, bool integer, int mode) {
     return c;
   }
   switch (mode) {
-    case 1: return (c & 0x83FFFFFFu) | 0x3C000000u;          // near 1: the usual chain case
-    case 2: return c & 0x807FFFFFu;                          // zero or subnormal
-    case 3: return (c & 0x80FFFFFFu) | ((rng() % 255u) << 23);  // any finite exponent
-    case 4: return rng() % 3 == 0 ? (c & 0x80000000u) : (c & 0x83FFFFFFu) | 0x3F000000u;
-    case 5: return (c & 0x80000000u) | 0x7F7FFFFFu;          // FLT_MAX
-    default: return c;                                       // NaN/Inf included
+    case 1:
+      return (c & 0x83FFFFFFu) | 0x3C000000u;  // near 1: the usual chain case
+    case 2:
+      return c & 0x807FFFFFu;  // zero or subnormal
+    case 3:
+      return (c & 0x80FFFFFFu) | ((rng() % 255u) << 23);  // any finite exponent
+    case 4:
+      return rng() % 3 == 0 ? (c & 0x80000000u) : (c & 0x83FFFFFFu) | 0x3F000000u;
+    case 5:
+      return (c & 0x80000000u) | 0x7F7FFFFFu;  // FLT_MAX
+    default:
+      return c;  // NaN/Inf included
   }
 }
 
@@ -129,7 +137,8 @@ inline Problem make_problem(std::mt19937& rng, const DotModel& m, int rows, int 
   for (int k = 0; k < n; ++k)
     for (int j = 0; j < cols; ++j) {
       const int md = rng() % 8 == 0 ? int(rng() % 6) : mode;
-      const std::size_t at = p.b_row_major ? std::size_t(k) * p.ldb + j : std::size_t(j) * p.ldb + k;
+      const std::size_t at =
+          p.b_row_major ? std::size_t(k) * p.ldb + j : std::size_t(j) * p.ldb + k;
       p.b[at] = draw(rng, eb, md);
     }
   if (rng() % 3 == 0) {  // zero padding at the end of the reduction
@@ -172,7 +181,8 @@ std::vector<std::uint32_t> run(const Problem& p, const DotModel& m, F f) {
   const std::vector<std::uint32_t>& out = p.alias ? cbuf : dbuf;
   std::vector<std::uint32_t> d(std::size_t(p.rows) * p.cols);
   for (int i = 0; i < p.rows; ++i)
-    for (int j = 0; j < p.cols; ++j) d[std::size_t(i) * p.cols + j] = out[std::size_t(i) * p.ldc + j];
+    for (int j = 0; j < p.cols; ++j)
+      d[std::size_t(i) * p.cols + j] = out[std::size_t(i) * p.ldc + j];
   return d;
 }
 

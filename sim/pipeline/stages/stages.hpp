@@ -77,6 +77,7 @@ struct TileBuffers {
   std::vector<float> p_scale;     // [rows] PScale: P's scale of this block
   std::vector<T> chunk;           // [rows][dv] PvAccumulate::kChunk: this block's product
   std::vector<std::uint32_t> enc_a, enc_b, ones;  // instruction operands (encodings)
+  std::vector<std::uint32_t> mma_c, mma_d;        // tile products' C and D bits (qk_mma, pv_mma)
   void size(int rows, int bk, int dv);
 };
 
@@ -138,6 +139,19 @@ void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, Til
 template <class T>
 void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse);
+
+// The instruction-model kernels of qk, pv and row_sum (qk_mma.cpp, pv_mma.cpp): the same bits as
+// the references, as tile products (numerics/mma_tile.hpp) vectorised across outputs. The
+// dispatchers take them for DotModel::kMma when dot_mma_tile_has_kernel.
+template <class T>
+void qk_mma(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
+            TileBuffers<T>& buf);
+template <class T>
+void pv_mma(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void row_sum_mma(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf);
 
 // The dispatchers attend_tile calls: each chooses, once per call (a tile's KV block), a fast
 // kernel that gives its reference's bits (numerics/isa.hpp: by the CPU's features, capped by
