@@ -21,6 +21,7 @@
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"
+#include "numerics/mma_tile_load_x86.hpp"
 
 #define ATTNSIM_VNNI __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512vnni")))
 #define ATTNSIM_VNNI_INLINE \
@@ -35,6 +36,8 @@ namespace {
 // 16 encodings -> their integer values in int32 lanes (s8/u8 bytes, s4 nibbles).
 ATTNSIM_VNNI_INLINE __m512i int_values(__m512i x, ElemKind k) {
   switch (k) {
+    case ElemKind::kValue:  // exact integers held as FP32 values
+      return _mm512_cvttps_epi32(_mm512_castsi512_ps(x));
     case ElemKind::kS8:  // (x & 0xFF) sign-extended
       return _mm512_srai_epi32(_mm512_slli_epi32(x, 24), 24);
     case ElemKind::kU8:
@@ -43,16 +46,6 @@ ATTNSIM_VNNI_INLINE __m512i int_values(__m512i x, ElemKind k) {
       return _mm512_srai_epi32(_mm512_slli_epi32(x, 28), 28);
   }
   return x;
-}
-
-// Element (k, j0 + lane) of B for the 16 lanes below `m`, zero elsewhere.
-ATTNSIM_VNNI_INLINE __m512i load_b16(const MmaTile& t, int k, int j0, __mmask16 m) {
-  const std::uint32_t* row = t.b + std::ptrdiff_t(k) * t.b_k;
-  if (t.b_n == 1) return _mm512_maskz_loadu_epi32(m, row + j0);
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(j0)),
-                                         _mm512_set1_epi32(int(t.b_n)));
-  return _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, row, 4);
 }
 
 ATTNSIM_VNNI_INLINE __mmask16 first_lanes(int left) {
@@ -80,17 +73,16 @@ ATTNSIM_VNNI void pack_int_a(const IntTilePlan& pl, std::uint8_t* a8, int n8, st
   for (int i = 0; i < pl.rows_pad; ++i) {
     std::uint8_t* dst = a8 + std::ptrdiff_t(i) * n8;
     std::int32_t* rs = rsum + std::ptrdiff_t(i) * nchunks;
-    for (int c = 0; c < nchunks; ++c) rs[c] = 0;
-    for (int k0 = 0; k0 < n8; k0 += 16) {
-      __m512i v = _mm512_setzero_si512();
-      if (i < t.rows) {
-        const __mmask16 m = first_lanes(t.n - k0);
-        v = int_values(_mm512_maskz_loadu_epi32(m, t.a + std::ptrdiff_t(i) * t.lda + k0),
-                       pl.a_kind);
+    for (int c = 0; c < nchunks; ++c) {
+      __m512i sum = _mm512_setzero_si512();
+      for (int k0 = c * chunk; k0 < (c + 1) * chunk; k0 += 16) {  // chunk: a multiple of 16
+        const __m512i v =
+            i < t.rows ? int_values(load_a16(t, i, k0), pl.a_kind) : _mm512_setzero_si512();
+        sum = _mm512_add_epi32(sum, v);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k0),
+                         _mm512_cvtepi32_epi8(_mm512_xor_si512(v, xr)));
       }
-      rs[k0 / chunk] += _mm512_reduce_add_epi32(v);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + k0),
-                       _mm512_cvtepi32_epi8(_mm512_xor_si512(v, xr)));
+      rs[c] = _mm512_reduce_add_epi32(sum);
     }
   }
 }
@@ -133,7 +125,7 @@ ATTNSIM_VNNI_INLINE __m512i bytes64(const std::uint32_t* p, int left, ElemKind k
   __m128i q[4];
   for (int h = 0; h < 4; ++h) {
     __m512i v = _mm512_maskz_loadu_epi32(first_lanes(left - 16 * h), p + 16 * h);
-    if (kSum || kind == ElemKind::kS4) v = int_values(v, kind);
+    if (kSum || kind == ElemKind::kS4 || kind == ElemKind::kValue) v = int_values(v, kind);
     if (kSum) *sum = _mm512_add_epi32(*sum, v);
     q[h] = _mm512_cvtepi32_epi8(_mm512_xor_si512(v, xr));
   }
@@ -151,7 +143,7 @@ ATTNSIM_VNNI void pack_int_b(const IntTilePlan& pl, std::int32_t* b4, int n8, in
   const __m512i xr = _mm512_set1_epi32(pl.b_xor), low = _mm512_set1_epi32(0xFF);
   for (int c = 0; c < n8 / chunk; ++c)
     for (int j = 0; j < np; ++j) csum[std::ptrdiff_t(c) * np + j] = 0;
-  if (t.b_k == 1 && chunk % 64 == 0) {
+  if (t.b_k == 1 && chunk % 64 == 0 && !t.k_index) {
     // K's rows (contiguous reduction): 64 elements of 16 columns at a time, transposed. Column
     // sums only where a correction uses them (an unsigned A under VNNI).
     const bool sums_needed = pl.a_off != 0;
@@ -161,7 +153,9 @@ ATTNSIM_VNNI void pack_int_b(const IntTilePlan& pl, std::int32_t* b4, int n8, in
         alignas(64) std::int32_t sums[16];
         for (int jj = 0; jj < 16; ++jj) {
           const int j = j0 + jj;
-          const std::uint32_t* p = t.b + std::ptrdiff_t(j < t.cols ? j : 0) * t.b_n + k0;
+          const std::uint32_t* b =
+              t.b_values ? reinterpret_cast<const std::uint32_t*>(t.b_values) : t.b;
+          const std::uint32_t* p = b + std::ptrdiff_t(j < t.cols ? j : 0) * t.b_n + k0;
           const int left = j < t.cols ? t.n - k0 : 0;
           __m512i sum = _mm512_setzero_si512();
           if (sums_needed) {
@@ -185,13 +179,12 @@ ATTNSIM_VNNI void pack_int_b(const IntTilePlan& pl, std::int32_t* b4, int n8, in
   }
   for (int g = 0; g < n8 / 4; ++g) {
     for (int j0 = 0; j0 < np; j0 += 16) {
-      const __mmask16 m = first_lanes(t.cols - j0);
       __m512i word = _mm512_setzero_si512(), sum = _mm512_setzero_si512();
       for (int q = 0; q < 4; ++q) {
         // Past n the element is 0, stored with the same XOR as any other.
         const int k = 4 * g + q;
-        const __m512i v =
-            k < t.n ? int_values(load_b16(t, k, j0, m), pl.b_kind) : _mm512_setzero_si512();
+        const __m512i v = k < t.n ? int_values(load_b16(t, b_row(t, k), j0), pl.b_kind)
+                                  : _mm512_setzero_si512();
         sum = _mm512_add_epi32(sum, v);
         word = _mm512_or_si512(
             word, _mm512_slli_epi32(_mm512_and_si512(_mm512_xor_si512(v, xr), low), 8 * q));
@@ -223,6 +216,7 @@ ATTNSIM_VNNI void vnni_group(const IntTilePlan& pl, const IntPacked& pk, int i0,
     __m512i acc[R][V];
     for (int r = 0; r < R; ++r)
       for (int v = 0; v < V; ++v) acc[r][v] = _mm512_setzero_si512();
+#pragma GCC unroll 4
     for (int g = c * pk.chunk / 4; g < (c + 1) * pk.chunk / 4; ++g) {
       const std::int32_t* bg = pk.b4 + std::ptrdiff_t(g) * pk.np + j0;
       __m512i b[V];

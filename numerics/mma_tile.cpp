@@ -3,6 +3,7 @@
 #include "numerics/mma_tile.hpp"
 
 #include <array>
+#include <atomic>
 #include <climits>
 #include <cstring>
 #include <stdexcept>
@@ -24,7 +25,7 @@ namespace {
 struct FloatModel {
   bool ok = false;
   FloatTilePlan plan;  // model fields only
-  PackSpec pack;
+  PackSpec pack;       // for encodings (the operand's own kind); kValue specs are made per tile
 };
 
 // Value and unit-bit exponent tables of the 8-bit float formats, from decompose_bits (the
@@ -106,6 +107,8 @@ FloatModel float_model(const DotModel& m) {
   pl.hi = pl.kw + 96 < 125 ? pl.kw + 96 : 125;
   pl.promote = m.promote;
   pl.block_in = pl.via_hmma ? Encoding::kFp16 : info.in;
+  pl.a_enc = info.in;
+  pl.b_enc = mma_in_b(info);
   pl.params = p;
   switch (info.in) {
     case Encoding::kFp16:
@@ -153,12 +156,39 @@ IntKernel int_kernel(const DotModel& m) {
   return IntKernel::kNone;
 }
 
+// A packed A kept for the next calls with its key (MmaTile::a_key): the buffers, and what the
+// packing depended on (model, shape, kernel).
+struct KeptA {
+  std::uint64_t key = 0;
+  DotModel model{};
+  int rows = 0, n = 0, kind = 0;  // kind: 1 float kernel, 2 integer kernel (with rows_pad, chunk)
+  int rows_pad = 0, chunk = 0;
+  std::vector<float> av;
+  std::vector<std::int32_t> ae;
+  std::vector<std::uint8_t> a8;
+  std::vector<std::int32_t> rsum;
+  bool matches(const MmaTile& t, const DotModel& m, int k, int rp, int ch) const {
+    return t.a_key != 0 && key == t.a_key && model == m && rows == t.rows && n == t.n &&
+           kind == k && rows_pad == rp && chunk == ch;
+  }
+  void remember(const MmaTile& t, const DotModel& m, int k, int rp, int ch) {
+    key = t.a_key;
+    model = m;
+    rows = t.rows;
+    n = t.n;
+    kind = k;
+    rows_pad = rp;
+    chunk = ch;
+  }
+};
+
 // Per-thread packing buffers, grown as needed (the kernels get raw pointers).
 struct Workspace {
   std::vector<float> av, bv;
   std::vector<std::int32_t> ae, be;
   std::vector<std::uint8_t> a8;
   std::vector<std::int32_t> b4, rsum, csum, cbuf;
+  KeptA kept;
 };
 Workspace& workspace() {
   thread_local Workspace w;
@@ -168,6 +198,41 @@ Workspace& workspace() {
 }  // namespace
 
 long g_fallbacks = 0;
+namespace {
+
+// An element value as its encoding (exact: the value is representable).
+std::uint32_t encode_value(Encoding e, float v) {
+  return is_float_encoding(e) ? encode_float_bits(e, v, kCudaRn)
+                              : int_to_encoding(e, std::int32_t(v));
+}
+
+// The value-operand spec: the format's unit-bit exponent floor (1 − bias; the emulated FP8
+// mma.sync aligns on the fp16 encoding's, whose floor is fp16's).
+PackSpec value_spec(const FloatTilePlan& pl, Encoding e) {
+  PackSpec s;
+  s.kind = DecodeKind::kValue;
+  const EncodingTraits& t = encoding_traits(pl.via_hmma ? Encoding::kFp16 : e);
+  s.emin = 2 - (1 << (t.exp_bits - 1));
+  s.permute32 = pl.via_hmma;
+  return s;
+}
+
+}  // namespace
+
+std::uint32_t mma_tile_detail::tile_a_bits(const MmaTile& t, Encoding e, int i, int k) {
+  const int src = t.k_index ? t.k_index[k] : k;
+  if (src < 0) return 0u;
+  const std::ptrdiff_t at = std::ptrdiff_t(i) * t.lda + src;
+  return t.a_values ? encode_value(e, t.a_values[at]) : t.a[at];
+}
+
+std::uint32_t mma_tile_detail::tile_b_bits(const MmaTile& t, Encoding e, int k, int j) {
+  const int src = t.k_index ? t.k_index[k] : k;
+  if (src < 0) return 0u;
+  const std::ptrdiff_t at = std::ptrdiff_t(src) * t.b_k + std::ptrdiff_t(j) * t.b_n;
+  return t.b_values ? encode_value(e, t.b_values[at]) : t.b[at];
+}
+
 std::uint32_t mma_tile_detail::float_block_fallback(const FloatTilePlan& pl, int i, int j, int kp0,
                                                     std::uint32_t p_bits) {
   ++g_fallbacks;
@@ -176,8 +241,8 @@ std::uint32_t mma_tile_detail::float_block_fallback(const FloatTilePlan& pl, int
   for (int q = 0; q < pl.block; ++q) {
     const int p = kp0 + q;
     const int k = pl.via_hmma ? via_hmma_source(p) : p;
-    std::uint32_t x = t.a[std::ptrdiff_t(i) * t.lda + k];
-    std::uint32_t y = t.b[std::ptrdiff_t(k) * t.b_k + std::ptrdiff_t(j) * t.b_n];
+    std::uint32_t x = tile_a_bits(t, pl.a_enc, i, k);
+    std::uint32_t y = tile_b_bits(t, pl.b_enc, k, j);
     if (pl.widen) {
       x = pl.widen[x & 0xFFu];
       y = pl.widen[y & 0xFFu];
@@ -192,16 +257,23 @@ std::uint32_t mma_tile_detail::float_block_fallback(const FloatTilePlan& pl, int
 }
 
 void dot_mma_tile_ref(const DotModel& m, const MmaTile& t) {
-  std::vector<std::uint32_t> bcol(static_cast<std::size_t>(t.n));
+  const MmaInstrInfo& info = mma_info(m.instr);
+  const Encoding ea = info.in, eb = mma_in_b(info);
+  const std::size_t n = static_cast<std::size_t>(t.n);
+  std::vector<std::uint32_t> a(std::size_t(t.rows) * n), bcol(n);
+  for (int i = 0; i < t.rows; ++i)
+    for (int k = 0; k < t.n; ++k) a[std::size_t(i) * n + k] = tile_a_bits(t, ea, i, k);
+  // Every C is read before any D is written (c may be d).
+  std::vector<std::uint32_t> d(std::size_t(t.rows) * t.cols);
   for (int j = 0; j < t.cols; ++j) {
-    for (int k = 0; k < t.n; ++k)
-      bcol[std::size_t(k)] = t.b[std::ptrdiff_t(k) * t.b_k + std::ptrdiff_t(j) * t.b_n];
+    for (int k = 0; k < t.n; ++k) bcol[std::size_t(k)] = tile_b_bits(t, eb, k, j);
     for (int i = 0; i < t.rows; ++i) {
       const std::uint32_t c = t.c ? t.c[std::ptrdiff_t(i) * t.ldc + j] : 0u;
-      t.d[std::ptrdiff_t(i) * t.ldd + j] =
-          dot_mma(m, t.a + std::ptrdiff_t(i) * t.lda, bcol.data(), t.n, c);
+      d[std::size_t(i) * t.cols + j] = dot_mma(m, a.data() + std::size_t(i) * n, bcol.data(), t.n, c);
     }
   }
+  for (int i = 0; i < t.rows; ++i)
+    for (int j = 0; j < t.cols; ++j) t.d[std::ptrdiff_t(i) * t.ldd + j] = d[std::size_t(i) * t.cols + j];
 }
 
 const char* dot_mma_tile_kernel(const DotModel& m) {
@@ -217,6 +289,11 @@ const char* dot_mma_tile_kernel(const DotModel& m) {
   return "ref";
 }
 
+std::uint64_t next_mma_tile_key() {
+  static std::atomic<std::uint64_t> next{1};
+  return next.fetch_add(1, std::memory_order_relaxed);
+}
+
 bool dot_mma_tile_has_kernel(const DotModel& m) {
   return m.kind == DotModel::kMma && std::strcmp(dot_mma_tile_kernel(m), "ref") != 0;
 }
@@ -228,8 +305,8 @@ void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
   IntTilePlan pl;
   pl.tile = &t;
   const Encoding ea = info.in, eb = mma_in_b(info);
-  pl.a_kind = elem_kind(ea);
-  pl.b_kind = elem_kind(eb);
+  pl.a_kind = t.a_values ? ElemKind::kValue : elem_kind(ea);
+  pl.b_kind = t.b_values ? ElemKind::kValue : elem_kind(eb);
   pl.a_signed = ea != Encoding::kU8;
   pl.b_signed = eb != Encoding::kU8;
   pl.satfinite = info.composition == MmaComposition::kIntegerSat;
@@ -247,15 +324,22 @@ void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
   pk.chunk = pl.satfinite ? info.k : pk.n8;
   const int nchunks = pk.n8 / pk.chunk;
   Workspace& w = workspace();
-  w.a8.resize(std::size_t(pl.rows_pad) * pk.n8);
-  w.rsum.resize(std::size_t(pl.rows_pad) * nchunks);
+  // A keyed operand is packed into the kept buffers once and reused by the calls after it.
+  const int kind = amx ? 3 : 2;
+  std::vector<std::uint8_t>& a8 = t.a_key ? w.kept.a8 : w.a8;
+  std::vector<std::int32_t>& rsum = t.a_key ? w.kept.rsum : w.rsum;
+  if (!w.kept.matches(t, m, kind, pl.rows_pad, pk.chunk)) {
+    a8.resize(std::size_t(pl.rows_pad) * pk.n8);
+    rsum.resize(std::size_t(pl.rows_pad) * nchunks);
+    pack_int_a(pl, a8.data(), pk.n8, rsum.data(), pk.chunk);
+    if (t.a_key) w.kept.remember(t, m, kind, pl.rows_pad, pk.chunk);
+  }
   w.b4.resize(std::size_t(pk.n8 / 4) * pk.np);
   w.csum.resize(std::size_t(nchunks) * pk.np);
-  pack_int_a(pl, w.a8.data(), pk.n8, w.rsum.data(), pk.chunk);
   pack_int_b(pl, w.b4.data(), pk.n8, pk.np, w.csum.data(), pk.chunk);
-  pk.a8 = w.a8.data();
+  pk.a8 = a8.data();
   pk.b4 = w.b4.data();
-  pk.rsum = w.rsum.data();
+  pk.rsum = rsum.data();
   pk.csum = w.csum.data();
   if (amx) {
     w.cbuf.resize(32 * 32);
@@ -280,14 +364,21 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
       pl.n = t.n;
       pl.np = (t.cols + 31) / 32 * 32;
       Workspace& w = workspace();
-      w.av.resize(std::size_t(t.rows) * t.n);
-      w.ae.resize(std::size_t(t.rows) * t.n);
+      // A keyed operand is packed into the kept buffers once and reused by the calls after it.
+      std::vector<float>& av = t.a_key ? w.kept.av : w.av;
+      std::vector<std::int32_t>& ae = t.a_key ? w.kept.ae : w.ae;
+      if (!w.kept.matches(t, m, 1, 0, 0)) {
+        av.resize(std::size_t(t.rows) * t.n);
+        ae.resize(std::size_t(t.rows) * t.n);
+        pack_a_avx512(t.a_values ? value_spec(pl, pl.a_enc) : f.pack, t, av.data(), ae.data());
+        if (t.a_key) w.kept.remember(t, m, 1, 0, 0);
+      }
       w.bv.resize(std::size_t(t.n) * pl.np);
       w.be.resize(std::size_t(t.n) * pl.np);
-      pack_a_avx512(f.pack, t, w.av.data(), w.ae.data());
-      pack_b_avx512(f.pack, t, pl.np, w.bv.data(), w.be.data());
-      pl.av = w.av.data();
-      pl.ae = w.ae.data();
+      pack_b_avx512(t.b_values ? value_spec(pl, pl.b_enc) : f.pack, t, pl.np, w.bv.data(),
+                    w.be.data());
+      pl.av = av.data();
+      pl.ae = ae.data();
       pl.bv = w.bv.data();
       pl.be = w.be.data();
       pl.c = t.c;

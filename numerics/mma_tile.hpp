@@ -29,7 +29,24 @@ struct MmaTile {
   std::ptrdiff_t ldc = 0;
   std::uint32_t* d = nullptr;  // D(i, j) = d[i·ldd + j]
   std::ptrdiff_t ldd = 0;
+  // A and/or B as values instead of encodings, with the same addressing: each value exactly
+  // representable in the instruction's operand format (as a P cast or a quantizer produced it;
+  // integers for the integer instructions), so no caller encodes what the kernel decodes again.
+  const float* a_values = nullptr;
+  const float* b_values = nullptr;
+  // The element each instruction position k reads: k_index[k] (for k < n) in place of k in A's
+  // rows and B's columns, −1 for a zero (padding past a block's keys); null: element k. The
+  // stages pass SageAttention's in-16 key order and the zero padding this way, without copies.
+  const int* k_index = nullptr;
+  // Non-zero: names A's contents (operand, rows, layout) for reuse. A call whose a_key, model and
+  // shape equal an earlier call's on the same thread reuses the operand as that call prepared it,
+  // so the caller promises equal keys only for equal A (qk_mma: Q's rows of one tile, whose key
+  // is fresh for every tile: next_mma_tile_key()).
+  std::uint64_t a_key = 0;
 };
+
+// A key no earlier call of this process used.
+std::uint64_t next_mma_tile_key();
 
 // The tile by the per-output reference: dot_mma for every (i, j), in row-major order.
 void dot_mma_tile_ref(const DotModel& m, const MmaTile& t);

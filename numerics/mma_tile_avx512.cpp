@@ -25,6 +25,7 @@
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"
+#include "numerics/mma_tile_load_x86.hpp"
 
 #define ATTNSIM_AVX512 __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl")))
 #define ATTNSIM_AVX512_INLINE \
@@ -37,6 +38,17 @@ namespace {
 // Decoding of 16 encodings into FP32 values and unit-bit exponents.
 ATTNSIM_AVX512_INLINE void decode16(const PackSpec& s, __m512i x, __m512* v, __m512i* e) {
   const __m512i one = _mm512_set1_epi32(1);
+  if (s.kind == DecodeKind::kValue) {
+    *v = _mm512_castsi512_ps(x);
+    const __m512i ef = _mm512_and_si512(_mm512_srli_epi32(x, 23), _mm512_set1_epi32(0xFF));
+    __m512i ex = _mm512_max_epi32(_mm512_sub_epi32(ef, _mm512_set1_epi32(127)),
+                                  _mm512_set1_epi32(s.emin));
+    const __mmask16 zero = _mm512_testn_epi32_mask(x, _mm512_set1_epi32(0x7FFFFFFF));
+    ex = _mm512_mask_mov_epi32(ex, zero, _mm512_set1_epi32(kNoVote));
+    *e = _mm512_mask_mov_epi32(ex, _mm512_cmpeq_epi32_mask(ef, _mm512_set1_epi32(0xFF)),
+                               _mm512_set1_epi32(kSpecial));
+    return;
+  }
   if (s.kind == DecodeKind::kTable8) {
     const __m512i idx = _mm512_and_si512(x, _mm512_set1_epi32(0xFF));
     *v = _mm512_i32gather_ps(idx, s.table_value, 4);
@@ -273,13 +285,12 @@ ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av
                                   std::int32_t* ae) {
   // n is a multiple of 16 (every float instruction's k is).
   for (int i = 0; i < t.rows; ++i) {
-    const std::uint32_t* a = t.a + std::ptrdiff_t(i) * t.lda;
     float* vo = av + std::ptrdiff_t(i) * t.n;
     std::int32_t* eo = ae + std::ptrdiff_t(i) * t.n;
     for (int k0 = 0; k0 < t.n; k0 += 16) {
       __m512 v;
       __m512i e;
-      decode16(s, _mm512_loadu_si512(a + k0), &v, &e);
+      decode16(s, load_a16(t, i, k0), &v, &e);
       if (!s.permute32) {
         _mm512_storeu_ps(vo + k0, v);
         _mm512_storeu_si512(eo + k0, e);
@@ -290,7 +301,8 @@ ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av
       _mm512_store_ps(vt, v);
       _mm512_store_si512(et, e);
       for (int l = 0; l < 16; ++l) {
-        // Packed position of source k: bit 1 of k picks the HMMA, k / 4 and bit 0 its place.
+        // Packed position of instruction position k: bit 1 of k picks the HMMA, k / 4 and bit 0
+        // the place in it (numerics/mma.cpp fp8_via_hmma).
         const int k = k0 + l, g = k & 31;
         const int p = (k & ~31) + ((g & 2) ? 16 : 0) + (g >> 2) * 2 + (g & 1);
         vo[p] = vt[l];
@@ -302,7 +314,6 @@ ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av
 
 ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, float* bv,
                                   std::int32_t* be) {
-  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   for (int p = 0; p < t.n; ++p) {
     int k = p;
     if (s.permute32) {
@@ -310,21 +321,12 @@ ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, f
       k = g < 16 ? (p & ~31) + (g >> 1) * 4 + (g & 1)
                  : (p & ~31) + ((g - 16) >> 1) * 4 + 2 + (g & 1);
     }
-    const std::uint32_t* row = t.b + std::ptrdiff_t(k) * t.b_k;
+    const std::uint32_t* row = b_row(t, k);
     for (int j0 = 0; j0 < np; j0 += 16) {
-      const int left = t.cols - j0;
-      const __mmask16 m = __mmask16(left >= 16 ? 0xFFFF : left <= 0 ? 0u : (1u << left) - 1u);
-      __m512i x;
-      if (t.b_n == 1) {
-        x = _mm512_maskz_loadu_epi32(m, row + j0);
-      } else {
-        const __m512i idx = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32(j0)),
-                                               _mm512_set1_epi32(int(t.b_n)));
-        x = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), m, idx, row, 4);
-      }
       __m512 v;
       __m512i e;
-      decode16(s, x, &v, &e);  // padding columns: encoding 0, a zero of every float format
+      // Padding (columns, positions): 0, a zero of every format as encoding and as value.
+      decode16(s, load_b16(t, row, j0), &v, &e);
       _mm512_storeu_ps(bv + std::ptrdiff_t(p) * np + j0, v);
       _mm512_storeu_si512(be + std::ptrdiff_t(p) * np + j0, e);
     }

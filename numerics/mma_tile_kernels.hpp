@@ -27,8 +27,11 @@ enum class BlockOut : std::uint8_t {
   kF16Rne,  // fp16, round to nearest even (HMMA/HGMMA/QGMMA .F16, sm_89 QMMA .F16)
 };
 
-// How an operand's encodings become (value, exponent) pairs in the packed layout.
-enum class DecodeKind : std::uint8_t { kFp16, kBf16, kTable8 };
+// How an operand's elements become (value, exponent) pairs in the packed layout: encodings of
+// fp16 or bf16 decoded arithmetically, FP8 encodings by table, or values (MmaTile::a_values /
+// b_values) whose exponent is their FP32 one floored at the format's emin (a subnormal of the
+// format has the unit-bit exponent 1 − bias).
+enum class DecodeKind : std::uint8_t { kFp16, kBf16, kTable8, kValue };
 
 struct FloatTilePlan {
   // The model.
@@ -56,6 +59,7 @@ struct FloatTilePlan {
   std::ptrdiff_t ldd = 0;
   // For the reference's blocks (float_block_fallback).
   const MmaTile* tile = nullptr;
+  Encoding a_enc = Encoding::kFp16, b_enc = Encoding::kFp16;  // the operands' formats
   Encoding block_in = Encoding::kFp16;  // the block FMA's input format (fp16 for via_hmma)
   BlockFmaParams params{};
   const std::uint16_t* widen = nullptr;  // via_hmma: FP8 byte -> fp16 bits (exact)
@@ -66,6 +70,7 @@ struct PackSpec {
   DecodeKind kind = DecodeKind::kFp16;
   const float* table_value = nullptr;
   const std::int32_t* table_exp = nullptr;
+  int emin = 0;            // kValue: the format's unit-bit exponent floor
   bool permute32 = false;  // via_hmma's order within every 32 elements
 };
 
@@ -82,13 +87,17 @@ inline int via_hmma_source(int p) {
 }
 
 // AVX-512 (mma_tile_avx512.cpp).
+// The encoding of A(i, k) / B(k, j) at instruction position k (values encoded exactly).
+std::uint32_t tile_a_bits(const MmaTile& t, Encoding e, int i, int k);
+std::uint32_t tile_b_bits(const MmaTile& t, Encoding e, int k, int j);
+
 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av, std::int32_t* ae);
 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, float* bv, std::int32_t* be);
 void float_tile_avx512(const FloatTilePlan& pl);
 
 // The integer instructions (int_mma_tile_x86.cpp). Elements as integers: s8 and u8 bytes, s4
-// nibbles sign-extended to bytes.
-enum class ElemKind : std::uint8_t { kS8, kU8, kS4 };
+// nibbles sign-extended to bytes, or values (exact integers in FP32).
+enum class ElemKind : std::uint8_t { kS8, kU8, kS4, kValue };
 
 struct IntTilePlan {
   const MmaTile* tile = nullptr;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <random>
 #include <string>
 #include <vector>
@@ -108,7 +109,16 @@ struct Problem {
   std::vector<std::uint32_t> a, b, c;
   bool b_row_major = false, alias = false, no_c = false;
   int lda = 0, ldb = 0, ldc = 0;
+  // Operands passed as values (MmaTile::a_values / b_values), and a position index (k_index:
+  // a permutation of the elements with some positions reading a zero).
+  std::vector<float> av, bv;
+  std::vector<int> k_index;
 };
+
+// An encoding's value as a stage would hold it (decoded floats, integers).
+inline float value_of(Encoding e, std::uint32_t bits) {
+  return encoding_traits(e).is_float ? decode_float_bits(e, bits) : float(int_from_encoding(e, bits));
+}
 
 inline Problem make_problem(std::mt19937& rng, const DotModel& m, int rows, int cols, int n,
                             int mode) {
@@ -151,6 +161,21 @@ inline Problem make_problem(std::mt19937& rng, const DotModel& m, int rows, int 
       p.a[std::size_t(i) * p.lda + rng() % std::uint32_t(n)] = draw(rng, ea, 5);
   }
   const bool integer = info.acc == 2;
+  if (rng() % 3 == 0) {
+    p.av.resize(p.a.size());
+    for (std::size_t e = 0; e < p.a.size(); ++e) p.av[e] = value_of(ea, p.a[e]);
+  }
+  if (rng() % 3 == 0) {
+    p.bv.resize(p.b.size());
+    for (std::size_t e = 0; e < p.b.size(); ++e) p.bv[e] = value_of(eb, p.b[e]);
+  }
+  if (rng() % 3 == 0) {
+    p.k_index.resize(std::size_t(n));
+    for (int k = 0; k < n; ++k) p.k_index[std::size_t(k)] = k;
+    std::shuffle(p.k_index.begin(), p.k_index.end(), rng);
+    for (int k = 0; k < n; ++k)
+      if (rng() % 5 == 0) p.k_index[std::size_t(k)] = -1;
+  }
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
       const int md = rng() % 8 == 0 ? int(rng() % 6) : mode;
@@ -177,6 +202,9 @@ std::vector<std::uint32_t> run(const Problem& p, const DotModel& m, F f) {
   t.ldc = p.ldc;
   t.d = p.alias ? cbuf.data() : dbuf.data();
   t.ldd = p.ldc;
+  if (!p.av.empty()) t.a_values = p.av.data();
+  if (!p.bv.empty()) t.b_values = p.bv.data();
+  if (!p.k_index.empty()) t.k_index = p.k_index.data();
   f(m, t);
   const std::vector<std::uint32_t>& out = p.alias ? cbuf : dbuf;
   std::vector<std::uint32_t> d(std::size_t(p.rows) * p.cols);

@@ -54,6 +54,43 @@ TEST(MmaTile, EveryModelEqualsThePerOutputReference) {
   EXPECT_GT(n, 100000u);
 }
 
+// A keyed A (MmaTile::a_key: Q's rows across a tile's KV blocks) is prepared once and reused by
+// later calls with the same key, model and shape, also after calls with other operands in
+// between; a new key, model or shape prepares it again.
+TEST(MmaTile, KeyedOperandIsReusedOnlyUnderItsKey) {
+  std::mt19937 rng(5);
+  for (const DotModel& m : {DotModel{DotModel::kMma, MmaInstr::kHmmaBf16F32, 0},
+                            DotModel{DotModel::kMma, MmaInstr::kImmaS8, 0},
+                            DotModel{DotModel::kMma, MmaInstr::kWgmmaE4m3F32, 128}}) {
+    const int n = dot_requirements(m).k_step * 2;
+    const std::uint64_t key = next_mma_tile_key();
+    Problem first = make_problem(rng, m, 6, 40, n, 1);
+    for (int call = 0; call < 6; ++call) {
+      // Same A (and key) with fresh B and C; every other call an unkeyed problem in between.
+      Problem p = make_problem(rng, m, 6, 40, n, call % 6);
+      p.a = first.a;
+      p.lda = first.lda;
+      p.av = first.av;
+      p.k_index.clear();
+      auto keyed = [key](const DotModel& mm, MmaTile t) {
+        t.a_key = key;
+        dot_mma_tile(mm, t);
+      };
+      EXPECT_EQ(run(p, m, keyed), run(p, m, dot_mma_tile_ref)) << model_name(m) << " call " << call;
+      const Problem other = make_problem(rng, m, 6, 40, n, 0);
+      EXPECT_EQ(run(other, m, dot_mma_tile), run(other, m, dot_mma_tile_ref));
+    }
+    // A different A under a new key.
+    const Problem q = make_problem(rng, m, 6, 40, n, 2);
+    const std::uint64_t key2 = next_mma_tile_key();
+    auto keyed2 = [key2](const DotModel& mm, MmaTile t) {
+      t.a_key = key2;
+      dot_mma_tile(mm, t);
+    };
+    EXPECT_EQ(run(q, m, keyed2), run(q, m, dot_mma_tile_ref)) << model_name(m);
+  }
+}
+
 // Below the kernels' instruction set every model takes the reference; at or above, the float
 // models take the block-FMA kernel (the test above then compared the kernel, not the reference
 // with itself).

@@ -94,6 +94,10 @@ void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, con
             const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
   if (st.dot.kind == DotModel::kMma && dot_mma_tile_has_kernel(st.dot))
     return pv_mma(st, pst, in, ti, b, state, buf);
+  // Integer P and V into a chunk from zero (an FP64 state's unrounded P is not integer).
+  if (st.acc == PvAccumulate::kChunk && pst.enc != Encoding::kFp64 &&
+      integer_product_is_exact(st.dot.kind, pst.enc, in.v.enc, b.cols))
+    return pv_int(st, pst, in, ti, b, state, buf);
   pv_ref(st, pst, in, ti, b, state, buf);
 }
 template void pv_stage<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<float>&, TileBuffers<float>&);

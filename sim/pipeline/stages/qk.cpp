@@ -46,6 +46,8 @@ void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, c
             TileBuffers<T>& buf) {
   if (st.dot.kind == DotModel::kMma && dot_mma_tile_has_kernel(st.dot))
     return qk_mma(st, in, ti, b, buf);
+  if (integer_product_is_exact(st.dot.kind, in.q.enc, in.k.enc, in.shape.head_dim))
+    return qk_int(st, in, ti, b, buf);
   qk_ref(st, in, ti, b, buf);
 }
 template void qk_stage<float>(const QkStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileBuffers<float>&);
