@@ -7,6 +7,8 @@
 
 #include "formats/float16.hpp"
 #include "formats/float32.hpp"
+#include "numerics/dot.hpp"
+#include "numerics/mma_tile.hpp"
 
 namespace attnsim {
 
@@ -316,17 +318,34 @@ void mma_gemm(MmaInstr instr, int M, int N, int K, const std::uint8_t* A, const 
               const std::uint32_t* C, std::uint32_t* D, int promote_every) {
   const MmaInstrInfo& info = mma_info(instr);
   const std::size_t row_bytes = std::size_t(K) * info.in_bits / 8;
-  std::vector<std::uint32_t> a(static_cast<std::size_t>(K), 0u), b(static_cast<std::size_t>(K), 0u);
-  for (int m = 0; m < M; ++m) {
-    for (int j = 0; j < K; ++j) a[j] = mma_element(A + m * row_bytes, info.in_bits, j);
-    for (int n = 0; n < N; ++n) {
-      for (int j = 0; j < K; ++j) b[j] = mma_element(Bt + n * row_bytes, info.in_bits, j);
-      const std::uint32_t c = C[std::size_t(m) * N + n];
-      D[std::size_t(m) * N + n] =
-          promote_every > 0 ? mma_dot_promoted(instr, a.data(), b.data(), K, c, promote_every)
-                            : mma_dot(instr, a.data(), b.data(), K, c);
-    }
-  }
+  std::vector<std::uint32_t> a(std::size_t(M) * K), b(std::size_t(N) * K);
+  for (int m = 0; m < M; ++m)
+    for (int j = 0; j < K; ++j) a[std::size_t(m) * K + j] = mma_element(A + m * row_bytes, info.in_bits, j);
+  for (int n = 0; n < N; ++n)
+    for (int j = 0; j < K; ++j) b[std::size_t(n) * K + j] = mma_element(Bt + n * row_bytes, info.in_bits, j);
+  // The tile form (numerics/mma_tile.hpp) takes dot_mma's C and D: FP32 bits for an fp16
+  // accumulator, which here holds fp16 bits (unless promoted). Widening is exact, and so is the
+  // narrowing of D (an fp16 value, or the canonical NaN 0x7FFF either way).
+  const bool f16 = info.acc == 1 && promote_every == 0;
+  std::vector<std::uint32_t> c(std::size_t(M) * N), d(std::size_t(M) * N);
+  for (std::size_t e = 0; e < c.size(); ++e)
+    c[e] = f16 ? f32_bits(decode_f32<fp16>(std::uint16_t(C[e]))) : C[e];
+  MmaTile t;
+  t.rows = M;
+  t.cols = N;
+  t.n = K;
+  t.a = a.data();
+  t.lda = K;
+  t.b = b.data();
+  t.b_k = 1;
+  t.b_n = K;
+  t.c = c.data();
+  t.ldc = N;
+  t.d = d.data();
+  t.ldd = N;
+  dot_mma_tile(DotModel{DotModel::kMma, instr, promote_every}, t);
+  for (std::size_t e = 0; e < d.size(); ++e)
+    D[e] = f16 ? encode<fp16>(f32_from_bits(d[e]), kCudaRn) : d[e];
 }
 
 }  // namespace attnsim

@@ -1,6 +1,7 @@
 // What the stage functions share: the tile buffers, the exponent's constants and exp model.
 #include <type_traits>
 
+#include "numerics/mma_tile.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 
 namespace attnsim {
@@ -21,6 +22,7 @@ void TileBuffers<T>::size(int rows, int bk, int dv) {
   p_mul.resize(std::size_t(rows));
   p_scale.resize(std::size_t(rows));
   chunk.resize(std::size_t(rows) * dv);
+  q_key = next_mma_tile_key();  // a new tile (attend_tile sizes the buffers once per tile)
 }
 
 template <class T>

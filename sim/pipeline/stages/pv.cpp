@@ -4,6 +4,7 @@
 // (TurboAttention `s_P̃ · s_V · Q(P̃)V`: fl(s_P · s_V), then one multiply).
 #include <type_traits>
 
+#include "numerics/mma_tile.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -86,10 +87,17 @@ template void pv_ref<double>(const PvStage&, const PStage&, const PreparedInput&
                              const TileIndex&, const BlockView&, TileState<double>&,
                              TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+// The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
+// (numerics/mma_tile.hpp), else the reference.
 template <class T>
 void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
             const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
+  if (st.dot.kind == DotModel::kMma && dot_mma_tile_has_kernel(st.dot))
+    return pv_mma(st, pst, in, ti, b, state, buf);
+  // Integer P and V into a chunk from zero (an FP64 state's unrounded P is not integer).
+  if (st.acc == PvAccumulate::kChunk && pst.enc != Encoding::kFp64 &&
+      integer_product_is_exact(st.dot.kind, pst.enc, in.v.enc, b.cols))
+    return pv_int(st, pst, in, ti, b, state, buf);
   pv_ref(st, pst, in, ti, b, state, buf);
 }
 template void pv_stage<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<float>&, TileBuffers<float>&);

@@ -4,6 +4,7 @@
 // over disjoint keys (split schedules).
 #include <cmath>
 
+#include "numerics/mma_tile.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -189,10 +190,13 @@ template void merge_row<float>(TileState<float>&, int, const TileState<float>&, 
 template void merge_row<double>(TileState<double>&, int, const TileState<double>&, int, RowSum,
                                 const ExpModel<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+// The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
+// (numerics/mma_tile.hpp), else the reference.
 template <class T>
 void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
                  TileState<T>& state, TileBuffers<T>& buf) {
+  if (st.row_sum == RowSum::kMma && dot_mma_tile_has_kernel(st.row_sum_dot))
+    return row_sum_mma(st, p_enc, perm16, b, state, buf);
   row_sum_ref(st, p_enc, perm16, b, state, buf);
 }
 template void row_sum_stage<float>(const SoftmaxStage&, Encoding, bool, const BlockView&, TileState<float>&, TileBuffers<float>&);

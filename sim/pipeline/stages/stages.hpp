@@ -77,6 +77,11 @@ struct TileBuffers {
   std::vector<float> p_scale;     // [rows] PScale: P's scale of this block
   std::vector<T> chunk;           // [rows][dv] PvAccumulate::kChunk: this block's product
   std::vector<std::uint32_t> enc_a, enc_b, ones;  // instruction operands (encodings)
+  std::vector<std::uint32_t> mma_c, mma_d;        // tile products' C and D bits (qk_mma, pv_mma)
+  std::vector<int> mma_k;                         // their key of each instruction position
+  // Names this tile's Q rows for the tile products (MmaTile::a_key): fresh for every tile (size),
+  // so the QKᵀ of each KV block reuses Q as the first block's product prepared it.
+  std::uint64_t q_key = 0;
   void size(int rows, int bk, int dv);
 };
 
@@ -138,6 +143,36 @@ void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, Til
 template <class T>
 void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse);
+
+// The instruction-model kernels of qk, pv and row_sum (qk_mma.cpp, pv_mma.cpp): the same bits as
+// the references, as tile products (numerics/mma_tile.hpp) vectorised across outputs. The
+// dispatchers take them for DotModel::kMma when dot_mma_tile_has_kernel.
+template <class T>
+void qk_mma(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
+            TileBuffers<T>& buf);
+template <class T>
+void pv_mma(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void row_sum_mma(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf);
+
+// Integer operands (s8, s4, s2 values) under an exact product model: qk_int and pv_int compute
+// the exact integer sums with the integer tile kernel (kIntegerExactModel: the wrapping s8 IMMA,
+// exact where integer_product_is_exact bounds every partial sum), each model's result being that
+// integer as it holds it: FP64 exactly, kExact and the FP32 loop rounded to nearest FP32.
+inline constexpr DotModel kIntegerExactModel{DotModel::kMma, MmaInstr::kImmaS8, 0};
+bool integer_product_is_exact(DotModel::Kind kind, Encoding a, Encoding b, int n);
+template <class T>
+inline T exact_integer_as(DotModel::Kind kind, std::int32_t s) {
+  return kind == DotModel::kFp64 ? T(double(s)) : T(float(s));
+}
+template <class T>
+void qk_int(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
+            TileBuffers<T>& buf);
+template <class T>
+void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf);
 
 // The dispatchers attend_tile calls: each chooses, once per call (a tile's KV block), a fast
 // kernel that gives its reference's bits (numerics/isa.hpp: by the CPU's features, capped by

@@ -1,0 +1,112 @@
+// numerics/mma_tile: the tile kernels against the per-output reference (dot_mma for every output),
+// bit for bit, on a quick sample of random and adversarial tiles of every instruction model
+// (mma_tile_long_test.cpp runs 10^8 outputs); which kernel runs under each instruction-set cap.
+#include "numerics/mma_tile.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "numerics/isa.hpp"
+#include "tests/numerics/mma_tile_cases.hpp"
+
+namespace attnsim {
+namespace {
+
+using namespace tile_cases;
+
+// Restores the instruction-set cap a test changes.
+struct IsaGuard {
+  Isa saved = active_isa();
+  ~IsaGuard() { set_isa(saved); }
+};
+
+std::size_t compare_models(std::mt19937& rng, int problems_per_model) {
+  std::size_t outputs = 0;
+  for (const DotModel& m : all_models()) {
+    const int step = dot_requirements(m).k_step;
+    for (int trial = 0; trial < problems_per_model; ++trial) {
+      const int rows = 1 + int(rng() % 9), cols = 1 + int(rng() % 70);
+      const int n = step * (1 + int(rng() % 3));
+      const Problem p = make_problem(rng, m, rows, cols, n, trial % 6);
+      const std::vector<std::uint32_t> want = run(p, m, dot_mma_tile_ref);
+      const std::vector<std::uint32_t> got = run(p, m, dot_mma_tile);
+      for (std::size_t e = 0; e < want.size(); ++e) {
+        if (want[e] == got[e]) continue;
+        ADD_FAILURE() << model_name(m) << " trial " << trial << " output (" << e / cols << ", "
+                      << e % cols << ") of " << rows << "x" << cols << "x" << n << ": ref 0x"
+                      << std::hex << want[e] << ", tile 0x" << got[e];
+        return outputs;
+      }
+      outputs += want.size();
+    }
+  }
+  return outputs;
+}
+
+TEST(MmaTile, EveryModelEqualsThePerOutputReference) {
+  std::mt19937 rng(23);
+  const std::size_t n = compare_models(rng, 36);
+  std::printf("%zu outputs compared (kernels: hmma %s, qgmma %s, imma %s)\n", n,
+              dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kHmmaF16F32, 0}),
+              dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kWgmmaE4m3F32, 0}),
+              dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kImmaS8, 0}));
+  EXPECT_GT(n, 100000u);
+}
+
+// A keyed A (MmaTile::a_key: Q's rows across a tile's KV blocks) is prepared once and reused by
+// later calls with the same key, model and shape, also after calls with other operands in
+// between; a new key, model or shape prepares it again.
+TEST(MmaTile, KeyedOperandIsReusedOnlyUnderItsKey) {
+  std::mt19937 rng(5);
+  for (const DotModel& m : {DotModel{DotModel::kMma, MmaInstr::kHmmaBf16F32, 0},
+                            DotModel{DotModel::kMma, MmaInstr::kImmaS8, 0},
+                            DotModel{DotModel::kMma, MmaInstr::kWgmmaE4m3F32, 128}}) {
+    const int n = dot_requirements(m).k_step * 2;
+    const std::uint64_t key = next_mma_tile_key();
+    Problem first = make_problem(rng, m, 6, 40, n, 1);
+    for (int call = 0; call < 6; ++call) {
+      // Same A (and key) with fresh B and C; every other call an unkeyed problem in between.
+      Problem p = make_problem(rng, m, 6, 40, n, call % 6);
+      p.a = first.a;
+      p.lda = first.lda;
+      p.av = first.av;
+      p.k_index.clear();
+      auto keyed = [key](const DotModel& mm, MmaTile t) {
+        t.a_key = key;
+        dot_mma_tile(mm, t);
+      };
+      EXPECT_EQ(run(p, m, keyed), run(p, m, dot_mma_tile_ref)) << model_name(m) << " call " << call;
+      const Problem other = make_problem(rng, m, 6, 40, n, 0);
+      EXPECT_EQ(run(other, m, dot_mma_tile), run(other, m, dot_mma_tile_ref));
+    }
+    // A different A under a new key.
+    const Problem q = make_problem(rng, m, 6, 40, n, 2);
+    const std::uint64_t key2 = next_mma_tile_key();
+    auto keyed2 = [key2](const DotModel& mm, MmaTile t) {
+      t.a_key = key2;
+      dot_mma_tile(mm, t);
+    };
+    EXPECT_EQ(run(q, m, keyed2), run(q, m, dot_mma_tile_ref)) << model_name(m);
+  }
+}
+
+// Below the kernels' instruction set every model takes the reference; at or above, the float
+// models take the block-FMA kernel (the test above then compared the kernel, not the reference
+// with itself).
+TEST(MmaTile, KernelFollowsTheInstructionSet) {
+  IsaGuard g;
+  for (const DotModel& m : all_models()) {
+    set_isa(Isa::kScalar);
+    EXPECT_STREQ(dot_mma_tile_kernel(m), "ref") << model_name(m);
+  }
+  if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  set_isa(Isa::kAvx512);
+  for (const DotModel& m : all_models()) {
+    const bool integer = dot_requirements(m).integer_acc;
+    if (!integer) EXPECT_STREQ(dot_mma_tile_kernel(m), "block_fma.avx512") << model_name(m);
+  }
+}
+
+}  // namespace
+}  // namespace attnsim
