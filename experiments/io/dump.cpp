@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -26,7 +27,7 @@ void check_finite(const std::vector<float>& x, const std::vector<std::uint64_t>&
       rem /= dims[d];
     }
     for (std::size_t d = 0; d < coord.size(); ++d) idx += (d ? "," : "") + std::to_string(coord[d]);
-    throw UsageError(what + " has a non-finite value (" + std::to_string(x[i]) + ") at [" + idx +
+    throw UsageError(what + " has a non-finite value (" + format_number(x[i]) + ") at [" + idx +
                      "]; pass --allow-nonfinite to proceed");
   }
 }
@@ -35,13 +36,17 @@ void check_finite(const std::vector<float>& x, const std::vector<std::uint64_t>&
 
 std::vector<std::string> dump_prefixes(const std::string& path) {
   H5Reader r(path);
-  if (r.exists("q")) return {""};
+  // Every group that holds a dataset `q`, at any depth ("blocks/3/q" too), the root first, then
+  // in path order: nothing in the file is skipped silently.
   std::vector<std::string> out;
-  for (const auto& m : r.members("/")) {
-    if (r.exists(m + "/q")) out.push_back(m + "/");
+  for (const H5DatasetInfo& d : r.datasets()) {
+    if (d.name == "q") {
+      out.insert(out.begin(), "");
+    } else if (d.name.size() > 2 && d.name.compare(d.name.size() - 2, 2, "/q") == 0) {
+      out.push_back(d.name.substr(0, d.name.size() - 1));
+    }
   }
-  if (out.empty())
-    throw UsageError("'" + path + "' has no dataset 'q' (nor per-layer groups with one)");
+  if (out.empty()) throw UsageError("'" + path + "' has no dataset 'q' (nor groups with one)");
   return out;
 }
 
@@ -111,7 +116,7 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
     if (r.has_attr(obj, "causal")) {
       const double c = r.attr_f64(obj, "causal");
       if (c != 0.0 && c != 1.0) {
-        throw UsageError("attribute causal = " + std::to_string(c) + " in " + where +
+        throw UsageError("attribute causal = " + format_number(c) + " in " + where +
                          " must be 0 or 1");
       }
       in.causal = c != 0.0;
@@ -122,10 +127,33 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
     if (r.has_attr(obj, "sm_scale")) {
       in.sm_scale = r.attr_f64(obj, "sm_scale");
       if (!std::isfinite(in.sm_scale) || in.sm_scale <= 0) {
-        throw UsageError("attribute sm_scale = " + std::to_string(in.sm_scale) + " in " + where +
+        throw UsageError("attribute sm_scale = " + format_number(in.sm_scale) + " in " + where +
                          " must be a finite number > 0");
       }
       break;
+    }
+  }
+  // The same attributes on a dataset (f["q"].attrs["causal"] = 1, the likeliest slip when writing
+  // a dump by hand) are not where attnsim reads them: one that disagrees with what the run uses
+  // would silently run another problem, so it is refused; one that agrees is harmless.
+  for (const char* t : names) {
+    const std::string ds = prefix + t;
+    if (r.has_attr(ds, "causal") && (r.attr_f64(ds, "causal") != 0.0) != in.causal) {
+      throw UsageError("attribute causal = " + format_number(r.attr_f64(ds, "causal")) +
+                       " on dataset '" + ds + "' of '" + path +
+                       "' is not read (attnsim reads causal from the layer group or the file "
+                       "root, e.g. f.attrs['causal'] = 1), and this run would be " +
+                       (in.causal ? "causal" : "non-causal") +
+                       ": move it to the group or the root, or remove it");
+    }
+    if (r.has_attr(ds, "sm_scale") && r.attr_f64(ds, "sm_scale") != in.scale()) {
+      throw UsageError("attribute sm_scale = " + format_number(r.attr_f64(ds, "sm_scale")) +
+                       " on dataset '" + ds + "' of '" + path +
+                       "' is not read (attnsim reads sm_scale from the layer group or the file "
+                       "root, e.g. f.attrs['sm_scale'] = 0.125), and this run would use " +
+                       format_number(in.scale()) +
+                       ": move it to the group or the root, or "
+                       "remove it");
     }
   }
   if (info) {
@@ -197,7 +225,7 @@ constexpr double kMaxFloat = 3.4028234663852886e38;
 // is refused whatever its seed and size.
 void validate_spec(const Spec& s, const std::string& text) {
   auto bad = [&](const std::string& what) {
-    throw UsageError("synthetic spec '" + text + "': " + what);
+    throw UsageError("synthetic spec '" + abbreviate(text) + "': " + what);
   };
   static const std::vector<std::pair<std::string, std::vector<std::string>>> kOwnKeys{
       {"uniform", {"lo", "hi"}},
@@ -253,7 +281,7 @@ Spec parse_spec(const std::string& spec) {
   bool known = false;
   for (const auto& d : kDists) known = known || d == s.dist;
   if (!known) {
-    throw UsageError("unknown synthetic distribution '" + s.dist +
+    throw UsageError("unknown synthetic distribution '" + abbreviate(s.dist) +
                      "' (expected normal, uniform, kbias, outlier or peaked)");
   }
   if (colon == std::string::npos) return s;
@@ -266,18 +294,20 @@ Spec parse_spec(const std::string& spec) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw UsageError("synthetic spec item '" + item + "' is not key=value");
+      throw UsageError("synthetic spec item '" + abbreviate(item) + "' is not key=value");
     const std::string key = item.substr(0, eq);
     bool ok = false;
     for (const auto& k : kKeys) ok = ok || k == key;
     if (!ok) {
       std::string all;
       for (const auto& k : kKeys) all += (all.empty() ? "" : " ") + k;
-      throw UsageError("unknown synthetic spec key '" + key + "' (allowed: " + all + ")");
+      throw UsageError("unknown synthetic spec key '" + abbreviate(key) + "' (allowed: " + all +
+                       ")");
     }
     // As in the method grammar: a key given twice is a typo, not an override.
     if (s.kv.count(key))
-      throw UsageError("synthetic spec key '" + key + "' given twice in '" + spec + "'");
+      throw UsageError("synthetic spec key '" + key + "' given twice in '" + abbreviate(spec) +
+                       "'");
     double v = 0;
     try {
       std::size_t used = 0;
@@ -287,7 +317,7 @@ Spec parse_spec(const std::string& spec) {
       v = NAN;  // not a number, or out of double's range (std::out_of_range)
     }
     if (!std::isfinite(v))
-      throw UsageError("synthetic spec value '" + item + "' is not a finite number");
+      throw UsageError("synthetic spec value '" + abbreviate(item) + "' is not a finite number");
     s.kv[key] = v;
   }
   validate_spec(s, spec);
@@ -348,6 +378,8 @@ AttentionShape shape_of(const Spec& s) {
 }  // namespace
 
 AttentionShape synthetic_shape(const std::string& spec) { return shape_of(parse_spec(spec)); }
+
+bool synthetic_causal(const std::string& spec) { return parse_spec(spec).get("causal", 0) != 0; }
 
 std::uint64_t synthetic_seed(const std::string& spec) {
   const Spec s = parse_spec(spec);
@@ -444,9 +476,9 @@ AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) 
     const std::vector<float>& x = *tensors[t];
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (std::isfinite(x[i])) continue;
-      throw UsageError("synthetic spec '" + spec_text + "' (seed " + std::to_string(seed) +
-                       ") generates a non-finite " + names[t] + " (element " + std::to_string(i) +
-                       "): float32 overflow");
+      throw UsageError("synthetic spec '" + abbreviate(spec_text) + "' (seed " +
+                       std::to_string(seed) + ") generates a non-finite " + names[t] +
+                       " (element " + std::to_string(i) + "): float32 overflow");
     }
   }
   return in;
@@ -461,8 +493,41 @@ std::vector<std::string> select_dump_prefixes(const std::string& path, const std
   throw UsageError("'" + path + "' has no group '" + group + "' with q, k, v");
 }
 
+DumpSelection select_dump_input(const std::string& text) {
+  std::error_code ec;
+  const auto colon = text.rfind(':');
+  if (!std::filesystem::exists(text, ec) && colon != std::string::npos && colon > 0 &&
+      colon + 1 < text.size() && std::filesystem::exists(text.substr(0, colon), ec)) {
+    const std::string file = text.substr(0, colon);
+    return {file, select_dump_prefixes(file, text.substr(colon + 1))};
+  }
+  return {text, dump_prefixes(text)};
+}
+
 std::string dump_input_name(const std::string& path, const std::string& prefix) {
   return path + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1));
+}
+
+bool dump_causal(const std::string& path, const std::string& prefix) {
+  try {
+    H5Reader r(path);
+    const std::string group = prefix.empty() ? "/" : prefix.substr(0, prefix.size() - 1);
+    for (const std::string& obj : {group, std::string("/")})
+      if (r.has_attr(obj, "causal")) return r.attr_f64(obj, "causal") != 0.0;
+  } catch (const UsageError&) {
+  }
+  return false;
+}
+
+void check_causal_rows(const AttentionShape& s, bool causal, const std::string& input) {
+  if (!causal || s.len_q <= s.len_kv) return;
+  const long long empty = (long long)s.len_q - s.len_kv;
+  throw UsageError("causal input '" + abbreviate(input) + "' has more queries (" +
+                   std::to_string(s.len_q) + ") than keys (" + std::to_string(s.len_kv) +
+                   "): under the bottom-right causal mask its first " + std::to_string(empty) +
+                   " query rows see no key, and their output (0 in golden attention and in every "
+                   "method) would count as agreement; use its last " +
+                   std::to_string(s.len_kv) + " queries, or causal = 0");
 }
 
 }  // namespace attnsim

@@ -25,6 +25,11 @@ struct MethodParam {
 struct MethodOutput {
   std::vector<double> o;
   std::string format;
+  // The values the method resolved from "auto" options for this input (key -> value, e.g.
+  // splitkv's splits=0 -> the split count that ran, turbo's mode=auto -> decode), reported in
+  // the output's attributes and the results' `resolved` column. (The initializer keeps
+  // MethodOutput{o, format} free of -Wmissing-field-initializers.)
+  std::map<std::string, std::string> resolved = {};
 };
 
 using MethodValues = std::map<std::string, std::string>;

@@ -87,7 +87,9 @@ void register_amla_methods(std::vector<MethodSpec>& r) {
                  const Pipeline pl = amla_method_pipeline(v, in.dtype);
                  try {
                    PipelineResult res = run_pipeline(in, pl);
-                   return MethodOutput{std::move(res.o), encoding_name(pl.out)};
+                   MethodOutput out{std::move(res.o), encoding_name(pl.out), {}};
+                   out.resolved["in"] = encoding_name(amla_options(v, in.dtype).in);
+                   return out;
                  } catch (const std::invalid_argument& e) {
                    throw UsageError(e.what());
                  }

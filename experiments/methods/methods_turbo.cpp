@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "experiments/common/error.hpp"
+#include "experiments/common/warning.hpp"
 #include "experiments/methods/methods.hpp"
 #include "sim/turbo/kivi.hpp"
 #include "sim/turbo/turbo.hpp"
@@ -96,6 +97,19 @@ auto usage(F&& f) {
   }
 }
 
+// The same for kivi, whose decode schedule is turbo's (turbo_prefill_tokens): its messages say
+// "turbo decode", which names the wrong method here.
+template <class F>
+auto kivi_usage(F&& f) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    std::string m = e.what();
+    if (m.rfind("turbo ", 0) == 0) m = "kivi " + m.substr(6);
+    throw UsageError(m);
+  }
+}
+
 }  // namespace
 
 void register_turbo_methods(std::vector<MethodSpec>& r) {
@@ -155,7 +169,11 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
   auto run_turbo = [](const AttentionInput& in, const MethodValues& v) {
     const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
     TurboResult res = usage([&] { return turbo_attention(in, o); });
-    return MethodOutput{std::move(res.out.o), encoding_name(o.out)};
+    MethodOutput out{std::move(res.out.o), encoding_name(o.out), {}};
+    out.resolved["mode"] = res.decode ? "decode" : "prefill";
+    if (res.decode) out.resolved["prefill"] = std::to_string(res.prefill);
+    out.resolved["in"] = encoding_name(o.input);
+    return out;
   };
   auto check_turbo = [](const MethodValues& v) {
     const TurboOptions o = usage([&] { return turbo_options(v, "float32"); });
@@ -179,16 +197,35 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
       {"residual", {}, "64", "full-precision (FP16) residual tokens R", 1},
       {"mode", {"auto", "prefill", "decode"}, "auto", "as turbo's mode"},
       {"prefill", {}, "0", "decode: prompt tokens (0 = auto, as turbo)", 0},
-      {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: fp16)"},
+      {"out",
+       {"auto", "fp16", "bf16", "fp32"},
+       "auto",
+       "output format (auto: the input's: bf16 for a bf16 dump, else fp16)"},
   };
   r.push_back({"kivi",
                "KIVI (Liu et al.), TurboAttention's KV-cache baseline: per-channel K and per-token "
                "V asymmetric quantization in groups, FP16 residual, dequantize then FP16 attention",
                k,
                [](const AttentionInput& in, const MethodValues& v) {
-                 const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
-                 PipelineResult res = usage([&] { return kivi_attention(in, o); });
-                 return MethodOutput{std::move(res.o), encoding_name(o.out)};
+                 const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
+                 PipelineResult res = kivi_usage([&] { return kivi_attention(in, o); });
+                 MethodOutput out{std::move(res.o), encoding_name(o.out), {}};
+                 // kivi_attention's mode rule (sim/turbo/kivi.cpp): auto is decode for causal
+                 // inputs and single queries.
+                 const bool decode =
+                     o.mode == TurboMode::kDecode ||
+                     (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
+                 out.resolved["mode"] = decode ? "decode" : "prefill";
+                 if (decode)
+                   out.resolved["prefill"] =
+                       std::to_string(turbo_prefill_tokens(in, o.prefill, o.group));
+                 if (!decode)
+                   warn(
+                       "kivi ran in prefill mode (a non-causal input, or mode=prefill): every row "
+                       "attends the FP16 K and V, so every bits/group/residual gives FP16 "
+                       "FlashAttention bit for bit; KIVI's quantized cache is read only by decode "
+                       "steps, which need a causal input or a single query");
+                 return out;
                },
                nullptr, nullptr});
 }
