@@ -15,7 +15,7 @@ namespace attnsim {
 //                                     if only r is
 //   rmse          sqrt(Σ(o − r)² / n) SageAttention2 A.7 "RMSE"
 //   rel_fro       ‖o − r‖_F / ‖r‖_F   same zero rules as rel_l1
-//   rel_fro_amla  ‖o − r‖_F / (‖r‖_F + 1e-10), as AMLA §5.1 prints it (004_*.txt: "ε = 10^-10 for
+//   rel_fro_amla  ‖o − r‖_F / (‖r‖_F + 1e-10), as AMLA §5.1 prints it (arXiv 2509.25224: "ε = 10^-10 for
 //                 numerical stability"); finite for a zero reference, and below rel_fro by a
 //                 relative 1e-10/‖r‖, so the two differ visibly only for tiny references
 //   max_abs       max |o − r|
