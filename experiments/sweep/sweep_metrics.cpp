@@ -45,20 +45,16 @@ std::string resolved_text(const std::map<std::string, std::string>& resolved) {
   return t;
 }
 
-PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
-                       std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
-                       const std::vector<double>& golden) {
-  if (out.o.size() != golden.size()) {
-    throw UsageError("method " + method.canonical() + " returned " + std::to_string(out.o.size()) +
-                     " values, expected " + std::to_string(golden.size()));
-  }
+namespace {
+
+// What a measured and a skipped row share: the point, the method, the input and its shape.
+PointRow row_head(std::int64_t point, const MethodConfig& method, const std::string& input,
+                  std::int64_t seed, const AttentionInput& in) {
   PointRow r;
   r.point = point;
   r.method = method.canonical();
   r.label = method.short_name();
   r.input = input;
-  r.out_format = out.format;
-  r.resolved = resolved_text(out.resolved);
   r.seed = seed;
   const AttentionShape& s = in.shape;
   r.batch = s.batch;
@@ -68,6 +64,22 @@ PointRow measure_point(std::int64_t point, const MethodConfig& method, const std
   r.len_kv = s.len_kv;
   r.head_dim = s.head_dim;
   r.causal = in.causal ? 1 : 0;
+  return r;
+}
+
+}  // namespace
+
+PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
+                       std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
+                       const std::vector<double>& golden) {
+  if (out.o.size() != golden.size()) {
+    throw UsageError("method " + method.canonical() + " returned " + std::to_string(out.o.size()) +
+                     " values, expected " + std::to_string(golden.size()));
+  }
+  PointRow r = row_head(point, method, input, seed, in);
+  r.out_format = out.format;
+  r.resolved = resolved_text(out.resolved);
+  const AttentionShape& s = in.shape;
   const std::size_t dv = std::size_t(s.head_dim_v);
   r.m = measure(out.o.data(), golden.data(), golden.size(), out.format, dv);
   // O is [batch, heads_q, len_q, head_dim_v]: one head is a contiguous block.
@@ -84,21 +96,8 @@ PointRow measure_point(std::int64_t point, const MethodConfig& method, const std
 
 PointRow skipped_point(std::int64_t point, const MethodConfig& method, const std::string& input,
                        std::int64_t seed, const AttentionInput& in, const std::string& why) {
-  PointRow r;
-  r.point = point;
-  r.method = method.canonical();
-  r.label = method.short_name();
-  r.input = input;
-  r.seed = seed;
+  PointRow r = row_head(point, method, input, seed, in);
   r.skipped = why.empty() ? "refused" : why;
-  const AttentionShape& s = in.shape;
-  r.batch = s.batch;
-  r.heads_q = s.heads_q;
-  r.heads_kv = s.heads_kv;
-  r.len_q = s.len_q;
-  r.len_kv = s.len_kv;
-  r.head_dim = s.head_dim;
-  r.causal = in.causal ? 1 : 0;
   const double nan = std::numeric_limits<double>::quiet_NaN();
   r.m.cosine = r.m.rel_l1 = r.m.rmse = r.m.rel_fro = r.m.max_abs = nan;
   r.m.ulp_row_p50 = r.m.ulp_row_p99 = r.m.ulp_row_max = nan;
