@@ -169,6 +169,19 @@ ATTNSIM_HD constexpr float decode_float_bits(Encoding e, std::uint32_t bits) {
   return 0.0f;
 }
 
+// x rounded to a float encoding under `p` and decoded back (the value a kernel holds after the
+// conversion); fp32 and fp64 return x as it is (an FP32 input is already an FP32 value).
+ATTNSIM_HD constexpr float round_to(Encoding e, float x, Policy p) {
+  if (e == Encoding::kFp32 || e == Encoding::kFp64) return x;
+  return decode_float_bits(e, encode_float_bits(e, x, p));
+}
+// The same from an FP64 value: one rounding, never through FP32 (fp64 returns the FP32 value
+// nearest x, as an FP32 variable holding it would).
+ATTNSIM_HD constexpr float round_to(Encoding e, double x, Policy p) {
+  if (e == Encoding::kFp32 || e == Encoding::kFp64) return float(x);
+  return decode_float_bits(e, encode_float_bits(e, x, p));
+}
+
 // An integer encoding's value from its bits (two's complement or unsigned in the low `bits`).
 ATTNSIM_HD constexpr std::int32_t int_from_encoding(Encoding e, std::uint32_t bits) {
   switch (e) {

@@ -43,6 +43,11 @@ struct Policy {
   Round round;
   Overflow overflow;
   NanEncoding nan;
+
+  ATTNSIM_HD constexpr bool operator==(const Policy& o) const {
+    return round == o.round && overflow == o.overflow && nan == o.nan;
+  }
+  ATTNSIM_HD constexpr bool operator!=(const Policy& o) const { return !(*this == o); }
 };
 
 // The spellings of the policies, one table each, in enum order: the command line (`attnsim convert
@@ -62,6 +67,10 @@ ATTNSIM_HD constexpr const char* nan_encoding_spelling(NanEncoding n) {
 // CUDA cvt.rn.satfinite.{e4m3,e5m2}x2.f32 (every __nv_fp8_* constructor, SageAttention's V path).
 inline constexpr Policy kCudaSatfinite{Round::kNearestEven, Overflow::kSaturate,
                                        NanEncoding::kCuda};
+// CUDA cvt.rn.{bf16,f16}.f32 and every other round-to-nearest-even conversion of a GPU kernel
+// without .satfinite (IEEE overflow to Inf, the device's NaN 0x7FFF): what `__float2half_rn`,
+// `__float2bfloat16_rn`, `.to(torch.float16)` and the kernels' epilogue casts do.
+inline constexpr Policy kCudaRn{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
 // ml_dtypes astype / OCP non-saturating E4M3 (overflow -> NaN).
 inline constexpr Policy kMlDtypesE4m3{Round::kNearestEven, Overflow::kNaN, NanEncoding::kMlDtypes};
 // ml_dtypes astype for IEEE-like formats (e5m2, bf16, fp16): overflow -> Inf.

@@ -55,8 +55,7 @@ std::uint32_t dot_mma(const DotModel& m, const std::uint32_t* a, const std::uint
   if (m.promote > 0) return mma_dot_promoted(m.instr, a, b, n, c, m.promote);
   if (info.acc != 1) return mma_dot(m.instr, a, b, n, c);
   // An fp16 accumulator: C enters as fp16 (RNE from the FP32 register), D leaves widened.
-  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-  const std::uint32_t c16 = encode<fp16>(f32_from_bits(c), kRne);
+  const std::uint32_t c16 = encode<fp16>(f32_from_bits(c), kCudaRn);
   const std::uint32_t d16 = mma_dot(m.instr, a, b, n, c16);
   return f32_bits(decode_f32<fp16>(std::uint16_t(d16)));
 }

@@ -42,6 +42,8 @@ struct GroupMap {
   // Number of groups, including those that only padding fills (their amax is 0).
   int count(int tokens, int channels) const;
   std::string describe() const;  // e.g. "sage_per_thread_q(32, pad 128)"
+
+  bool operator==(const GroupMap&) const = default;
 };
 
 // Named maps of the public kernels (seed-code.md 1.4: BLKQ/WARPQ/BLKK/WARPK per path).

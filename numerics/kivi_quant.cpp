@@ -12,15 +12,13 @@ namespace attnsim {
 
 namespace {
 
-constexpr Policy kHalf{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-
 // An FP32 result rounded to FP16 (PyTorch: the op in FP32 "opmath", stored as half).
 float fl16(float x) {
-  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kHalf));
+  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kCudaRn));
 }
 
 // An FP64 result rounded once to FP16.
-double fl16_ref(double x) { return double(decode_f32<fp16>(encode<fp16>(x, kHalf))); }
+double fl16_ref(double x) { return double(decode_f32<fp16>(encode<fp16>(x, kCudaRn))); }
 
 float max_code(int bits) { return float((1 << bits) - 1); }
 

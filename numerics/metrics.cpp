@@ -120,10 +120,9 @@ namespace {
 // values differ by 1 and ±0 both map to 0.
 template <class Fmt>
 std::int64_t ordinal(double x, bool* nan) {
-  constexpr Policy kToFormat{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
   // e4m3fn has no Inf: out-of-range values clamp to ±max so that the distance stays finite.
   constexpr Policy kFn{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
-  const auto bits = encode<Fmt>(x, Fmt::kHasInf ? kToFormat : kFn);
+  const auto bits = encode<Fmt>(x, Fmt::kHasInf ? kCudaRn : kFn);
   *nan = is_nan_bits<Fmt>(bits);
   const std::int64_t mag = std::int64_t(std::uint64_t(bits) & Fmt::kAbsMask);
   return (std::uint64_t(bits) & Fmt::kSignBit) ? -mag : mag;

@@ -142,14 +142,12 @@ constexpr bool instr_table_consistent() {
 }
 static_assert(instr_table_consistent());
 
-constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-
 // HADD2 on fp16 bits: the exact sum (in FP64, which holds any two fp16 values' sum) rounded once
 // to fp16, nearest even, subnormals kept; NaN canonical 0x7FFF as the GPU writes it.
 std::uint32_t hadd_rn(std::uint32_t x, std::uint32_t y) {
   const double s = double(decode_f32<fp16>(std::uint16_t(x))) + double(decode_f32<fp16>(std::uint16_t(y)));
   if (s != s) return 0x7FFFu;
-  return encode<fp16>(s, kExact);
+  return encode<fp16>(s, kCudaRn);
 }
 
 std::uint32_t fadd_rn(std::uint32_t x, std::uint32_t y) {
@@ -175,7 +173,7 @@ std::uint32_t fp8_via_hmma(const MmaInstrInfo& info, const std::uint32_t* ak,
       const EncodingTraits f = encoding_traits(Encoding(e));
       if (!f.is_float || f.bits != 8) continue;
       for (std::uint32_t x = 0; x < 256; ++x)
-        t[int(f.enc)][x] = round_pack<fp16>(decompose_bits(f.enc, x), kExact);
+        t[int(f.enc)][x] = round_pack<fp16>(decompose_bits(f.enc, x), kCudaRn);
     }
     return t;
   }();
@@ -294,7 +292,7 @@ std::uint32_t mma_dot_promoted(MmaInstr instr, const std::uint32_t* a, const std
   std::uint32_t acc = c_f32;
   for (int k0 = 0; k0 < K; k0 += every) {
     std::uint32_t part = mma_dot(instr, a + k0, b + k0, every, 0u);  // +0 in fp32 and in fp16
-    if (info.acc == 1) part = convert<fp32, fp16>(std::uint16_t(part), kExact);  // exact widening
+    if (info.acc == 1) part = convert<fp32, fp16>(std::uint16_t(part), kCudaRn);  // exact widening
     acc = fadd_rn(acc, part);
   }
   return acc;

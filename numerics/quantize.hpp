@@ -2,6 +2,8 @@
 // implementation's scale, epsilon and rounding; TurboAttention's progressive INT8 -> INT4/INT2.
 #pragma once
 
+#include <string_view>
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -57,6 +59,9 @@ struct SymmetricQuantizer {
   ScaleEpsilon epsilon;
   ScaleApply apply;
   ScaleCompute scale_compute = ScaleCompute::kDivide;
+
+  // Named configurations are equal when their names are (every name is one configuration).
+  bool operator==(const SymmetricQuantizer& o) const { return std::string_view(name) == o.name; }
 };
 
 // Named configurations (numerics/README.md cites each source).

@@ -80,6 +80,7 @@
 #include <string>
 #include <vector>
 
+#include "numerics/ragged.hpp"
 #include "cuda_check/probe_util.cuh"
 
 namespace {
@@ -1304,36 +1305,7 @@ int run_record(const std::string& dir, const std::string& only) {
 // ---------------------------------------------------------------------------------------------
 // time
 
-// Ragged context lengths with max M and mean ratio*M exactly (to the token): entry `seed % B` has
-// M, the others share the rest by seeded weights, each in [1, M]. Empty when ratio < (M + B - 1)
-// / (B * M) (not reachable).
-std::vector<int> ragged_lengths(int batch, int m, double ratio, std::uint64_t seed) {
-  const long long target = std::llround(ratio * double(m) * batch);
-  if (target < m + (batch - 1LL) || target > 1LL * m * batch) return {};
-  std::vector<int> l(std::size_t(batch), m);
-  std::uint64_t s = seed;
-  std::vector<double> w(std::size_t(batch - 1));
-  double wsum = 0;
-  for (auto& x : w) wsum += (x = 0.05 + double(splitmix(s) >> 11) * 0x1p-53);
-  const long long rest = target - m;
-  long long have = 0;
-  for (int i = 1; i < batch; ++i) {
-    const long long x = std::llround(double(rest) * w[std::size_t(i - 1)] / wsum);
-    l[std::size_t(i)] = int(std::max(1LL, std::min<long long>(m, x)));
-    have += l[std::size_t(i)];
-  }
-  long long diff = rest - have;
-  for (int it = 0; diff != 0 && it < 64 * batch; ++it) {
-    int& x = l[std::size_t(1 + it % (batch - 1))];
-    const long long step = diff > 0 ? std::min<long long>(diff, m - x)
-                                    : -std::min<long long>(-diff, x - 1);
-    x += int(step);
-    diff -= step;
-  }
-  std::rotate(l.begin(), l.begin() + std::ptrdiff_t(batch - int(seed % std::uint64_t(batch))),
-              l.end());
-  return l;
-}
+// ragged_lengths: numerics/ragged.hpp (shared with `attnsim repro lean-ragged`).
 
 struct TimeConfig {
   std::string kind, spec;

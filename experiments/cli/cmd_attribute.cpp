@@ -92,7 +92,7 @@ void run_attribute(const AttributeOptions& opt) {
   if (!opt.group.empty() && opt.input.empty())
     throw UsageError("--group applies to --input dumps only");
   const MethodConfig method = parse_method(opt.method);
-  if (!method.spec->pipeline)
+  if (!method.is_pipeline())
     throw UsageError("method '" + method.spec->name +
                      "' is not a pipeline: it has no stages to attribute");
   std::vector<std::string> prefixes{""};
@@ -122,13 +122,8 @@ void run_attribute(const AttributeOptions& opt) {
         opt.input.empty()
             ? "synthetic:" + opt.synthetic
             : dump_input_name(opt.input, prefix);
-    std::vector<AttributionRow> rows;
-    const Pipeline pipeline = method.spec->pipeline(method.values, in);
-    try {
-      rows = attribute_stages(in, name, pipeline, golden_attention_ref(in));
-    } catch (const std::invalid_argument& e) {
-      throw UsageError(e.what());
-    }
+    const std::vector<AttributionRow> rows =
+        attribute_stages(in, name, method, golden_attention_ref(in));
     // The method line once the first input has been read and attributed: a bad input is an
     // error line, not a report that stops after its title.
     if (!opt.quiet && all_rows.empty()) std::printf("method %s\n", method.canonical().c_str());

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "experiments/cli/commands.hpp"
+#include "numerics/isa.hpp"
 #include "experiments/common/build_info.hpp"
 #include "experiments/common/names.hpp"
 #include "experiments/sweep/mpi_env.hpp"
@@ -45,6 +46,9 @@ void add_info_command(CLI::App& app) {
         "build: %s, %s, OpenMP %d (max threads %d), MPI %s, cuda_check %s\n", build::kCompiler,
         build::kBuildType, _OPENMP, omp_get_max_threads(), mpi_built() ? "yes" : "no",
         std::string(build::kCudaCompiler).empty() ? "not built (no nvcc)" : build::kCudaCompiler);
+    std::printf("fast kernels: instruction set %s (this CPU: %s; --isa or ATTNSIM_ISA caps it; "
+                "results do not depend on it)\n",
+                isa_name(active_isa()), isa_name(detected_isa()));
     std::printf("\nfloating-point formats:\n");
     print_float_format<e4m3fn>("e4m3fn", "OCP E4M3: no Inf, NaN = S.1111.111");
     print_float_format<e5m2>("e5m2", "OCP E5M2: IEEE Inf/NaN");

@@ -27,7 +27,8 @@
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/io/toml_reader.hpp"
 #include "experiments/methods/methods.hpp"
-#include "experiments/methods/pipeline_options.hpp"
+#include "sim/hooks.hpp"
+#include "sim/pipeline/options.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "experiments/sweep/sweep_engine.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
@@ -180,7 +181,8 @@ void run_sweep(const SweepOptions& opt) {
   if (!res.complete) {
     if (rank != 0) return;
     throw UsageError("sweep stopped by --max-points before its " + std::to_string(plan.points()) +
-                         " points were done; completed points are in " + opt.output +
+                         (plan.points() == 1 ? " point was" : " points were") +
+                         " done; completed points are in " + opt.output +
                          ".ckpt.*; rerun with --resume to finish",
                      3);
   }
@@ -204,8 +206,89 @@ void run_sweep(const SweepOptions& opt) {
             "\nseeds = " + std::to_string(opt.seeds) + "\n");
     writer.commit();
     remove_checkpoints(opt.output);
-    std::printf("wrote %s (%zu points, %lld computed, %lld from checkpoints)\n", opt.output.c_str(),
-                res.table.rows().size(), (long long)res.computed, (long long)res.restored);
+    const std::size_t n = res.table.rows().size();
+    std::printf("wrote %s (%zu point%s, %lld computed, %lld from checkpoints)\n",
+                opt.output.c_str(), n, n == 1 ? "" : "s", (long long)res.computed,
+                (long long)res.restored);
+  }
+}
+
+struct MethodsOptions {
+  bool stages = false;
+  std::string describe, input, group, synthetic;
+};
+
+void print_param(const MethodParam& p, const std::string& def) {
+  std::string choices;
+  for (const auto& c : p.choices) choices += (choices.empty() ? "" : "|") + c;
+  if (p.choices.empty())
+    choices = p.number ? "a number" : p.min_int > 0 ? "positive integer" : "integer >= 0";
+  std::printf("  %-14s default %-14s %s\n      choices: %s\n", p.key.c_str(), def.c_str(),
+              p.help.c_str(), choices.c_str());
+}
+
+void print_stage_keys(const std::vector<MethodParam>& params) {
+  std::vector<std::string> groups;
+  const std::vector<OptionKey> keys = pipeline_keys(technique_hooks());
+  auto group_of = [&](const std::string& k) {
+    for (const OptionKey& o : keys)
+      if (o.key == k) return o.group;
+    return std::string();
+  };
+  for (const auto& p : params) {
+    const std::string g = group_of(p.key);
+    if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
+  }
+  for (const std::string& g : groups) {
+    std::printf(" [%s]\n", g.c_str());
+    for (const auto& p : params)
+      if (group_of(p.key) == g) print_param(p, p.default_value);
+  }
+}
+
+void run_methods(const MethodsOptions& o) {
+  if (!o.describe.empty()) {
+    if (!o.input.empty() && !o.synthetic.empty())
+      throw UsageError("--describe takes at most one of --input and --synthetic");
+    if (!o.group.empty() && o.input.empty()) throw UsageError("--group applies to --input dumps only");
+    const MethodConfig m = parse_method(o.describe);
+    if (!m.is_pipeline())
+      throw UsageError("method '" + m.spec->name + "' is not a pipeline: nothing to describe");
+    AttentionInput in;
+    if (!o.input.empty()) {
+      const std::vector<std::string> prefixes = select_dump_prefixes(o.input, o.group);
+      in = read_attention_dump(o.input, prefixes.front(), true);
+    } else {
+      in = make_synthetic(o.synthetic.empty() ? "normal:hq=2,nq=128,nkv=128,d=128" : o.synthetic);
+    }
+    const MethodDescription d = describe_method(m, in);
+    std::printf("%s\n", d.method.c_str());
+    std::printf("# the pipeline of %s on %s [%d, %d, %d, %d] %s; differences from flash:\n",
+                m.canonical().c_str(), o.input.empty() ? "a synthetic input" : o.input.c_str(),
+                in.shape.batch, in.shape.heads_q, in.shape.len_q, in.shape.head_dim,
+                in.dtype.c_str());
+    for (const std::string& x : d.differences) std::printf("#   %s\n", x.c_str());
+    for (const std::string& x : d.outside) std::printf("# outside the pipeline: %s\n", x.c_str());
+    return;
+  }
+  if (o.stages) {
+    std::printf("Pipeline stage keys: every pipeline method takes them on top of its preset "
+                "(sim/pipeline/README.md); defaults are FlashAttention-2's\n");
+    for (const auto& m : method_registry())
+      if (m.name == "flash") print_stage_keys(m.params);
+    return;
+  }
+  for (const auto& m : method_registry()) {
+    std::printf("%s: %s\n", m.name.c_str(), m.help.c_str());
+    if (m.name == "flash") {
+      print_stage_keys(m.params);
+      continue;
+    }
+    for (const auto& p : m.params)
+      if (!p.stage || p.shadows) print_param(p, p.default_value);
+    if (m.preset)
+      std::printf("  + every pipeline stage key (attnsim methods --stages) as an override of the "
+                  "preset\n");
   }
 }
 
@@ -276,30 +359,20 @@ void add_sweep_command(CLI::App& app) {
     }
   });
 
-  CLI::App* list =
-      app.add_subcommand("methods", "List attention methods, their options and defaults");
-  list->callback([]() {
-    for (const auto& m : method_registry()) {
-      std::printf("%s: %s\n", m.name.c_str(), m.help.c_str());
-      // Pipeline options grouped by stage (in the order the stages first appear).
-      std::vector<std::string> groups;
-      for (const auto& p : m.params) {
-        const std::string g = pipeline_option_group(p.key);
-        if (std::find(groups.begin(), groups.end(), g) == groups.end()) groups.push_back(g);
-      }
-      for (const std::string& g : groups) {
-        if (!g.empty()) std::printf(" [%s]\n", g.c_str());
-        for (const auto& p : m.params) {
-          if (pipeline_option_group(p.key) != g) continue;
-          std::string choices;
-          for (const auto& c : p.choices) choices += (choices.empty() ? "" : "|") + c;
-          if (p.choices.empty()) choices = p.min_int > 0 ? "positive integer" : "integer >= 0";
-          std::printf("  %-12s default %-12s %s\n      choices: %s\n", p.key.c_str(),
-                      p.default_value.c_str(), p.help.c_str(), choices.c_str());
-        }
-      }
-    }
-  });
+  auto mopt = std::make_shared<MethodsOptions>();
+  CLI::App* list = app.add_subcommand(
+      "methods", "List attention methods, their options and defaults; --stages lists the pipeline "
+                 "stage keys every pipeline method takes; --describe prints a method's pipeline");
+  list->add_flag("--stages", mopt->stages, "list the pipeline's stage keys, grouped by stage");
+  list->add_option("--describe", mopt->describe,
+                   "print the canonical method string of the pipeline METHOD runs (paste it back "
+                   "into --method: bit-identical output), then its differences from flash");
+  list->add_option("--input", mopt->input, "the dump the pipeline is built for (shape, dtype)");
+  list->add_option("--group", mopt->group, "one layer group of the dump");
+  list->add_option("--synthetic", mopt->synthetic,
+                   "the synthetic input the pipeline is built for (default "
+                   "normal:hq=2,nq=128,nkv=128,d=128)");
+  list->callback([mopt]() { run_methods(*mopt); });
 }
 
 }  // namespace attnsim

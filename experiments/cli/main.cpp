@@ -13,6 +13,7 @@
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/sweep/mpi_env.hpp"
+#include "numerics/isa.hpp"
 
 namespace {
 
@@ -62,6 +63,24 @@ int main(int argc, char** argv) {
       "stopped by --max-points (finish with --resume). `attnsim COMMAND --help` for each "
       "command's options, defaults and exit codes."};
   app.require_subcommand(1);
+  // The instruction set of the fast stage kernels (numerics/isa.hpp), for every command: results
+  // never depend on it (each fast kernel equals its reference bit for bit).
+  std::string isa;
+  app.add_option("--isa", isa,
+                 "cap the fast kernels' instruction set: scalar (the references only), avx2, "
+                 "avx512, amx (default: the best this CPU has; env ATTNSIM_ISA)")
+      ->check(CLI::IsMember({"scalar", "avx2", "avx512", "amx"}));
+  app.fallthrough();
+  app.parse_complete_callback([&isa]() {
+    attnsim::Isa level;
+    if (!isa.empty() && attnsim::parse_isa(isa, &level)) {
+      try {
+        attnsim::set_isa(level);
+      } catch (const std::invalid_argument& e) {
+        throw attnsim::UsageError(e.what());
+      }
+    }
+  });
   attnsim::set_command_line(argc, argv);
   attnsim::add_info_command(app);
   attnsim::add_convert_command(app);

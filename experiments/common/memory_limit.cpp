@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "experiments/common/error.hpp"
-#include "experiments/common/provenance.hpp"
 
 namespace attnsim {
 
@@ -101,27 +100,6 @@ void check_memory(double bytes, const std::string& what) {
                               : std::string(" (this machine's memory; --max-memory or "
                                             "ATTNSIM_MAX_MEMORY sets it)")));
   }
-}
-
-void add_max_memory_option(CLI::App* cmd) {
-  // CLI11 reads the environment variable into this option of every subcommand, the ones not
-  // invoked included, and runs their callbacks: only the invoked command's value may set the one
-  // process-wide limit (else another command's ATTNSIM_MAX_MEMORY overrides `--max-memory`).
-  cmd->add_option_function<std::string>(
-         "--max-memory",
-         [cmd](const std::string& s) {
-           if (!cmd->parsed()) return;
-           // CLI11 fills the option from the environment when the command line lacks it, and
-           // does not say which: the command line as typed does.
-           const std::string source =
-               command_line_has_option("--max-memory") ? "--max-memory" : "ATTNSIM_MAX_MEMORY";
-           set_memory_limit(parse_memory_size(s, source), source);
-         },
-         "refuse, before allocating, work whose memory estimate exceeds SIZE (512M, 8G, ...); "
-         "default: this machine's memory (" +
-             format_bytes(double(machine_memory_bytes())) + ")")
-      ->envname("ATTNSIM_MAX_MEMORY")
-      ->type_name("SIZE");
 }
 
 }  // namespace attnsim

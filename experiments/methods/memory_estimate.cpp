@@ -1,4 +1,5 @@
-// Memory estimates of attention runs (see memory_estimate.hpp).
+// Memory estimates of attention runs from their shapes (see memory_estimate.hpp); the estimates of
+// dumps, read from their metadata, are in memory_estimate_dump.cpp (HDF5: not in attnsim_core).
 #include "experiments/methods/memory_estimate.hpp"
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 
 #include "experiments/common/error.hpp"
 #include "experiments/common/memory_limit.hpp"
-#include "experiments/io/dump.hpp"
-#include "experiments/io/hdf5_io.hpp"
 
 namespace attnsim {
 
@@ -51,8 +50,20 @@ double method_memory_bytes(const MethodConfig& method, const AttentionShape& s, 
   const double in = input_bytes(s), out = output_bytes(s);
   const double t = double(std::max(threads, 1));
   if (method.spec->name == "golden") return golden_memory_bytes(s, threads) + out;
-  const auto bq_it = method.values.find("bq"), bk_it = method.values.find("bk");
-  if (bq_it != method.values.end() && bk_it != method.values.end()) {
+  // The pipeline's tiles (the preset's, with the stage overrides), from the shape alone.
+  double bq = 0, bk = 0;
+  if (method.is_pipeline()) {
+    AttentionInput shape_only;
+    shape_only.shape = s;
+    try {
+      const Pipeline p = method.pipeline(shape_only);
+      bq = p.tile.block_q;
+      bk = p.tile.block_kv + 64.0;
+    } catch (const UsageError&) {
+      bq = bk = 0;  // the run itself reports what cannot be combined
+    }
+  }
+  if (bq > 0 && bk > 0) {
     // The attention pipeline (sim/pipeline): the prepared operands (decoded values, encodings,
     // scales: about three copies of the input), and per thread a tile workspace of about 36 bytes
     // per score of a bq × bk tile (FP64 and FP32 scores and P, P as decoded and as encodings)
@@ -60,7 +71,6 @@ double method_memory_bytes(const MethodConfig& method, const AttentionShape& s, 
     // 4096 with acc=fp32.
     // The workspace grows on a thread's first tile, so only threads that get a tile (batch ×
     // heads × query blocks of them) hold one; every thread holds its bq row states.
-    const double bq = std::stod(bq_it->second), bk = std::stod(bk_it->second) + 64;
     const double dv = s.head_dim_v;
     const double tiles = as_double(s.batch) * s.heads_q * std::ceil(s.len_q / bq);
     const double workspace = 36.0 * bq * bk + 16.0 * dv * bk;
@@ -104,77 +114,6 @@ double point_memory_bytes(const MethodConfig& method, const AttentionShape& s, i
   const double peak = std::max(golden_memory_bytes(s, threads),
                                method_memory_bytes(method, s, threads) + 8.0 * double(s.o_size()));
   return in + out + peak + fixed_memory_bytes(method);
-}
-
-std::optional<AttentionShape> dump_shape(const std::string& path, const std::string& prefix) {
-  try {
-    H5Reader r(path);
-    std::vector<std::uint64_t> d[3];
-    const char* names[3] = {"q", "k", "v"};
-    for (int i = 0; i < 3; ++i) {
-      if (!r.exists(prefix + names[i])) return std::nullopt;
-      d[i] = r.dataset_info(prefix + names[i]).dims;
-      if (d[i].size() != 4) return std::nullopt;
-      for (auto x : d[i])
-        if (x == 0 || x > 0x7fffffffull) return std::nullopt;
-    }
-    AttentionShape s;
-    s.batch = int(d[0][0]);
-    s.heads_q = int(d[0][1]);
-    s.len_q = int(d[0][2]);
-    s.head_dim = int(d[0][3]);
-    s.heads_kv = int(d[1][1]);
-    s.len_kv = int(d[1][2]);
-    s.head_dim_v = int(d[2][3]);
-    if (!s.valid()) return std::nullopt;
-    return s;
-  } catch (const UsageError&) {
-    return std::nullopt;
-  }
-}
-
-double dump_elements(const std::string& path, const std::string& prefix) {
-  try {
-    H5Reader r(path);
-    double n = 0;
-    for (const char* name : {"q", "k", "v"}) {
-      if (!r.exists(prefix + name)) continue;
-      double e = 1;
-      for (auto x : r.dataset_info(prefix + name).dims) e *= double(x);
-      n += e;
-    }
-    return n;
-  } catch (const UsageError&) {
-    return 0;
-  }
-}
-
-double dump_read_bytes(const std::string& path, const std::string& prefix) {
-  return 16.0 * dump_elements(path, prefix);
-}
-
-void check_point_memory(const MethodConfig& method, const std::string& dump,
-                        const std::string& prefix, const std::string& spec, int threads,
-                        const std::string& what) {
-  double need = 0;
-  if (dump.empty()) {
-    need = point_memory_bytes(method, synthetic_shape(spec), threads);
-  } else {
-    need = dump_read_bytes(dump, prefix);
-    if (const auto s = dump_shape(dump, prefix))
-      need = std::max(need, point_memory_bytes(method, *s, threads));
-  }
-  check_memory(need, what);
-}
-
-void check_points_memory(const MethodConfig& method, const std::string& dump,
-                         const std::vector<std::string>& prefixes, const std::string& spec,
-                         int threads, const std::string& verb) {
-  for (const std::string& prefix : prefixes) {
-    const std::string name = dump.empty() ? "synthetic:" + spec : dump_input_name(dump, prefix);
-    check_point_memory(method, dump, prefix, spec, threads,
-                       verb + " of " + method.short_name() + " on " + name);
-  }
 }
 
 }  // namespace attnsim

@@ -1,5 +1,7 @@
 // The registry of attention methods and their configuration strings, e.g.
-// "flash:qkv=bf16,p=bf16,acc=fp32,bq=64,bk=64" or "golden".
+// "flash:qkv=bf16,p=bf16,acc=fp32,bq=64,bk=64", "sage2:arch=sm90,exp=exp2.exact" or "golden".
+// Every pipeline method takes its own options and, on top of its preset, every stage key of the
+// pipeline's vocabulary (sim/pipeline/options.hpp).
 #pragma once
 
 #include <functional>
@@ -14,22 +16,31 @@ namespace attnsim {
 
 struct MethodParam {
   std::string key;
-  std::vector<std::string> choices;  // empty: an integer >= min_int
-  std::string default_value;
+  std::vector<std::string> choices;  // empty: an integer >= min_int (or a number, `number`)
+  std::string default_value;         // "" for a stage override that is not set
   std::string help;
   int min_int = 1;
+  bool number = false;  // any decimal number (and -inf/inf)
+  // canonical() shows the option only when it differs from its default: stage overrides of a
+  // preset, and keys added after a method's strings were first recorded (their spelling stays).
+  bool sparse = false;
+  // A key of the pipeline's vocabulary: its value is applied to the preset's pipeline. A method's
+  // own option of the same name shadows it (its own choices are the method's; the vocabulary's
+  // other choices are accepted and applied as the stage override).
+  bool stage = false;
+  bool shadows = false;                  // a method's own option with a stage key's name ...
+  std::vector<std::string> own_choices = {};  // ... and its own choices (empty: an integer)
 };
 
 // What a method returns: the output tensor [batch, heads_q, len_q, head_dim_v] as the values it
-// stores (already rounded to `format`), and that format's name (fp64 fp32 bf16 fp16).
+// stores (already rounded to `format`), that format's name (fp64 fp32 bf16 fp16), the LSE per row
+// where the method has one (natural log; empty otherwise), and the values it resolved from
+// "auto"/0 options (resolved option -> value, e.g. splits=4; written with the results).
 struct MethodOutput {
   std::vector<double> o;
   std::string format;
-  // The values the method resolved from "auto" options for this input (key -> value, e.g.
-  // splitkv's splits=0 -> the split count that ran, turbo's mode=auto -> decode), reported in
-  // the output's attributes and the results' `resolved` column. (The initializer keeps
-  // MethodOutput{o, format} free of -Wmissing-field-initializers.)
-  std::map<std::string, std::string> resolved = {};
+  std::vector<double> lse;
+  std::map<std::string, std::string> resolved;
 };
 
 using MethodValues = std::map<std::string, std::string>;
@@ -37,26 +48,43 @@ using MethodValues = std::map<std::string, std::string>;
 struct MethodSpec {
   std::string name;
   std::string help;
-  std::vector<MethodParam> params;
+  std::vector<MethodParam> params;  // the method's own options
+  // A method that is no pipeline (golden): its whole run.
   std::function<MethodOutput(const AttentionInput&, const MethodValues&)> run;
   // Optional: rejects a combination of values the method cannot run (a UsageError naming why),
   // called by parse_method, so a bad method string fails before any computation.
   std::function<void(const MethodValues&)> check;
-  // The pipeline a pipeline-based method runs on an input (sim/pipeline; presets choose tiles and
-  // formats from the input's shape and dtype), for stage-level tools such as `attnsim
-  // attribute`; empty for methods that are not pipelines (golden).
-  std::function<Pipeline(const MethodValues&, const AttentionInput&)> pipeline;
+  // A pipeline method: its preset's pipeline for an input (presets choose tiles and formats from
+  // the input's shape and dtype), before stage overrides ...
+  std::function<Pipeline(const MethodValues&, const AttentionInput&)> preset;
+  // ... and its run on a given pipeline: the technique's schedule (split partitions, decode over a
+  // cache, input transforms) around that pipeline. `attnsim attribute` runs its counterfactual
+  // pipelines through it, so what it attributes is what the method computes.
+  std::function<MethodOutput(const AttentionInput&, const MethodValues&, const Pipeline&)> run_with;
+  // The technique's own steps outside the pipeline for these values and input (each one line:
+  // what it is and why no stage holds it); empty when the method is its pipeline.
+  std::function<std::vector<std::string>(const MethodValues&, const AttentionInput&)> outside;
 };
 
 // A method with every parameter resolved (defaults filled in).
 struct MethodConfig {
   const MethodSpec* spec = nullptr;
   MethodValues values;
-  // "name:key=value,..." with every key, in the registry's order: the name a results file uses.
+  // "name:key=value,..." with every non-sparse key and the sparse ones that are set, in the
+  // registry's order: the name a results file uses.
   std::string canonical() const;
   // Only the options that differ from their defaults: "flash:qkv=bf16,p=bf16" (for tables).
   std::string short_name() const;
-  MethodOutput run(const AttentionInput& in) const { return spec->run(in, values); }
+  bool is_pipeline() const { return bool(spec->preset); }
+  // The pipeline the method runs on an input: its preset with the stage overrides applied
+  // (validated: a UsageError names what cannot be combined).
+  Pipeline pipeline(const AttentionInput& in) const;
+  // The stage overrides given (key -> value), applied by pipeline().
+  std::map<std::string, std::string> stage_overrides() const;
+  MethodOutput run(const AttentionInput& in) const;
+  // The method's run with another pipeline in place of its own (attribution's counterfactuals).
+  MethodOutput run_with(const AttentionInput& in, const Pipeline& p) const;
+  std::vector<std::string> outside(const AttentionInput& in) const;
 };
 
 const std::vector<MethodSpec>& method_registry();
@@ -65,6 +93,20 @@ const std::vector<MethodSpec>& method_registry();
 MethodConfig parse_method(const std::string& text);
 // Splits a --methods list on commas that start a new method ("a:x=1,y=2,b" -> "a:x=1,y=2", "b").
 std::vector<std::string> split_method_list(const std::string& text);
+
+// What `attnsim methods --describe` prints for a method on an input: the canonical method string
+// of the pipeline it runs (pasted back into --method it gives bit-identical output: `flash:` and
+// every stage key when the method is its pipeline, else the method's own options with every stage
+// key spelled out), the stages that differ from FlashAttention-2's, and the steps outside.
+struct MethodDescription {
+  std::string method;                  // the canonical method string of the pipeline it runs
+  std::vector<std::string> differences;  // "key=value (flash: value)" per differing stage key
+  std::vector<std::string> outside;      // the technique's steps outside the pipeline
+};
+MethodDescription describe_method(const MethodConfig& m, const AttentionInput& in);
+
+// A pipeline run as a method's output (O in the output format, the LSE).
+MethodOutput pipeline_output(PipelineResult r, const Pipeline& p);
 
 // Registration hooks, one per simulator file (methods_*.cpp).
 void register_golden_methods(std::vector<MethodSpec>& registry);

@@ -1,5 +1,6 @@
 // Registration of the AMLA methods (sim/amla): `amla` with variant=base|paper|cann. The option
-// strings are a contract (issue 13): variant, pv_acc (exact|fp32_seq|block16), block.
+// strings are a contract (issue 13: variant, block; the accumulation options are qk_sum/pv_sum
+// since the pipeline's stage keys became every preset's, where pv_acc is P·V's c|chunk).
 #include <stdexcept>
 
 #include "experiments/common/error.hpp"
@@ -29,8 +30,8 @@ AmlaOptions amla_options(const MethodValues& v, const std::string& dtype) {
                                               : Encoding::kBf16;
   o.block = std::stoi(v.at("block"));
   o.block_q = std::stoi(v.at("bq"));
-  o.qk_acc = acc_of(v.at("qk_acc"));
-  o.pv_acc = acc_of(v.at("pv_acc"));
+  o.qk_sum = acc_of(v.at("qk_sum"));
+  o.pv_sum = acc_of(v.at("pv_sum"));
   const std::string c = v.at("comp");
   o.comp = c == "none"       ? AmlaComp::kNone
            : c == "alg2"     ? AmlaComp::kAlg2
@@ -66,10 +67,10 @@ void register_amla_methods(std::vector<MethodSpec>& r) {
        "Q/K/V and P format (auto: a 16-bit dump's own, else bf16; FP32 inputs are rounded RNE)"},
       {"block", {}, "512", "KV block (the paper fixes 512)", 1},
       {"bq", {}, "128", "query rows per tile (G = 128 heads of MLA decode in one tile)", 1},
-      {"qk_acc", acc, "default",
+      {"qk_sum", acc, "default",
        "QK^T accumulation: exact (exact sum rounded once to FP32), fp32_seq, block16 (H100 HMMA "
        "model); default: exact for target=ascend, block16 for target=h100"},
-      {"pv_acc", acc, "default", "P*V accumulation (the Cube unit's is not public): as qk_acc"},
+      {"pv_sum", acc, "default", "P*V accumulation (the Cube unit's is not public): as qk_sum"},
       {"comp", {"default", "none", "alg2", "appendix", "cann"}, "default",
        "BF16 compensation of the integer add (paper, cann): default = the variant's own (paper: "
        "appendix, Appendix A's direction; cann: cof(i-1)/cof(i)); alg2: Algorithm 2 line 11 as "
@@ -79,25 +80,26 @@ void register_amla_methods(std::vector<MethodSpec>& r) {
        "cuda_check/amla (log2 domain, ex2.approx.ftz)"},
       {"out", {"default", "bf16", "fp16", "fp32"}, "default", "output format (default: the input's)"},
   };
-  r.push_back({"amla",
-               "AMLA (Liao et al.): FlashAttention rescaled by INT32 addition on O's FP32 bits, "
-               "with BF16 error compensation (sim/amla), a preset of the attention pipeline",
-               p,
-               [](const AttentionInput& in, const MethodValues& v) {
-                 const Pipeline pl = amla_method_pipeline(v, in.dtype);
-                 try {
-                   PipelineResult res = run_pipeline(in, pl);
-                   MethodOutput out{std::move(res.o), encoding_name(pl.out), {}};
-                   out.resolved["in"] = encoding_name(amla_options(v, in.dtype).in);
-                   return out;
-                 } catch (const std::invalid_argument& e) {
-                   throw UsageError(e.what());
-                 }
-               },
-               [](const MethodValues& v) { (void)amla_method_pipeline(v, "float32"); },
-               [](const MethodValues& v, const AttentionInput& in) {
-                 return amla_method_pipeline(v, in.dtype);
-               }});
+  MethodSpec m;
+  m.name = "amla";
+  m.help =
+      "AMLA (Liao et al.): FlashAttention rescaled by INT32 addition on O's FP32 bits, with BF16 "
+      "error compensation (sim/amla), a preset of the attention pipeline";
+  m.params = p;
+  m.check = [](const MethodValues& v) { (void)amla_method_pipeline(v, "float32"); };
+  m.preset = [](const MethodValues& v, const AttentionInput& in) {
+    return amla_method_pipeline(v, in.dtype);
+  };
+  m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& pl) {
+    try {
+      MethodOutput out = pipeline_output(run_pipeline(in, pl), pl);
+      out.resolved["in"] = encoding_name(amla_options(v, in.dtype).in);  // in=auto's format
+      return out;
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  };
+  r.push_back(std::move(m));
 }
 
 }  // namespace attnsim

@@ -58,15 +58,15 @@ std::string method_message(const std::string& method, std::string m) {
   return method + ": " + m;
 }
 
-MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o, const MethodValues& v,
-                      const std::string& method) {
+MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
+                      const MethodValues& v, const std::string& method) {
   LeanResult r;
   try {
-    r = lean_attention(in, o);
+    r = lean_attention(in, o, p);
   } catch (const std::invalid_argument& e) {
     throw UsageError(method_message(method, e.what()));
   }
-  MethodOutput out{std::move(r.o), encoding_name(o.dtype), {}};
+  MethodOutput out{std::move(r.o), encoding_name(p.out.enc), {}, {}};
   // What "auto" and the caps resolved to: the splits the blocks ran with (the most any block
   // has), the n-tile and the format.
   int most = 0;
@@ -121,16 +121,27 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
                 "ort: ONNX Runtime's partition as written (MHA decode, GQA decode with <= 64 query "
                 "heads per KV head, causal prefill with len_q = len_kv; other shapes are refused); "
                 "all: the corrected partition (every m-block and head; cuda_check/lean's kernel)"});
-  r.push_back({"lean",
-               "LeanAttention (Sanovar et al.) as ONNX Runtime runs it: the stream-K partition "
-               "(attnsim lean plan), each CTA's n-tiles descending, per-split normalization, the "
-               "host CTA's LSE reduction (sim/lean)",
-               lp,
-               [](const AttentionInput& in, const MethodValues& v) {
-                 return run_lean(in, lean_options(v, in.dtype, SplitStyle::kLean), v, "lean");
-               },
-               [](const MethodValues& v) { (void)lean_options(v, "float32", SplitStyle::kLean); },
-               {}});
+  const auto outside = [](const MethodValues&, const AttentionInput&) {
+    return std::vector<std::string>{
+        "the split schedule: each split's normalization and the merge of their LSEs (the "
+        "technique's reduction, in FP32 with the build's special functions)"};
+  };
+  MethodSpec lean;
+  lean.name = "lean";
+  lean.help =
+      "LeanAttention (Sanovar et al.) as ONNX Runtime runs it: the stream-K partition (attnsim "
+      "lean plan), each CTA's n-tiles descending, per-split normalization, the host CTA's LSE "
+      "reduction (sim/lean)";
+  lean.params = lp;
+  lean.check = [](const MethodValues& v) { (void)lean_options(v, "float32", SplitStyle::kLean); };
+  lean.preset = [](const MethodValues& v, const AttentionInput& in) {
+    return lean_pipeline(lean_options(v, in.dtype, SplitStyle::kLean), in.shape.head_dim);
+  };
+  lean.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
+    return run_lean(in, lean_options(v, in.dtype, SplitStyle::kLean), p, v, "lean");
+  };
+  lean.outside = outside;
+  r.push_back(std::move(lean));
   std::vector<MethodParam> sp = common_params();
   sp.insert(sp.begin(),
             {"style", {"flashdecoding", "flashinfer", "flashmla"}, "flashdecoding",
@@ -139,21 +150,29 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
   sp.insert(sp.begin() + 1,
             {"splits", {}, "0", "splits per (batch, head, m-block) (0: FA2's num_splits_heuristic)",
              0});
-  r.push_back({"splitkv",
-               "Fixed split-KV decoding: every block cut into `splits` contiguous n-tile ranges, "
-               "the same FA2 tile loop, the peer's merge (sim/lean)",
-               sp,
-               [](const AttentionInput& in, const MethodValues& v) {
-                 const std::string s = v.at("style");
-                 const SplitStyle st = s == "flashinfer" ? SplitStyle::kFlashInfer
-                                       : s == "flashmla" ? SplitStyle::kFlashMla
-                                                         : SplitStyle::kFlashDecoding;
-                 return run_lean(in, lean_options(v, in.dtype, st), v, "splitkv");
-               },
-               [](const MethodValues& v) {
-                 (void)lean_options(v, "float32", SplitStyle::kFlashDecoding);
-               },
-               {}});
+  const auto style_of = [](const MethodValues& v) {
+    const std::string s = v.at("style");
+    return s == "flashinfer" ? SplitStyle::kFlashInfer
+           : s == "flashmla" ? SplitStyle::kFlashMla
+                             : SplitStyle::kFlashDecoding;
+  };
+  MethodSpec split;
+  split.name = "splitkv";
+  split.help =
+      "Fixed split-KV decoding: every block cut into `splits` contiguous n-tile ranges, the same "
+      "FA2 tile loop, the peer's merge (sim/lean)";
+  split.params = sp;
+  split.check = [](const MethodValues& v) {
+    (void)lean_options(v, "float32", SplitStyle::kFlashDecoding);
+  };
+  split.preset = [style_of](const MethodValues& v, const AttentionInput& in) {
+    return lean_pipeline(lean_options(v, in.dtype, style_of(v)), in.shape.head_dim);
+  };
+  split.run_with = [style_of](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
+    return run_lean(in, lean_options(v, in.dtype, style_of(v)), p, v, "splitkv");
+  };
+  split.outside = outside;
+  r.push_back(std::move(split));
 }
 
 }  // namespace attnsim

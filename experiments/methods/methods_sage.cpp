@@ -79,10 +79,11 @@ std::vector<MethodParam> shared_params(const std::string& gran_help) {
   };
 }
 
-MethodOutput run_sage(const AttentionInput& in, const MethodValues& v, bool sage1) {
+MethodOutput run_sage(const AttentionInput& in, const MethodValues& v, const Pipeline& p,
+                      bool sage1) {
   try {
-    SageResult r = sage_attention(in, sage_options(v, sage1));
-    return MethodOutput{std::move(r.r.o), encoding_name(r.pipeline.out)};
+    SageResult r = sage_attention(in, sage_options(v, sage1), p);
+    return pipeline_output(std::move(r.r), r.pipeline);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
@@ -104,9 +105,6 @@ void check_sage(const MethodValues& v, bool sage1) {
 
 Pipeline sage_method_pipeline(const MethodValues& v, const AttentionInput& in, bool sage1) {
   SageOptions o = sage_options(v, sage1);
-  if (o.smooth != SageSmooth::kNone)
-    throw UsageError("smooth=" + v.at("smooth") +
-                     " transforms the input before the pipeline: its stages cannot be attributed");
   o.in = sage_input_encoding(in, o);
   try {
     return sage_pipeline(o, in.shape.valid() ? in.shape : AttentionShape{1, 1, 1, 128, 128, 128, 128});
@@ -115,25 +113,16 @@ Pipeline sage_method_pipeline(const MethodValues& v, const AttentionInput& in, b
   }
 }
 
-}  // namespace
-
-SageOptions sage_options_of(const MethodConfig& m) {
-  if (m.spec->name != "sage1" && m.spec->name != "sage2")
-    throw std::invalid_argument("sage_options_of: '" + m.spec->name + "' is not a SageAttention method");
-  return sage_options(m.values, m.spec->name == "sage1");
+std::vector<std::string> sage_outside(const MethodValues& v) {
+  const std::string sm = v.at("smooth");
+  if (sm == "none") return {};
+  return {"smooth=" + sm + ": " +
+          (sm == "hadamard" ? std::string("a random Hadamard rotation of Q and K")
+                            : std::string("SmoothQuant's migration of Q's outliers into K")) +
+          " before the kernel (SageAttention2 Table 4's baseline, no kernel stage)"};
 }
 
-void register_sage_methods(std::vector<MethodSpec>& r) {
-  r.push_back({"sage1",
-               "SageAttention 1: sageattn_qk_int8_pv_fp16_triton as the H100 runs it (per-block "
-               "INT8 Q/K with Q prescaled by sm_scale*log2e, smooth K, fp16 P*V; sim/sage); "
-               "recorded on the H100",
-               shared_params("Q/K scale groups (default per_block: BLKQ 128, BLKK 64)"),
-               [](const AttentionInput& in, const MethodValues& v) { return run_sage(in, v, true); },
-               [](const MethodValues& v) { check_sage(v, true); },
-               [](const MethodValues& v, const AttentionInput& in) {
-                 return sage_method_pipeline(v, in, true);
-               }});
+std::vector<MethodParam> sage2_params() {
   std::vector<MethodParam> p{
       {"arch", {"sm80", "sm89", "sm90", "paper"}, "sm90",
        "sm80: sageattn_qk_int8_pv_fp16_cuda; sm89: sageattn_qk_int8_pv_fp8_cuda (UNVERIFIED with "
@@ -149,15 +138,45 @@ void register_sage_methods(std::vector<MethodSpec>& r) {
   for (MethodParam& x : shared_params("Q/K scale groups (default per_thread: the mma fragment "
                                       "layout, WARPQ/WARPK of the arch)"))
     p.push_back(x);
-  r.push_back({"sage2",
-               "SageAttention2/2++: the public CUDA kernels as the H100 runs them, and the "
-               "paper's algorithm (sim/sage)",
-               p,
-               [](const AttentionInput& in, const MethodValues& v) { return run_sage(in, v, false); },
-               [](const MethodValues& v) { check_sage(v, false); },
-               [](const MethodValues& v, const AttentionInput& in) {
-                 return sage_method_pipeline(v, in, false);
-               }});
+  return p;
 }
+
+}  // namespace
+
+SageOptions sage_options_of(const MethodConfig& m) {
+  if (m.spec->name != "sage1" && m.spec->name != "sage2")
+    throw std::invalid_argument("sage_options_of: '" + m.spec->name + "' is not a SageAttention method");
+  return sage_options(m.values, m.spec->name == "sage1");
+}
+
+void register_sage_methods(std::vector<MethodSpec>& r) {
+  for (bool sage1 : {true, false}) {
+    MethodSpec m;
+    m.name = sage1 ? "sage1" : "sage2";
+    m.check = [sage1](const MethodValues& v) { check_sage(v, sage1); };
+    m.preset = [sage1](const MethodValues& v, const AttentionInput& in) {
+      return sage_method_pipeline(v, in, sage1);
+    };
+    m.run_with = [sage1](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
+      return run_sage(in, v, p, sage1);
+    };
+    m.outside = [](const MethodValues& v, const AttentionInput&) { return sage_outside(v); };
+    if (sage1) {
+      m.help =
+          "SageAttention 1: sageattn_qk_int8_pv_fp16_triton as the H100 runs it (per-block INT8 "
+          "Q/K with Q prescaled by sm_scale*log2e, smooth K, fp16 P*V; sim/sage); recorded on the "
+          "H100";
+      m.params = shared_params("Q/K scale groups (default per_block: BLKQ 128, BLKK 64)");
+      r.push_back(std::move(m));
+      continue;
+    }
+    m.help =
+        "SageAttention2/2++: the public CUDA kernels as the H100 runs them, and the paper's "
+        "algorithm (sim/sage)";
+    m.params = sage2_params();
+    r.push_back(std::move(m));
+  }
+}
+
 
 }  // namespace attnsim

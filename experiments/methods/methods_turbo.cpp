@@ -166,31 +166,43 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
       {"in", {"auto", "fp16", "bf16"}, "auto", "input format (auto: a bf16 dump's, else fp16)"},
       {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: the input's)"},
   };
-  auto run_turbo = [](const AttentionInput& in, const MethodValues& v) {
+  MethodSpec t;
+  t.name = "turbo";
+  t.help =
+      "TurboAttention (Kang et al.): FlashQ INT8 + BPQ 4/2-bit KV cache, head-wise mixed "
+      "precision, the KV buffer and SAS exp, prefill (Alg. 1) and decode (Alg. 2) as presets of "
+      "the attention pipeline (sim/turbo)";
+  t.params = p;
+  t.check = [](const MethodValues& v) {
+    const TurboOptions o = usage([&] { return turbo_options(v, "float32"); });
+    (void)usage([&] { return turbo_pipeline(o); });
+  };
+  t.preset = [](const MethodValues& v, const AttentionInput& in) {
     const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
-    TurboResult res = usage([&] { return turbo_attention(in, o); });
-    MethodOutput out{std::move(res.out.o), encoding_name(o.out), {}};
+    return usage([&] { return turbo_pipeline(o); });
+  };
+  t.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& pl) {
+    const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
+    TurboResult res = usage([&] { return turbo_attention(in, o, pl); });
+    MethodOutput out{std::move(res.out.o), encoding_name(pl.out.enc), std::move(res.out.lse), {}};
     out.resolved["mode"] = res.decode ? "decode" : "prefill";
     if (res.decode) out.resolved["prefill"] = std::to_string(res.prefill);
     out.resolved["in"] = encoding_name(o.input);
     return out;
   };
-  auto check_turbo = [](const MethodValues& v) {
-    const TurboOptions o = usage([&] { return turbo_options(v, "float32"); });
-    const SasRule rule = o.sas_rule;
-    (void)usage([&] { return turbo_pipeline(o, &rule); });
+  t.outside = [](const MethodValues& v, const AttentionInput& in) {
+    const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
+    const bool decode = o.mode == TurboMode::kDecode ||
+                        (o.mode == TurboMode::kAuto &&
+                         ((in.causal && in.shape.len_q <= in.shape.len_kv) || in.shape.len_q == 1));
+    if (!decode) return std::vector<std::string>{};
+    return std::vector<std::string>{
+        "the decode schedule over the KV cache: BPQ stage-2 compression of K and V to " +
+        std::string(o.kv_bits == 0 ? "mixed 4/2" : std::to_string(o.kv_bits)) +
+        " bits per channel and the INT8 buffer with its universal scale (read by decode steps "
+        "while k and v are FlashQ's; made exact along with k and v)"};
   };
-  r.push_back({"turbo",
-               "TurboAttention (Kang et al.): FlashQ INT8 + BPQ 4/2-bit KV cache, head-wise mixed "
-               "precision, the KV buffer and SAS exp, prefill (Alg. 1) and decode (Alg. 2) as "
-               "presets of the attention pipeline (sim/turbo)",
-               p, run_turbo, check_turbo,
-               [](const MethodValues& v, const AttentionInput& in) {
-                 static thread_local SasRule rule;
-                 const TurboOptions o = usage([&] { return turbo_options(v, in.dtype); });
-                 rule = o.sas_rule;
-                 return usage([&] { return turbo_pipeline(o, &rule); });
-               }});
+  r.push_back(std::move(t));
   std::vector<MethodParam> k{
       {"bits", {"4", "2"}, "4", "code bits (KIVI-4, KIVI-2)"},
       {"group", {}, "64", "group size: tokens per K channel group, channels per V token group", 1},
@@ -202,32 +214,45 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
        "auto",
        "output format (auto: the input's: bf16 for a bf16 dump, else fp16)"},
   };
-  r.push_back({"kivi",
-               "KIVI (Liu et al.), TurboAttention's KV-cache baseline: per-channel K and per-token "
-               "V asymmetric quantization in groups, FP16 residual, dequantize then FP16 attention",
-               k,
-               [](const AttentionInput& in, const MethodValues& v) {
-                 const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
-                 PipelineResult res = kivi_usage([&] { return kivi_attention(in, o); });
-                 MethodOutput out{std::move(res.o), encoding_name(o.out), {}};
-                 // kivi_attention's mode rule (sim/turbo/kivi.cpp): auto is decode for causal
-                 // inputs and single queries.
-                 const bool decode =
-                     o.mode == TurboMode::kDecode ||
-                     (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
-                 out.resolved["mode"] = decode ? "decode" : "prefill";
-                 if (decode)
-                   out.resolved["prefill"] =
-                       std::to_string(turbo_prefill_tokens(in, o.prefill, o.group));
-                 if (!decode)
-                   warn(
-                       "kivi ran in prefill mode (a non-causal input, or mode=prefill): every row "
-                       "attends the FP16 K and V, so every bits/group/residual gives FP16 "
-                       "FlashAttention bit for bit; KIVI's quantized cache is read only by decode "
-                       "steps, which need a causal input or a single query");
-                 return out;
-               },
-               nullptr, nullptr});
+  MethodSpec kv;
+  kv.name = "kivi";
+  kv.help =
+      "KIVI (Liu et al.), TurboAttention's KV-cache baseline: per-channel K and per-token V "
+      "asymmetric quantization in groups, FP16 residual, dequantize then FP16 attention";
+  kv.params = k;
+  kv.preset = [](const MethodValues& v, const AttentionInput& in) {
+    return kivi_pipeline(kivi_usage([&] { return kivi_options(v, in.dtype); }));
+  };
+  kv.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& pl) {
+    const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
+    PipelineResult res = kivi_usage([&] { return kivi_attention(in, o, pl); });
+    MethodOutput out = pipeline_output(std::move(res), pl);
+    // kivi_attention's mode rule (sim/turbo/kivi.cpp): auto is decode for causal inputs and
+    // single queries.
+    const bool decode = o.mode == TurboMode::kDecode ||
+                        (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
+    out.resolved["mode"] = decode ? "decode" : "prefill";
+    if (decode) {
+      out.resolved["prefill"] = std::to_string(turbo_prefill_tokens(in, o.prefill, o.group));
+    } else {
+      warn("kivi ran in prefill mode (a non-causal input, or mode=prefill): every row attends the "
+           "FP16 K and V, so every bits/group/residual gives FP16 FlashAttention bit for bit; "
+           "KIVI's quantized cache is read only by decode steps, which need a causal input or a "
+           "single query");
+    }
+    return out;
+  };
+  kv.outside = [](const MethodValues& v, const AttentionInput& in) {
+    const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
+    const bool decode = o.mode == TurboMode::kDecode ||
+                        (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
+    if (!decode) return std::vector<std::string>{};
+    return std::vector<std::string>{
+        "the KV cache: KIVI's " + std::to_string(o.bits) +
+        "-bit asymmetric group quantization of K (per channel) and V (per token) with the FP16 "
+        "residual, dequantized to FP16 before the pipeline (not attributed to a stage)"};
+  };
+  r.push_back(std::move(kv));
 }
 
 }  // namespace attnsim

@@ -75,9 +75,8 @@ AttentionInput make_case(const Setup& su, const Dist& d, int dist_index, int sam
   in.shape = AttentionShape{1, su.g, 1, 1, su.s, su.dk, su.dv};
   in.dtype = "bfloat16";
   in.sm_scale = 1.0 / std::sqrt(double(su.dk));
-  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
   auto bf16 = [&](double x) {
-    return decode_float_bits(Encoding::kBf16, encode_float_bits(Encoding::kBf16, x, kRne));
+    return decode_float_bits(Encoding::kBf16, encode_float_bits(Encoding::kBf16, x, kCudaRn));
   };
   in.q.resize(std::size_t(su.g) * su.dk);
   in.k.resize(std::size_t(su.s) * su.dk);
@@ -213,8 +212,8 @@ ReproTable amla_acc(const ReproOptions& opt) {
     for (const auto& [name, acc] : accs) {
       AmlaOptions o;
       o.variant = v;
-      o.pv_acc = acc;
-      o.qk_acc = acc;
+      o.pv_sum = acc;
+      o.qk_sum = acc;
       methods.push_back({std::string(v == AmlaVariant::kBase ? "Base" : "AMLA-CANN") + ":" + name, o});
     }
   }

@@ -110,6 +110,7 @@ std::vector<MethodConfig> expand_grid(const std::vector<MethodConfig>& methods,
         for (std::size_t a = 0; a < axes.size(); ++a) {
           if (axes[a]->key == p.key) v = axes[a]->values[idx[a]];
         }
+        if (v.empty()) continue;  // a stage override that is not set
         text += (first ? ":" : ",") + p.key + "=" + v;
         first = false;
       }

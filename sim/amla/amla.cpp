@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <memory>
 #include <vector>
 
 #include "formats/encoding.hpp"
@@ -19,10 +20,6 @@ constexpr float kLn2f = float(0.6931471805599453094172);
 constexpr float kRecipLn2f = 1.0f / kLn2f;
 constexpr float kTwo23 = 8388608.0f;
 
-float cast_16(float x, Encoding e, Round r) {
-  const Policy pol{r, Overflow::kInf, NanEncoding::kCuda};
-  return decode_float_bits(e, encode_float_bits(e, x, pol));
-}
 
 // Exp as the target computes it: Ascend's Exp assumed correctly rounded (FP64 exp rounded once:
 // its implementation is not public); the H100 analogue's ex2.approx.ftz (equal to the hardware on
@@ -32,12 +29,30 @@ float target_exp(AmlaTarget t, float x) {
   return float(std::exp(double(x)));
 }
 
-RescaleStep step_hook(float m, bool first, double* aux, const void* ctx) {
-  return amla_step(*static_cast<const AmlaStepRule*>(ctx), m, first, aux);
+const char* comp_name(AmlaComp c) {
+  static const char* kComp[] = {"default", "none", "alg2", "appendix", "cann"};
+  return kComp[int(c)];
 }
-void finish_hook(float* o, int dv, float l, const double* aux, const void* ctx) {
-  amla_finish(*static_cast<const AmlaStepRule*>(ctx), o, dv, l, aux);
-}
+
+class AmlaRescaleHook final : public RescaleHook {
+ public:
+  explicit AmlaRescaleHook(const AmlaStepRule& r) : rule_(r) {}
+  RescaleStep step(float m, bool first, double* state) const override {
+    return amla_step(rule_, m, first, state);
+  }
+  void finish(float* o, int dv, float l, const double* state) const override {
+    amla_finish(rule_, o, dv, l, state);
+  }
+  std::string name() const override { return "amla_" + amla_variant_name(rule_.variant); }
+  OptionList options() const override {
+    return {{"amla_comp", comp_name(rule_.comp)},
+            {"amla_target", rule_.target == AmlaTarget::kH100 ? "h100" : "ascend"},
+            {"amla_s16", encoding_name(rule_.s16)}};
+  }
+
+ private:
+  AmlaStepRule rule_;
+};
 
 DotModel dot_of(AmlaAcc a, Encoding in) {
   switch (a) {
@@ -84,7 +99,9 @@ RescaleStep amla_step(const AmlaStepRule& r, float m, bool first, double* aux) {
     s32 = base2 ? target_exp(r.target, n + t) : target_exp(r.target, kLn2f * (n + t));
   }
   // S16 = Cast_to_BF16(S32) then back to FP32 (CANN: Cast(KV_T, CAST_ROUND), ties away).
-  const float s16 = cast_16(s32, r.s16, cann ? Round::kNearestAway : Round::kNearestEven);
+  const float s16 =
+      round_to(r.s16, s32, Policy{cann ? Round::kNearestAway : Round::kNearestEven, Overflow::kInf,
+                                  NanEncoding::kCuda});
   // The compensation ε of Alg. 2 line 11 / CANN's cof.
   const float c_prev = first ? 1.0f : float(aux[1]);
   float c = 1.0f, eps = 0.0f;
@@ -142,67 +159,88 @@ Pipeline amla_pipeline(const AmlaOptions& o) {
   const bool cann = o.variant == AmlaVariant::kCann;
   const bool h100 = o.target == AmlaTarget::kH100;
   Pipeline p;
-  p.block_q = o.block_q;
-  p.block_kv = o.block;
-  p.kv_order = KvOrder::kAscending;  // Alg. 1/2: i = 1 .. N
+  p.tile.block_q = o.block_q;
+  p.tile.block_kv = o.block;
+  p.tile.kv_order = KvOrder::kAscending;  // Alg. 1/2: i = 1 .. N
   for (OperandSpec* s : {&p.q, &p.k, &p.v}) {
     s->input = o.in;  // BF16 (FP16) Q, K, V (§5.1)
     s->enc = o.in;
   }
   const AmlaAcc def = h100 ? AmlaAcc::kBlock16 : AmlaAcc::kExact;
-  p.qk = dot_of(o.qk_acc == AmlaAcc::kDefault ? def : o.qk_acc, o.in);
-  p.pv = dot_of(o.pv_acc == AmlaAcc::kDefault ? def : o.pv_acc, o.in);
-  p.state = StateType::kFp32;
+  p.qk.dot = dot_of(o.qk_sum == AmlaAcc::kDefault ? def : o.qk_sum, o.in);
+  p.pv.dot = dot_of(o.pv_sum == AmlaAcc::kDefault ? def : o.pv_sum, o.in);
+  p.softmax.state = StateType::kFp32;
   // S = S·scale (CANN ElewiseCompute Muls; Alg. 1 line 7 S/√D_k), m = rowmax(S), P = exp(S − m):
   // the max lives in the exponent's units and nothing is fused.
-  p.max_domain = MaxDomain::kScaled;
-  p.fma = false;
-  p.exp_base = h100 ? ExpKind::kExp2 : ExpKind::kExp;
-  p.exp_fn = h100 ? ExpFn::kEx2ApproxFtz : ExpFn::kExact;
-  p.row_sum = RowSum::kSingle;  // SoftmaxFlashV2's order is not public: one sum in key order
-  p.p = o.in;  // Alg. 1: P cast to the input type for P·V; Alg. 2 line 12: (P·S16) cast to BF16
-  p.p_cast = Policy{cann ? Round::kNearestAway : Round::kNearestEven, Overflow::kInf,
+  p.softmax.max_domain = MaxDomain::kScaled;
+  p.softmax.fma = false;
+  p.softmax.base = h100 ? ExpKind::kExp2 : ExpKind::kExp;
+  p.exp.fn = h100 ? ExpFn::kEx2ApproxFtz : ExpFn::kExact;
+  p.softmax.row_sum = RowSum::kSingle;  // SoftmaxFlashV2's order is not public: one sum in key order
+  p.p.enc = o.in;  // Alg. 1: P cast to the input type for P·V; Alg. 2 line 12: (P·S16) cast to BF16
+  p.p.cast = Policy{cann ? Round::kNearestAway : Round::kNearestEven, Overflow::kInf,
                     NanEncoding::kCuda};
-  p.pv_acc = PvAccumulate::kChunk;  // T_i = P_i V_i from zero, then O + T_i (an FP32 add)
-  p.normalize = Normalize::kDiv;    // Alg. 1 line 11 O / ℓ
-  p.out = o.out ? *o.out : o.in;
+  p.pv.acc = PvAccumulate::kChunk;  // T_i = P_i V_i from zero, then O + T_i (an FP32 add)
+  p.normalize.kind = Normalize::kDiv;    // Alg. 1 line 11 O / ℓ
+  p.out.enc = o.out ? *o.out : o.in;
   // CANN Bmm2CastAndCopyOut: bf16 by CAST_RINT, fp16 by CAST_ROUND.
-  p.out_cast = Policy{cann && p.out == Encoding::kFp16 ? Round::kNearestAway : Round::kNearestEven,
+  p.out.cast = Policy{cann && p.out.enc == Encoding::kFp16 ? Round::kNearestAway : Round::kNearestEven,
                       Overflow::kInf, NanEncoding::kCuda};
   if (o.variant != AmlaVariant::kBase) {
-    // One immutable rule per combination, so the pipeline's context outlives the call.
-    static const std::vector<AmlaStepRule> rules = [] {
-      std::vector<AmlaStepRule> t;
-      for (AmlaVariant v : {AmlaVariant::kPaper, AmlaVariant::kCann})
-        for (int c = 0; c < 5; ++c)
-          for (AmlaTarget g : {AmlaTarget::kAscend, AmlaTarget::kH100})
-            for (Encoding e : {Encoding::kBf16, Encoding::kFp16})
-              t.push_back(AmlaStepRule{v, AmlaComp(c), g, e});
-      return t;
-    }();
     // The paper variant's default is Appendix A's direction (the paper's intent: Alg. 2 line 11
     // prints the reciprocal ratio, which doubles the error instead of compensating it; comp=alg2
     // is that literal reading, sim/amla/README.md).
     const AmlaComp comp = o.comp != AmlaComp::kDefault ? o.comp
                           : cann                       ? AmlaComp::kCann
                                                        : AmlaComp::kAppendix;
-    const std::size_t idx = ((std::size_t(cann ? 1 : 0) * 5 + std::size_t(comp)) * 2 +
-                             std::size_t(h100 ? 1 : 0)) * 2 +
-                            std::size_t(o.in == Encoding::kFp16 ? 1 : 0);
-    p.rescale = Rescale::kHook;
-    p.rescale_hook.step = step_hook;
-    p.rescale_hook.finish = finish_hook;
-    p.rescale_hook.ctx = &rules[idx];
+    p.rescale.kind = Rescale::kHook;
+    p.rescale.hook = amla_hook(AmlaStepRule{o.variant, comp, o.target, o.in});
     // The GPU analogue adds each chunk onto O in global memory by a float atomicAdd.
-    p.rescale_hook.add_ftz = h100;
-    static const char* kComp[] = {"default", "none", "alg2", "appendix", "cann"};
-    p.rescale_hook.name = "amla_" + amla_variant_name(o.variant) + "/" + kComp[int(comp)] +
-                          (h100 ? "/h100" : "/ascend");
+    if (h100) p.pv.chunk_add = ChunkAdd::kRedFtz;
   } else if (o.comp != AmlaComp::kDefault) {
     throw std::invalid_argument("amla: variant=base has no compensation (comp applies to paper, cann)");
   }
   validate(p);
-  return p;
+  return canonical(p);
+}
+
+HookRef<RescaleHook> amla_hook(const AmlaStepRule& r) {
+  return {std::make_shared<AmlaRescaleHook>(r)};
+}
+
+std::vector<RescaleHookSpec> amla_hook_specs() {
+  auto key = [](const char* k, std::vector<std::string> choices, const char* def, const char* help) {
+    return hook_key(k, "rescale", std::move(choices), def, help);
+  };
+  std::vector<RescaleHookSpec> r;
+  for (AmlaVariant v : {AmlaVariant::kPaper, AmlaVariant::kCann}) {
+    RescaleHookSpec h;
+    h.name = "amla_" + amla_variant_name(v);
+    h.help = v == AmlaVariant::kPaper
+                 ? "AMLA Algorithm 2's integer-add rescale with the BF16 compensation (sim/amla)"
+                 : "the CANN kernel's integer-add rescale (ties away, -30 clamp, +1e-6; sim/amla)";
+    h.keys = {key("amla_comp", {"none", "alg2", "appendix", "cann"},
+                  v == AmlaVariant::kPaper ? "appendix" : "cann",
+                  "rescale=amla_*: the BF16 compensation (appendix: Appendix A; alg2: Alg. 2 line 11 "
+                  "as printed; cann: the kernel's)"),
+              key("amla_target", {"ascend", "h100"}, "ascend",
+                  "rescale=amla_*: natural-log step (Ascend) or log2 with ex2.approx.ftz (H100)"),
+              key("amla_s16", {"bf16", "fp16"}, "bf16", "rescale=amla_*: the format of S16")};
+    h.make = [v](const OptionMap& m) {
+      AmlaStepRule rule;
+      rule.variant = v;
+      const std::string c = m.at("amla_comp");
+      rule.comp = c == "none"       ? AmlaComp::kNone
+                  : c == "alg2"     ? AmlaComp::kAlg2
+                  : c == "appendix" ? AmlaComp::kAppendix
+                                    : AmlaComp::kCann;
+      rule.target = m.at("amla_target") == "h100" ? AmlaTarget::kH100 : AmlaTarget::kAscend;
+      rule.s16 = m.at("amla_s16") == "fp16" ? Encoding::kFp16 : Encoding::kBf16;
+      return amla_hook(rule);
+    };
+    r.push_back(std::move(h));
+  }
+  return r;
 }
 
 }  // namespace attnsim

@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "formats/encoding.hpp"
+#include "sim/pipeline/options.hpp"
 #include "sim/pipeline/pipeline.hpp"
 #include "sim/problem.hpp"
 
@@ -49,8 +51,8 @@ struct AmlaOptions {
   Encoding in = Encoding::kBf16;  // Q, K, V and the P cast: bf16 or fp16
   int block = 512;                // KV block (the paper's fixed 512)
   int block_q = 128;              // query rows per tile (G = 128 heads in one tile)
-  AmlaAcc qk_acc = AmlaAcc::kDefault;  // default: exact (ascend), block16 (h100)
-  AmlaAcc pv_acc = AmlaAcc::kDefault;
+  AmlaAcc qk_sum = AmlaAcc::kDefault;  // default: exact (ascend), block16 (h100)
+  AmlaAcc pv_sum = AmlaAcc::kDefault;
   AmlaComp comp = AmlaComp::kDefault;
   AmlaTarget target = AmlaTarget::kAscend;
   // The output format; unset: the input format (the paper's "final outputs in FP16 or BF16").
@@ -66,8 +68,12 @@ struct AmlaStepRule {
 };
 
 // The pipeline of a configuration (Base: no hook; Paper/CANN: Rescale::kHook with AMLA's step).
-// The returned pipeline points at static contexts: valid for the program's lifetime.
 Pipeline amla_pipeline(const AmlaOptions& o);
+
+// AMLA's step as the pipeline's rescale (Rescale::kHook): `rescale=amla_paper|amla_cann` with
+// the keys amla_comp, amla_target, amla_s16 (sim/pipeline/options.hpp).
+HookRef<RescaleHook> amla_hook(const AmlaStepRule& r);
+std::vector<RescaleHookSpec> amla_hook_specs();
 
 // One row's step, exposed for tests (what the hook does): given the new max m (exponent units)
 // and whether this is the row's first block, updates aux = {n_{i-1}, c_{i-1}, S16, -} and

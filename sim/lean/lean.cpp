@@ -81,12 +81,6 @@ int combine_lanes(SplitStyle s, int num_splits, int head_dim) {
 
 bool base2(SplitStyle s) { return s == SplitStyle::kFlashInfer || s == SplitStyle::kFlashMla; }
 
-float round_out(Encoding e, float x) {
-  if (e == Encoding::kFp32) return x;
-  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-  return decode_float_bits(e, encode_float_bits(e, x, kRne));
-}
-
 // A partition every block of which is cut into contiguous, disjoint, covering n-tile ranges with
 // splits 0, 1, ... (host = split 0 = the range starting at 0).
 void check_partition(const LeanPlan& pl) {
@@ -141,33 +135,27 @@ struct BlockRef {
 }  // namespace
 
 Pipeline lean_pipeline(const LeanOptions& o, int head_dim) {
-  FlashConfig c;
-  c.block_q = 64;
-  c.block_kv = o.block_n > 0 ? o.block_n : (head_dim <= 64 ? 256 : (head_dim <= 128 ? 128 : 64));
-  c.q = c.k = c.v = c.p = c.out = o.dtype;
-  if (o.out_fp32) c.out = Encoding::kFp32;
-  c.acc = Accum::kFp32;
-  c.exp = ExpKind::kExp2;
-  c.fma = true;  // `scores * scale_log2 - max_scaled` contracts to one FFMA (SASS, README)
-  c.kv_order = KvOrder::kDescending;
-  c.row_sum = RowSum::kQuad;
-  Pipeline p = flash_pipeline(c);
-  if (o.rowsum_fma) p.row_sum = RowSum::kQuadFma;
-  p.qk = o.product;
-  p.pv = o.product;
+  // FA2 as ORT's fork runs it: `scores * scale_log2 - max_scaled` contracts to one FFMA (SASS,
+  // README), quad row sums, n-tiles descending.
+  Pipeline p = flash_pipeline(o.dtype, o.out_fp32 ? Encoding::kFp32 : o.dtype);
+  p.tile.block_q = 64;
+  p.tile.block_kv = o.block_n > 0 ? o.block_n : (head_dim <= 64 ? 256 : (head_dim <= 128 ? 128 : 64));
+  if (o.rowsum_fma) p.softmax.row_sum = RowSum::kQuadFma;
+  p.qk.dot = o.product;
+  p.pv.dot = o.product;
   if (o.product.kind == DotModel::kMma) {
     const MmaInstr i = o.dtype == Encoding::kBf16 ? MmaInstr::kHmmaBf16F32 : MmaInstr::kHmmaF16F32;
-    p.qk.instr = p.pv.instr = i;
+    p.qk.dot.instr = p.pv.dot.instr = i;
   }
   const bool fast = fast_math_of(o);
   if (o.exp == LeanExp::kExact) {
-    p.exp_fn = ExpFn::kExact;
+    p.exp.fn = ExpFn::kExact;
   } else {
     // exp2f: ex2.approx.f32 (range-scaled) in an IEEE build, ex2.approx.ftz under fast math.
-    p.exp_fn = fast ? ExpFn::kEx2ApproxFtz : ExpFn::kEx2Approx;
-    if (fast) p.normalize = Normalize::kRcpApproxFtz;
+    p.exp.fn = fast ? ExpFn::kEx2ApproxFtz : ExpFn::kEx2Approx;
+    if (fast) p.normalize.kind = Normalize::kRcpApproxFtz;
   }
-  return p;
+  return canonical(p);
 }
 
 LeanShape lean_shape(const AttentionInput& in, const LeanOptions& o) {
@@ -201,33 +189,108 @@ void validate(const LeanOptions& o, const AttentionInput& in) {
 }
 
 namespace {
-LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
-                    bool keep_partials);
+LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
+                    LeanPlan plan, bool keep_partials);
 }  // namespace
 
 LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o, bool keep_partials) {
+  return lean_attention(in, o, lean_pipeline(o, in.shape.head_dim), keep_partials);
+}
+
+LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
+                          bool keep_partials) {
   validate(o, in);
+  validate(p);
   const LeanShape ls = lean_shape(in, o);
   LeanPlan plan = o.style == SplitStyle::kLean ? lean_plan(ls) : splitkv_plan(ls, o.splits);
   if (o.style == SplitStyle::kLean && !plan.coverage.empty())
     throw std::invalid_argument("lean: ONNX Runtime's LeanAttention does not compute this shape (" +
                                 plan.coverage[0] + "); mblocks=all runs the corrected partition");
-  return run_plan(in, o, std::move(plan), keep_partials);
+  return run_plan(in, o, p, std::move(plan), keep_partials);
 }
 
 LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
                          bool keep_partials) {
   validate(o, in);
   check_partition(plan);
-  return run_plan(in, o, std::move(plan), keep_partials);
+  return run_plan(in, o, lean_pipeline(o, in.shape.head_dim), std::move(plan), keep_partials);
 }
 
 namespace {
 
-LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,
-                    bool keep_partials) {
+// One split's normalized output and LSE per row (lean_fwd_kernel.h / FA2
+// normalize_softmax_lse<Split=true>): inv = 1/l (1 when l is 0 or NaN), O·inv, lse = m·softmax_scale
+// + __logf(l) as one FFMA (-inf when l is 0 or NaN); the base-2 styles keep lse2 = m·scale_log2 +
+// log2(l).
+void normalize_split(const TileState<float>& st, const Pipeline& p, const SplitMath& fm, bool b2,
+                     float sm_f, float scale_log2, std::vector<float>& po, std::vector<float>& plse) {
+  const int rows = st.rows, dv = st.dv;
+  po.assign(std::size_t(rows) * dv, 0.0f);
+  plse.assign(std::size_t(rows), 0.0f);
+  for (int r = 0; r < rows; ++r) {
+    const float l = row_sum_total(st, r, p.softmax.row_sum);
+    const bool degenerate = l == 0.0f || l != l;
+    const float inv = degenerate ? 1.0f : fm.rcp(l);
+    for (int c = 0; c < dv; ++c) po[std::size_t(r) * dv + c] = st.o_row(r)[c] * inv;
+    const float m = st.m[std::size_t(r)];
+    plse[std::size_t(r)] = degenerate ? -kInfF
+                           : b2       ? std::fma(m, scale_log2, fm.log2(l))
+                                      : std::fma(m, sm_f, fm.fast_log(l));
+  }
+}
+
+// flashinfer state_t: o = 0, m = -5e4, d = 1; merge(v_i, s_i, 1) in split order; then
+// o = __fdividef(o, d).
+void reduce_flashinfer(const std::vector<std::vector<float>>& po,
+                       const std::vector<std::vector<float>>& plse, int r, int dv,
+                       const SplitMath& fm, float* acc) {
+  float m = -5e4f, d = 1.0f;
+  for (std::size_t k = 0; k < po.size(); ++k) {
+    const float s_i = plse[k][std::size_t(r)];
+    const float m_prev = m;
+    m = std::max(m_prev, s_i);
+    const float a = fm.exp2(m_prev - m), b = fm.exp2(s_i - m);
+    d = d * a + b;
+    for (int c = 0; c < dv; ++c) acc[c] = acc[c] * a + po[k][std::size_t(r) * dv + c] * b;
+  }
+  for (int c = 0; c < dv; ++c) acc[c] = fm.exact ? acc[c] / d : div_approx_ftz(acc[c], d);
+}
+
+// ORT lean_fwd_kernel.h host reduction / FA2 combine_attn_seqk_parallel (natural base), FlashMLA
+// combine (base 2): lse_max (0 when -inf), Σ exp(lse_i − lse_max) over `lanes` threads (lane j adds
+// splits j, j + R, ... in order, then an xor butterfly of FADDs), lse_logsum = log(Σ) + lse_max
+// (INF when Σ is 0 or NaN), scale_i = exp(lse_i − lse_logsum), O = Σ scale_i · O_i in split order
+// (FFMA).
+void reduce_lse(const std::vector<std::vector<float>>& po, const std::vector<std::vector<float>>& plse,
+                int r, int dv, int lanes, bool b2, const SplitMath& fm, float* acc) {
+  const std::size_t nsplit = po.size();
+  float lse_max = -kInfF;
+  for (std::size_t k = 0; k < nsplit; ++k) lse_max = std::max(lse_max, plse[k][std::size_t(r)]);
+  if (lse_max == -kInfF) lse_max = 0.0f;
+  std::vector<float> lane(std::size_t(lanes), 0.0f);
+  for (std::size_t k = 0; k < nsplit; ++k) {
+    const float x = plse[k][std::size_t(r)] - lse_max;
+    float& a = lane[k % std::size_t(lanes)];
+    a = a + (b2 ? fm.exp2(x) : fm.exp_nat(x));
+  }
+  for (int off = lanes / 2; off >= 1; off /= 2) {
+    std::vector<float> nx(lane.size());
+    for (int j = 0; j < lanes; ++j) nx[std::size_t(j)] = lane[std::size_t(j)] + lane[std::size_t(j ^ off)];
+    lane.swap(nx);
+  }
+  const float sum = lane[0];
+  const float logsum =
+      (sum == 0.0f || sum != sum) ? kInfF : (b2 ? fm.log2(sum) : fm.log_nat(sum)) + lse_max;
+  for (std::size_t k = 0; k < nsplit; ++k) {
+    const float x = plse[k][std::size_t(r)] - logsum;
+    const float sc = b2 ? fm.exp2(x) : fm.exp_nat(x);
+    for (int c = 0; c < dv; ++c) acc[c] = std::fma(sc, po[k][std::size_t(r) * dv + c], acc[c]);
+  }
+}
+
+LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
+                    LeanPlan plan, bool keep_partials) {
   const AttentionShape& s = in.shape;
-  const Pipeline p = lean_pipeline(o, s.head_dim);
   LeanResult res;
   res.plan = std::move(plan);
   LeanPlan& pl = res.plan;
@@ -291,8 +354,7 @@ LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan pla
   ExpModel<float> em;  // the merge of reduce=paper: the pipeline's exp2 with scale_log2
   em.kind = ExpKind::kExp2;
   em.scale = scale_log2;
-  em.fma = true;
-  em.fn = p.exp_fn;
+  em.fn = p.exp.fn;
 
 #pragma omp parallel
   {
@@ -302,25 +364,15 @@ LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan pla
       const BlockRef& B = blocks[std::size_t(bi)];
       const PreparedInput& pin = prep[ragged ? std::size_t(B.batch) : 0];
       const int tb = ragged ? 0 : B.batch;  // the batch index inside pin
-      std::vector<Tile> tiles = tiles_of_block(pl, s, tb, B.head, B.m_block);
-      int rows = 0;
-      for (const Tile& t : tiles) rows += t.rows;
+      const std::vector<Tile> tiles = tiles_of_block(pl, s, tb, B.head, B.m_block);
       const std::size_t nsplit = B.segs.size();
-      // Every split's row states (tile-major, row within tile).
-      std::vector<std::vector<SoftmaxState<float>>> st(nsplit);
-      for (std::size_t k = 0; k < nsplit; ++k) {
-        const LeanSegment& g = *B.segs[k];
-        st[k].assign(std::size_t(rows), empty_row_state<float>(p, dv));
-        int r = 0;
-        std::vector<SoftmaxState<float>> tmp;
-        for (const Tile& t : tiles) {
-          tmp.assign(std::size_t(t.rows), empty_row_state<float>(p, dv));
-          attend_tile<float>(pin, p, t, g.n_begin, g.n_end, tmp, *ws);
-          for (int i = 0; i < t.rows; ++i) st[k][std::size_t(r + i)] = tmp[std::size_t(i)];
-          r += t.rows;
+      // Every split's row states, one per (split, tile).
+      std::vector<std::vector<TileState<float>>> st(nsplit, std::vector<TileState<float>>(tiles.size()));
+      for (std::size_t k = 0; k < nsplit; ++k)
+        for (std::size_t ti = 0; ti < tiles.size(); ++ti) {
+          st[k][ti].reset(tiles[ti].rows, dv);
+          attend_tile<float>(pin, p, tiles[ti], B.segs[k]->n_begin, B.segs[k]->n_end, st[k][ti], *ws);
         }
-      }
-      // Where each row's output goes.
       auto out_row = [&](const Tile& t, int i) {
         return res.o.data() +
                ((std::size_t(B.batch) * s.heads_q + t.head) * s.len_q + std::size_t(t.q_begin + i)) * dv;
@@ -330,45 +382,32 @@ LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan pla
       // Algorithm 2 lines 27-38, the host's (O, m, l) absorbs the CTAs after it one by one, then
       // the same epilogue.
       if (nsplit == 1 || o.reduce == LeanReduce::kPaper) {
-        int r = 0;
         std::vector<double> ob, lse_buf;
-        for (const Tile& t : tiles) {
-          std::vector<SoftmaxState<float>> acc(st[0].begin() + r, st[0].begin() + r + t.rows);
+        for (std::size_t ti = 0; ti < tiles.size(); ++ti) {
+          const Tile& t = tiles[ti];
+          TileState<float>& host = st[0][ti];
           for (std::size_t k = 1; k < nsplit; ++k)
-            for (int i = 0; i < t.rows; ++i) acc[std::size_t(i)].merge(st[k][std::size_t(r + i)], em);
+            for (int i = 0; i < t.rows; ++i) merge_row(host, i, st[k][ti], i, p.softmax.row_sum, em);
           ob.assign(std::size_t(t.rows) * dv, 0.0);
           lse_buf.assign(std::size_t(t.rows), 0.0);
-          finish_tile<float>(pin, p, t, acc, ob.data(), lse_buf.data());
+          finish_tile<float>(pin, p, t, host, ob.data(), lse_buf.data());
           for (int i = 0; i < t.rows; ++i)
             std::copy(ob.begin() + std::ptrdiff_t(i) * dv, ob.begin() + std::ptrdiff_t(i + 1) * dv,
                       out_row(t, i));
-          r += t.rows;
         }
         continue;
       }
-      // The kernel's path: every split normalized with its LSE (lean_fwd_kernel.h /
-      // FA2 normalize_softmax_lse<Split=true>): inv = 1/l (1 when l is 0 or NaN), O·inv,
-      // lse = m·softmax_scale + __logf(l) as one FFMA (-inf when l is 0 or NaN); the base-2
-      // styles keep lse2 = m·scale_log2 + log2(l).
-      std::vector<std::vector<float>> po(nsplit, std::vector<float>(std::size_t(rows) * dv));
-      std::vector<std::vector<float>> pl2(nsplit, std::vector<float>(std::size_t(rows)));
+      // The kernel's path: every split normalized with its LSE, then the host's reduction.
       const bool b2 = base2(o.style);
+      int rows = 0;
+      for (const Tile& t : tiles) rows += t.rows;
+      std::vector<std::vector<float>> po(nsplit), pls(nsplit);
       for (std::size_t k = 0; k < nsplit; ++k) {
-        for (int r = 0; r < rows; ++r) {
-          const SoftmaxState<float>& x = st[k][std::size_t(r)];
-          const float l = x.sum();
-          const bool degenerate = l == 0.0f || l != l;
-          const float inv = degenerate ? 1.0f : fm.rcp(l);
-          for (int c = 0; c < dv; ++c) po[k][std::size_t(r) * dv + c] = x.o[std::size_t(c)] * inv;
-          float lse;
-          if (degenerate) {
-            lse = -kInfF;
-          } else if (b2) {
-            lse = std::fma(x.m, scale_log2, fm.log2(l));
-          } else {
-            lse = std::fma(x.m, sm_f, fm.fast_log(l));
-          }
-          pl2[k][std::size_t(r)] = lse;
+        std::vector<float> tile_o, tile_l;
+        for (std::size_t ti = 0; ti < tiles.size(); ++ti) {
+          normalize_split(st[k][ti], p, fm, b2, sm_f, scale_log2, tile_o, tile_l);
+          po[k].insert(po[k].end(), tile_o.begin(), tile_o.end());
+          pls[k].insert(pls[k].end(), tile_l.begin(), tile_l.end());
         }
         if (keep_partials) {
           LeanPartial& P = res.partials[first_partial[std::size_t(bi)] + k];
@@ -378,66 +417,21 @@ LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, LeanPlan pla
           P.split = B.segs[k]->split;
           P.cta = B.segs[k]->cta;
           P.o = po[k];
-          P.lse = pl2[k];
+          P.lse = pls[k];
         }
       }
-      // The host's reduction, row by row.
       std::vector<float> acc(static_cast<std::size_t>(dv));
       int r = 0;
       for (const Tile& t : tiles) {
         for (int i = 0; i < t.rows; ++i, ++r) {
           std::fill(acc.begin(), acc.end(), 0.0f);
           if (o.style == SplitStyle::kFlashInfer) {
-            // flashinfer state_t: o = 0, m = -5e4, d = 1; merge(v_i, s_i, 1) in split order; then
-            // o = __fdividef(o, d).
-            float m = -5e4f, d = 1.0f;
-            for (std::size_t k = 0; k < nsplit; ++k) {
-              const float s_i = pl2[k][std::size_t(r)];
-              const float m_prev = m;
-              m = std::max(m_prev, s_i);
-              const float a = fm.exp2(m_prev - m), b = fm.exp2(s_i - m);
-              d = d * a + b;
-              for (int c = 0; c < dv; ++c)
-                acc[std::size_t(c)] = acc[std::size_t(c)] * a + po[k][std::size_t(r) * dv + c] * b;
-            }
-            for (int c = 0; c < dv; ++c)
-              acc[std::size_t(c)] = fm.exact ? acc[std::size_t(c)] / d
-                                             : div_approx_ftz(acc[std::size_t(c)], d);
+            reduce_flashinfer(po, pls, r, dv, fm, acc.data());
           } else {
-            // ORT lean_fwd_kernel.h host reduction / FA2 combine_attn_seqk_parallel (natural base),
-            // FlashMLA combine (base 2): lse_max (0 when -inf), Σ exp(lse_i − lse_max) in split
-            // order, lse_logsum = log(Σ) + lse_max (INF when Σ is 0 or NaN), scale_i =
-            // exp(lse_i − lse_logsum), O = Σ scale_i · O_i in split order (FFMA).
-            float lse_max = -kInfF;
-            for (std::size_t k = 0; k < nsplit; ++k) lse_max = std::max(lse_max, pl2[k][std::size_t(r)]);
-            if (lse_max == -kInfF) lse_max = 0.0f;
-            // The sum over `lanes` threads: lane j adds splits j, j + R, ... in order, then an
-            // xor butterfly of FADDs (offsets R/2 .. 1); every lane ends with the same value.
-            std::vector<float> lane(std::size_t(lanes), 0.0f);
-            for (std::size_t k = 0; k < nsplit; ++k) {
-              const float x = pl2[k][std::size_t(r)] - lse_max;
-              float& a = lane[k % std::size_t(lanes)];
-              a = a + (b2 ? fm.exp2(x) : fm.exp_nat(x));
-            }
-            for (int off = lanes / 2; off >= 1; off /= 2) {
-              std::vector<float> nx(lane.size());
-              for (int j = 0; j < lanes; ++j)
-                nx[std::size_t(j)] = lane[std::size_t(j)] + lane[std::size_t(j ^ off)];
-              lane.swap(nx);
-            }
-            const float sum = lane[0];
-            const float logsum = (sum == 0.0f || sum != sum)
-                                     ? kInfF
-                                     : (b2 ? fm.log2(sum) : fm.log_nat(sum)) + lse_max;
-            for (std::size_t k = 0; k < nsplit; ++k) {
-              const float x = pl2[k][std::size_t(r)] - logsum;
-              const float sc = b2 ? fm.exp2(x) : fm.exp_nat(x);
-              for (int c = 0; c < dv; ++c)
-                acc[std::size_t(c)] = std::fma(sc, po[k][std::size_t(r) * dv + c], acc[std::size_t(c)]);
-            }
+            reduce_lse(po, pls, r, dv, lanes, b2, fm, acc.data());
           }
           double* dst = out_row(t, i);
-          for (int c = 0; c < dv; ++c) dst[c] = round_out(p.out, acc[std::size_t(c)]);
+          for (int c = 0; c < dv; ++c) dst[c] = round_to(p.out.enc, acc[std::size_t(c)], kCudaRn);
         }
       }
     }
@@ -452,8 +446,7 @@ std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOpti
   const AttentionShape& s = in.shape;
   const int d = s.head_dim, dv = s.head_dim_v, g = s.group();
   constexpr double u = 0x1p-24;
-  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-  auto rnd = [&](float x) { return decode_float_bits(o.dtype, encode_float_bits(o.dtype, x, kRne)); };
+  auto rnd = [&](float x) { return round_to(o.dtype, x, kCudaRn); };
   // Splits and the largest segment per (batch, kernel head, m-block).
   std::map<long long, std::pair<int, int>> split_info;
   for (const LeanSegment& sg : plan.segments) {

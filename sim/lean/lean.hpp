@@ -96,6 +96,10 @@ void validate(const LeanOptions& o, const AttentionInput& in);
 // line) a shape ONNX Runtime's kernel leaves partly uncomputed (LeanPlan::coverage).
 LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o,
                           bool keep_partials = false);
+// The same with the segments' pipeline given (lean_pipeline with stage overrides: `attnsim
+// attribute` runs its counterfactuals through the same partition and reduction).
+LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
+                          bool keep_partials = false);
 // The same on any partition of the blocks (a plan whose every block is cut into contiguous
 // splits 0, 1, ... covering its n-tiles; throws std::invalid_argument otherwise): the property
 // tests' random partitions. The plan's frame must be lean_plan's or splitkv_plan's for this input.

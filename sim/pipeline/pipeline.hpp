@@ -1,24 +1,105 @@
-// The one tiled attention skeleton every technique runs on: operand preparation, the QKᵀ and P·V
-// products, exp, the P cast, accumulation, rescale and epilogue are each a chosen model, so a
-// technique is a preset (a filled-in Pipeline plus its own preparation steps), never a copy of
-// the loop. sim/pipeline/README.md lists every stage, its choices and the kernels behind them.
+// The one tiled attention skeleton every technique runs on: a Pipeline is a value made of one
+// struct per stage (tiles, Q/K/V preparation, QKᵀ, softmax state, exp, P cast, P·V, rescale,
+// epilogue, output), so a technique is a preset (a filled-in Pipeline plus its own steps), never
+// a copy of the loop. sim/pipeline/README.md lists every stage, its choices and the kernels
+// behind them; sim/pipeline/stages/ holds one reference function per stage.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "formats/encoding.hpp"
 #include "formats/policy.hpp"
 #include "numerics/dot.hpp"
+#include "numerics/exp_model.hpp"
 #include "numerics/groups.hpp"
 #include "numerics/quantize.hpp"
-#include "numerics/softmax_state.hpp"
 #include "sim/problem.hpp"
 
 namespace attnsim {
+
+// A method-string fragment: (key, value) pairs in the vocabulary's order
+// (sim/pipeline/options.hpp).
+using OptionList = std::vector<std::pair<std::string, std::string>>;
+
+// ---------------------------------------------------------------------------------------------
+// Hooks: a technique's own arithmetic plugged into one stage as an owned value that carries its
+// parameters (TurboAttention's SAS as the exp; AMLA's integer-add step as the rescale). Two hooks
+// are the same choice when their names and options are.
+
+// p = f(x) for an argument x already in the exponent's units (FP32 in, FP32 out).
+class ExpHook {
+ public:
+  virtual ~ExpHook() = default;
+  virtual float eval(float x) const = 0;
+  // The choice's spelling: `exp=<name>` plus its own keys (e.g. sas_fmt=fp16).
+  virtual std::string name() const = 0;
+  virtual OptionList options() const = 0;
+};
+
+// What RescaleHook::step returns for one row and KV block.
+struct RescaleStep {
+  float p_mul = 1.0f;      // P is multiplied by this (one FP32 multiply) before the P cast
+  std::int32_t o_add = 0;  // added to every O element's FP32 bits as an INT32 (wrapping) ...
+  bool apply_add = false;  // ... when set (AMLA: every block but the row's first)
+};
+
+// A technique's rescale (Rescale::kHook: AMLA Algorithm 2 lines 8-17, sim/amla). `state` is the
+// row's own storage (TileState::hook, zeroed when the row is reset).
+class RescaleHook {
+ public:
+  virtual ~RescaleHook() = default;
+  // `m`: the row's running max in the exponent's units after this block (finite); `first`:
+  // whether this is the first block the row sees a key in.
+  virtual RescaleStep step(float m, bool first, double* state) const = 0;
+  // The epilogue of one row: O (FP32, dv elements) to the normalized output, given the row sum l
+  // (AMLA: |O| > 1e10 -> 0, O / (l·S16)). Rows with l = 0 are not passed.
+  virtual void finish(float* o, int dv, float l, const double* state) const = 0;
+  virtual std::string name() const = 0;
+  virtual OptionList options() const = 0;
+};
+
+// An owned, shared, immutable hook; compared by value (name and options).
+template <class H>
+struct HookRef {
+  std::shared_ptr<const H> ptr;
+  const H* get() const { return ptr.get(); }
+  explicit operator bool() const { return bool(ptr); }
+  const H& operator*() const { return *ptr; }
+  const H* operator->() const { return ptr.get(); }
+  bool operator==(const HookRef& o) const {
+    if (ptr == o.ptr) return true;
+    if (!ptr || !o.ptr) return false;
+    return ptr->name() == o.ptr->name() && ptr->options() == o.ptr->options();
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// The tiles and their order.
+
+// Order of the KV blocks. FA2 (flash_fwd_kernel.h compute_attn_1rowblock) and FA3 start at
+// n_block_max − 1 and walk down to 0 (the masked blocks first); kAscending is the textbook order
+// (SageAttention, Triton kernels).
+enum class KvOrder : std::uint8_t { kDescending, kAscending };
+
+// Which keys a causal mask hides from query i (of len_q) among len_kv keys.
+//  kBottomRight  key j > i + len_kv − len_q (FA2, golden attention: the last query sees every key).
+//  kTopLeft      key j > i (SageAttention's CUDA kernels, attn_utils.cuh apply_causal_mask; its
+//                KV-block count min(len_kv, (tile + 1)·block_q)): the same when len_q == len_kv.
+enum class CausalAlign : std::uint8_t { kBottomRight, kTopLeft };
+
+struct TileStage {
+  int block_q = 64;   // kBlockM: query rows per tile (one CUDA thread block)
+  int block_kv = 64;  // kBlockN: keys per KV block
+  KvOrder kv_order = KvOrder::kDescending;
+  CausalAlign causal = CausalAlign::kBottomRight;
+  bool operator==(const TileStage&) const = default;
+};
 
 // ---------------------------------------------------------------------------------------------
 // Operand preparation (Q, K, V): done once per input, before any tile runs.
@@ -73,13 +154,13 @@ struct OperandSpec {
   // mean, scale or cast (the kernels' fp16/bf16 inputs). fp32: as given.
   Encoding input = Encoding::kFp32;
   Encoding enc = Encoding::kFp32;
-  // Float encodings: how the FP32 value (or the scaled value) is rounded. Default: RNE, overflow
-  // to Inf; fp8 operands use saturate (cvt.rn.satfinite), set by the presets.
-  Policy cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  // Float encodings: how the FP32 value (or the scaled value) is rounded (CUDA cvt.rn; fp8
+  // operands use cvt.rn.satfinite, set by the presets).
+  Policy cast = kCudaRn;
   ScaleMode scale = ScaleMode::kNone;
-  GroupMap groups;                                // kInteger / kFloat
-  SymmetricQuantizer quantizer = kSymmetricInt8;  // kInteger
-  float float_max = 448.0f;                       // kFloat
+  GroupMap groups;                                    // kInteger / kFloat
+  SymmetricQuantizer quantizer = kSymmetricInt8;      // kInteger
+  float float_max = 448.0f;                           // kFloat
   FloatScaleRule float_rule = FloatScaleRule::kIeee;  // kFloat
   ScaleAt apply = ScaleAt::kProduct;
   Encoding dequant_to = Encoding::kFp32;  // kOperand: x̂ = fl(q · s) in this float encoding
@@ -90,8 +171,238 @@ struct OperandSpec {
   MeanRule mean_rule = MeanRule::kFp64;     // kTokens
   Prescale prescale = Prescale::kNone;
 
-  bool operator==(const OperandSpec&) const;
+  bool operator==(const OperandSpec&) const = default;
 };
+
+// ---------------------------------------------------------------------------------------------
+// The stages after preparation.
+
+// The QKᵀ product: the inner-product model and how an int32 accumulator becomes FP32: rne
+// (cvt.rn.f32.s32, Triton .to(f32)) or rz (SageAttention2 __int2float_rz).
+struct QkStage {
+  DotModel dot{DotModel::kFp32};
+  Round int_cvt = Round::kNearestEven;
+  bool operator==(const QkStage&) const = default;
+};
+
+// How the QKᵀ accumulator becomes a score.
+//  kScore  S = fl(fl(acc) · fl(s_q · s_k)): SageAttention's masked path (`S * dequant_scale`),
+//          SageAttention 1 Triton (`qk.to(f32) * (q_scale * k_scale)`), TurboAttention Alg. 1.
+//  kFold   the dequantization folds into the exponent: c = fl(scale_log2 · fl(s_q · s_k)) and
+//          x = fma(fl(acc), c, −m) (SageAttention2 main loop, `sm_scale_eff`); needs the scaled
+//          max domain.
+enum class Dequant : std::uint8_t { kScore, kFold };
+
+// The max the exponent subtracts.
+//  kRaw     m in score units, max_scaled = m·scale computed per block (FA2 softmax_rescale_o).
+//  kScaled  m in exponent units: the block max of fma(s, c, −offset) (SageAttention2
+//           attn_utils.cuh update_mdo, FlashMLA `cur_max *= scale_softmax_log2`).
+enum class MaxDomain : std::uint8_t { kRaw, kScaled };
+
+// How the exponent's coefficient scale_log2 = sm_scale · log2 e is formed.
+//  kHostDouble   fl32(double(fl32(sm_scale)) · log2 e): FA2's host (set_params_fprop).
+//  kDeviceFloat  fl32(fl32(sm_scale) × fl32(log2 e)) (FMUL.FTZ on the device): SageAttention's
+//                CUDA kernels (`sm_scale *= math::log2e`).
+enum class ScaleLog2 : std::uint8_t { kHostDouble, kDeviceFloat };
+
+// Which softmax scale the exponent (and a prescaled Q, and the LSE) uses.
+//  kInput  the input's (1/√d unless the dump says otherwise)
+//  kOne    1: the scale left out (TurboAttention Algorithm 1 as printed, sim/turbo README item e)
+enum class SmScale : std::uint8_t { kInput, kOne };
+
+// How the row sum l is accumulated (sim/pipeline/stages/row_sum.cpp holds every variant).
+//  kQuad        SM80 FA2: 4 partial sums per row (quad lane t owns columns 8n+2t, 8n+2t+1), each p
+//               added to its lane in column order, combined (l0 + l2) + (l1 + l3) in the epilogue.
+//  kSingle      one sum in key order.
+//  kSageLanes   SageAttention2's CUDA-core denominator (attn_utils.cuh, SASS on the H100): per
+//               lane and 16-key tile T = ((p(2t) + p(2t+1)) + p(8+2t)) + p(9+2t); per block
+//               l = fma(alpha, l, T_0) (the rescale fused into the first add), then l += T_1, ...
+//               in tile order; lanes combined (l0 + l1) + (l2 + l3) (shuffle xor 1, then 2).
+//  kMma         SageAttention sm80's tensor-core row sum: l = mma(P as cast, ones, C = l·alpha)
+//               with the `row_sum_dot` instruction, chained over the block's 16-key steps.
+//  kTritonTree  Triton's tl.sum per block (SageAttention 1, Triton 3.6 SASS): lane t folds its
+//               columns 2t, 2t+1, 8+2t, 9+2t, ... in order, then (a0 + a2) + (a1 + a3); the
+//               running sum is l = fma(l, alpha, block sum).
+//  kQuadFma     kQuad with the rescale of each lane's sum fused into its first add of the block,
+//               l = fma(l, alpha, p_first) + p_next + ...: how nvcc (-fmad=true) compiles FA2's
+//               `row_sum *= scores_scale` followed by reduce_sum (SASS of FA2's softmax code built
+//               with ONNX Runtime's flags, sim/lean/README.md).
+enum class RowSum : std::uint8_t { kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma };
+
+// What the LSE output is (computed from the state, so it belongs to the softmax stage).
+//  kNatural   natural-log LSE (FA2's m·sm_scale + log(l), or the scaled reference's form).
+//  kLog2Mufu  lg2.approx.ftz(l) + m in FP32, base 2 in the exponent's units (SageAttention's CUDA
+//             kernels return this; the Python wrapper converts it).
+//  kLog2Libdevice  libdevice log2f(l) + m (SageAttention 1's Triton kernel).
+enum class LseModel : std::uint8_t { kNatural, kLog2Mufu, kLog2Libdevice };
+
+// State arithmetic: m, l, O, the exp argument and the rescale in FP32 (the kernels) or FP64.
+enum class StateType : std::uint8_t { kFp32, kFp64 };
+
+// The online softmax: the state, the max, the exponent's argument and the row sum.
+struct SoftmaxStage {
+  StateType state = StateType::kFp32;
+  // The exponent's base: exp2 with the folded scale_log2 (FA2/FA3/flashinfer/SageAttention), or
+  // the textbook e^((s − m)·sm_scale) (TurboAttention's SAS, AMLA/Ascend's Exp).
+  ExpKind base = ExpKind::kExp2;
+  ScaleLog2 scale_log2 = ScaleLog2::kHostDouble;
+  SmScale sm_scale = SmScale::kInput;
+  Dequant dequant = Dequant::kScore;
+  // With dequant=fold: the last `dequant_tail` KV blocks of a tile (those that carry a mask in
+  // SageAttention2: the last two on sm80/sm89, the last one on sm90) take the score path instead,
+  // S = fl(acc · dq) then the plain coefficient (attn_utils.cuh masked path).
+  int dequant_tail = 0;
+  MaxDomain max_domain = MaxDomain::kRaw;
+  double max_offset = 0.0;  // subtracted from the scaled max (SageAttention FP8 8.807, FA3 FP8 8)
+  bool fma = true;          // fuse s·c − max_scaled into one FMA (nvcc --fmad=true)
+  // The score of a masked key (FA2 -inf; SageAttention -5e6).
+  double mask_value = -std::numeric_limits<double>::infinity();
+  RowSum row_sum = RowSum::kQuad;
+  DotModel row_sum_dot{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};  // RowSum::kMma
+  LseModel lse = LseModel::kNatural;
+  bool operator==(const SoftmaxStage&) const = default;
+};
+
+// The exp function: a model from numerics/exp_model.hpp (libm, FP64-exact, the H100's MUFU
+// ex2.approx{.ftz}) or a technique's hook (ExpFn::kHook).
+struct ExpStage {
+  ExpFn fn = ExpFn::kLibm;
+  HookRef<ExpHook> hook;
+  bool operator==(const ExpStage&) const = default;
+};
+
+// Where P's scale comes from when P is cast to a scaled encoding (TurboAttention Alg. 1: P̃
+// quantized per block with s = max|P̃| / 119): kNone (P cast as is), kRow (one scale per row and
+// KV block), kTile (one per tile and KV block). The P·V chunk is multiplied by it (needs kChunk).
+enum class PScale : std::uint8_t { kNone, kRow, kTile };
+
+struct PStage {
+  Encoding enc = Encoding::kFp32;  // P is rounded to this before P·V (FA2 convert_type<Element>)
+  Policy cast = kCudaRn;
+  PScale scale = PScale::kNone;
+  SymmetricQuantizer quantizer = kSymmetricInt8;  // integer P with a scale
+  // A static scale of P (SageAttention2 Alg. 1 line 6: `(P̃ · 448).to(FP8.e4m3)`, §3.3 δ_P =
+  // 1/448): P is cast as fl32(p · s), and the normalized O divided by s (line 8: `/448 · δ_V`).
+  // An integer P (s8/s4/s2) is rounded by cvt.rni.sat and multiplied into int32 chunks
+  // (pv_acc=chunk). 0: none. The row sum takes the unscaled p.
+  double static_scale = 0.0;
+  bool operator==(const PStage&) const = default;
+};
+
+// How P·V reaches O.
+//  kIntoC  O is the product's C operand: O = dot(P, V, C = O) (FA2 gemm_rs(acc_o, tOrP, tOrVt),
+//          SageAttention2 pv_accum "fp32").
+//  kChunk  each KV block's product starts from zero and is added to O (SageAttention2
+//          "fp32+fp32": buf = mma(P, V, 0); RO += buf; TurboAttention O += s_P · s_V · (P̃ V)).
+enum class PvAccumulate : std::uint8_t { kIntoC, kChunk };
+
+// How a chunk lands on O (PvAccumulate::kChunk).
+//  kFadd   an IEEE FADD (or the fused rescale's FFMA) in registers
+//  kRedFtz the H100's float `atomicAdd` on O in global memory (RED.E.ADD.F32.FTZ.RN, probed in
+//          data/hw/h100/amla): subnormal inputs and results flushed to zero (sign kept), a NaN
+//          result is 0x7FFFFFFF (cuda_check/amla's kernel)
+enum class ChunkAdd : std::uint8_t { kFadd, kRedFtz };
+
+struct PvStage {
+  DotModel dot{DotModel::kFp32};
+  Round int_cvt = Round::kNearestEven;  // an int32 chunk -> FP32 (cvt.rn.f32.s32)
+  PvAccumulate acc = PvAccumulate::kIntoC;
+  ChunkAdd chunk_add = ChunkAdd::kFadd;
+  // The instruction models see the keys of each 16-key group in SageAttention's V order
+  // [0,1,8,9,2,3,10,11,4,5,12,13,6,7,14,15] (fused.cu TransposePadPermute; P packed to match):
+  // which keys share an emulated FP8 mma.sync's first HMMA depends on it.
+  bool perm16 = false;
+  // O's accumulator: fp32, or fp16 (SageAttention sm80 pv_accum "fp16": O kept in halves,
+  // rescaled by __hmul2 with fl16(alpha), P·V on HMMA with an fp16 accumulator).
+  Encoding o_accum = Encoding::kFp32;
+  bool operator==(const PvStage&) const = default;
+};
+
+// The max snapped to an integer in the exponent's units (base 2 only), so every rescale factor is
+// an exact power of two: kNone, kCeil (p <= 1), kNearest (ties away, AMLA's CAST_ROUND of
+// −m/ln 2: p <= 2^0.5).
+enum class MaxRound : std::uint8_t { kNone, kCeil, kNearest };
+
+// How O (and l) follow a new max.
+//  kMultiply  O·alpha in the state's arithmetic (every FlashAttention).
+//  kIntAdd    AMLA Eq. 3/7: O's FP32 bits as INT32 plus N·2^23 with N = snap(m_old) − snap(m_new)
+//             (numerics/fp32_bits.hpp mul_pow2_by_int_add; FP64 state: the same on the FP64 bits
+//             with N·2^52), the failure modes of Lemma 3.1 included; l is multiplied by 2^N.
+//             Needs a snapped max.
+//  kHook      a technique's own rescale (AMLA Algorithm 2 lines 8-17, sim/amla): per row and KV
+//             block, `RescaleHook::step` sees the row's new max and returns the INT32 added to O's
+//             FP32 bits and the factor P is multiplied by before its cast; l follows
+//             alpha = exp(m_old − m) as with kMultiply; `RescaleHook::finish` is the epilogue.
+//             Needs an FP32 state, an unsnapped max and pv_acc=chunk (the product lands on O by
+//             an add after the integer add, AMLA's two atomic adds).
+//  kDivide    O / alpha (l still multiplied): TurboAttention Algorithm 1 line 12 as printed,
+//             `diag(SAS(m_old − m_new))^{-1} O` (sim/turbo/README.md item d, the literal reading).
+//             A row's first block leaves its O (zero) as it is instead of computing 0/0; a later
+//             alpha of 0 (a max jump past SAS's threshold) gives Inf/NaN, as the text implies.
+enum class Rescale : std::uint8_t { kMultiply, kIntAdd, kHook, kDivide };
+
+struct RescaleStage {
+  Rescale kind = Rescale::kMultiply;
+  MaxRound max_round = MaxRound::kNone;
+  // With pv_acc=chunk: O = fma(alpha, O, chunk) in one rounding (the multiply of the rescale fused
+  // into the chunk's add, as nvcc contracts SageAttention2's RO flush), instead of O·alpha then +.
+  bool fused = false;
+  HookRef<RescaleHook> hook;  // kHook
+  bool operator==(const RescaleStage&) const = default;
+};
+
+// The epilogue's O / l.
+//  kRcp           inv = 1/l (IEEE; 1 when l is 0 or NaN), O·inv: FA2 normalize_softmax_lse.
+//  kDiv           O / l (IEEE; O unchanged when l is 0 or NaN): Triton `acc / l_i`, AMLA RowDivs.
+//  kRcpApproxFtz  inv = rcp.approx.ftz(l) (numerics/special.hpp, the H100's MUFU.RCP), O·inv:
+//                 SageAttention2 normalize_d, FA2 built with --use_fast_math.
+//  kDivFull       O / l by div.full.f32 (numerics/special.hpp div_full): Triton's `acc / l_i`.
+enum class Normalize : std::uint8_t { kRcp, kDiv, kRcpApproxFtz, kDivFull };
+
+struct NormalizeStage {
+  Normalize kind = Normalize::kRcp;
+  bool operator==(const NormalizeStage&) const = default;
+};
+
+struct OutStage {
+  Encoding enc = Encoding::kFp32;  // fp64, fp32, bf16 or fp16
+  Policy cast = kCudaRn;
+  bool operator==(const OutStage&) const = default;
+};
+
+// A whole attention kernel's arithmetic. The member initializers are FlashAttention-2's choices
+// (sim/flash/README.md): the one place FA2's defaults live.
+struct Pipeline {
+  TileStage tile;
+  OperandSpec q, k, v;
+  QkStage qk;
+  SoftmaxStage softmax;
+  ExpStage exp;
+  PStage p;
+  PvStage pv;
+  RescaleStage rescale;
+  NormalizeStage normalize;
+  OutStage out;
+  bool operator==(const Pipeline&) const = default;
+};
+
+// The pipeline with every field that its choices make irrelevant reset to its default (a cast
+// policy of an FP32 operand, the groups of an unscaled one, a row-sum instruction without
+// rowsum=mma, ...): two pipelines that compute the same thing compare equal after this. Presets
+// and the option parser return canonical pipelines.
+Pipeline canonical(Pipeline p);
+
+// One line naming every stage's choice: the method-string options of the pipeline
+// (sim/pipeline/options.hpp), "key=value" separated by commas, e.g. "bq=64,bk=64,...": pasted
+// after `flash:` it runs this pipeline.
+std::string describe(const Pipeline& p);
+// Throws std::invalid_argument with one line when the stages cannot be combined (the coupling
+// rules of sim/pipeline/couplings.hpp: an instruction whose operand formats are not what the
+// preparation produces, a fold without the scaled max, ...).
+void validate(const Pipeline& p);
+
+// ---------------------------------------------------------------------------------------------
+// Prepared operands and inputs.
 
 // One prepared operand, every (batch, head) slice [tokens, dim] row-major.
 struct PreparedOperand {
@@ -104,7 +415,7 @@ struct PreparedOperand {
   // multiple of the instruction's k): filled only when a product model is an instruction.
   std::vector<std::uint32_t> bits;
   int dim_pad = 0;
-  // kProduct scales: per slice, `groups.count(tokens, dim)` of them; empty when unscaled.
+  // kProduct scales: per slice, `groups_per_slice` of them; empty when unscaled.
   GroupMap groups;
   std::vector<float> scales;
   int groups_per_slice = 0;
@@ -130,205 +441,10 @@ struct PreparedOperand {
   }
 };
 
-// ---------------------------------------------------------------------------------------------
-// The stages after preparation.
-
-// How the QKᵀ accumulator becomes a score.
-//  kScore  S = fl(fl(acc) · fl(s_q · s_k)): SageAttention's masked path (`S * dequant_scale`),
-//          SageAttention 1 Triton (`qk.to(f32) * (q_scale * k_scale)`), TurboAttention Alg. 1.
-//  kFold   the dequantization folds into the exponent: c = fl(scale_log2 · fl(s_q · s_k)) and
-//          x = fma(fl(acc), c, −m) (SageAttention2 main loop, `sm_scale_eff`); needs the scaled
-//          max domain.
-enum class Dequant : std::uint8_t { kScore, kFold };
-
-// The max the exponent subtracts.
-//  kRaw     m in score units, max_scaled = m·scale computed per block (FA2 softmax_rescale_o).
-//  kScaled  m in exponent units: the block max of fma(s, c, −offset) (SageAttention2
-//           attn_utils.cuh update_mdo, FlashMLA `cur_max *= scale_softmax_log2`).
-enum class MaxDomain : std::uint8_t { kRaw, kScaled };
-
-// The max snapped to an integer in the exponent's units (base 2 only), so every rescale factor is
-// an exact power of two: kNone, kCeil (p <= 1), kNearest (ties away, AMLA's CAST_ROUND of
-// −m/ln 2: p <= 2^0.5).
-enum class MaxRound : std::uint8_t { kNone, kCeil, kNearest };
-
-// How O (and l) follow a new max.
-//  kMultiply  O·alpha in the state's arithmetic (every FlashAttention).
-//  kIntAdd    AMLA Eq. 3/7: O's FP32 bits as INT32 plus N·2^23 with N = snap(m_old) − snap(m_new)
-//             (numerics/fp32_bits.hpp mul_pow2_by_int_add; FP64 state: the same on the FP64 bits
-//             with N·2^52), the failure modes of Lemma 3.1 included; l is multiplied by 2^N.
-//             Needs a snapped max.
-//  kHook      a technique's own rescale (AMLA Algorithm 2 lines 8-17, sim/amla): per row and KV
-//             block, `RescaleHook::step` sees the row's new max and returns the INT32 added to O's
-//             FP32 bits and the factor P is multiplied by before its cast; l follows
-//             alpha = exp(m_old − m) as with kMultiply; `RescaleHook::finish` is the epilogue.
-//             Needs an FP32 state, an unsnapped max and pv_acc=chunk (the product lands on O by
-//             an FADD after the integer add, AMLA's two atomic adds).
-//  kDivide    O / alpha (l still multiplied): TurboAttention Algorithm 1 line 12 as printed,
-//             `diag(SAS(m_old − m_new))^{-1} O` (sim/turbo/README.md item d, the literal reading).
-//             A row's first block leaves its O (zero) as it is instead of computing 0/0; a later
-//             alpha of 0 (a max jump past SAS's threshold) gives Inf/NaN, as the text implies.
-enum class Rescale : std::uint8_t { kMultiply, kIntAdd, kHook, kDivide };
-
-// What RescaleHook::step returns for one row and KV block.
-struct RescaleStep {
-  float p_mul = 1.0f;      // P is multiplied by this (one FP32 multiply) before the P cast
-  std::int32_t o_add = 0;  // added to every O element's FP32 bits as an INT32 (wrapping) ...
-  bool apply_add = false;  // ... when set (AMLA: every block but the row's first)
-};
-
-// A technique's rescale (Rescale::kHook). `aux` is the row's own storage
-// (SoftmaxState::aux, zeroed on reset); `m` the row's running max in the exponent's units after
-// this block (finite); `first` whether this is the first block the row sees a key in.
-struct RescaleHook {
-  RescaleStep (*step)(float m, bool first, double* aux, const void* ctx) = nullptr;
-  // The epilogue of one row: O (FP32, dv elements) to the normalized output, given the row sum l
-  // and aux (AMLA: |O| > 1e10 -> 0, O / (l·S16)). Empty rows (l = 0) are left as they are.
-  void (*finish)(float* o, int dv, float l, const double* aux, const void* ctx) = nullptr;
-  const void* ctx = nullptr;
-  std::string name;  // for describe()
-  // The FP32 add of each block's P·V onto O as the H100's `atomicAdd(float*)`
-  // (RED.E.ADD.F32.FTZ.RN, probed in data/hw/h100/amla): subnormal inputs and results flushed to
-  // zero (sign kept), a NaN result is 0x7FFFFFFF. Off: the IEEE add.
-  bool add_ftz = false;
-};
-
-// How P·V reaches O.
-//  kIntoC  O is the product's C operand: O = dot(P, V, C = O) (FA2 gemm_rs(acc_o, tOrP, tOrVt),
-//          SageAttention2 pv_accum "fp32").
-//  kChunk  each KV block's product starts from zero and is added to O with an FADD, after its
-//          dequantization factor (SageAttention2 "fp32+fp32": buf = mma(P, V, 0); RO += buf;
-//          TurboAttention O += s_P · s_V · (P̃ V)).
-enum class PvAccumulate : std::uint8_t { kIntoC, kChunk };
-
-// Where P's scale comes from when P is cast to a scaled encoding (TurboAttention Alg. 1: P̃
-// quantized per block with s = max|P̃| / 119): kNone (P cast as is), kRow (one scale per row and
-// KV block), kTile (one per tile and KV block). The P·V chunk is multiplied by it (needs kChunk).
-enum class PScale : std::uint8_t { kNone, kRow, kTile };
-
-// How the row sum l is accumulated.
-//  kQuad        SM80 FA2: 4 partial sums per row (quad lane t owns columns 8n+2t, 8n+2t+1), each p
-//               added to its lane in column order, combined (l0 + l2) + (l1 + l3) in the epilogue.
-//  kSingle      one sum in key order.
-//  kSageLanes   SageAttention2's CUDA-core denominator (attn_utils.cuh, SASS on the H100): per
-//               lane and 16-key tile T = ((p(2t) + p(2t+1)) + p(8+2t)) + p(9+2t); per block
-//               l = fma(alpha, l, T_0) (the rescale fused into the first add), then l += T_1, ...
-//               in tile order; lanes combined (l0 + l1) + (l2 + l3) (shuffle xor 1, then 2).
-//  kMma         SageAttention sm80's tensor-core row sum: l = mma(P as cast, ones, C = l·alpha)
-//               with the `row_sum_mma` instruction, chained over the block's 16-key steps.
-//  kTritonTree  Triton's tl.sum per block (SageAttention 1, Triton 3.6 SASS): lane t folds its
-//               columns 2t, 2t+1, 8+2t, 9+2t, ... in order, then (a0 + a2) + (a1 + a3); the
-//               running sum is l = fma(l, alpha, block sum).
-//  kQuadFma     kQuad with the rescale of each lane's sum fused into its first add of the block,
-//               l = fma(l, alpha, p_first) + p_next + ...: how nvcc (-fmad=true) compiles FA2's
-//               `row_sum *= scores_scale` followed by reduce_sum (SASS of FA2's softmax code built
-//               with ONNX Runtime's flags, sim/lean/README.md).
-enum class RowSum : std::uint8_t { kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma };
-
-// How the exponent's coefficient scale_log2 = sm_scale · log2 e is formed.
-//  kHostDouble   fl32(double(fl32(sm_scale)) · log2 e): FA2's host (set_params_fprop).
-//  kDeviceFloat  fl32(fl32(sm_scale) × fl32(log2 e)) (FMUL.FTZ on the device): SageAttention's
-//                CUDA kernels (`sm_scale *= math::log2e`).
-enum class ScaleLog2 : std::uint8_t { kHostDouble, kDeviceFloat };
-
-// What the LSE output is.
-//  kNatural   natural-log LSE (FA2's m·sm_scale + log(l), or the scaled reference's form).
-//  kLog2Mufu  lg2.approx.ftz(l) + m in FP32, base 2 in the exponent's units (SageAttention's CUDA
-//             kernels return this; the Python wrapper converts it).
-//  kLog2Libdevice  libdevice log2f(l) + m (SageAttention 1's Triton kernel).
-enum class LseModel : std::uint8_t { kNatural, kLog2Mufu, kLog2Libdevice };
-
-// Order of the KV blocks. FA2 (flash_fwd_kernel.h compute_attn_1rowblock) and FA3 start at
-// n_block_max − 1 and walk down to 0 (the masked blocks first); kAscending is the textbook order
-// (SageAttention, Triton kernels).
-enum class KvOrder : std::uint8_t { kDescending, kAscending };
-
-// Which keys a causal mask hides from query i (of len_q) among len_kv keys.
-//  kBottomRight  key j > i + len_kv − len_q (FA2, golden attention: the last query sees every key).
-//  kTopLeft      key j > i (SageAttention's CUDA kernels, attn_utils.cuh apply_causal_mask; its
-//                KV-block count min(len_kv, (tile + 1)·block_q)): the same when len_q == len_kv.
-enum class CausalAlign : std::uint8_t { kBottomRight, kTopLeft };
-
-// The epilogue's O / l.
-//  kRcp           inv = 1/l (IEEE; 1 when l is 0 or NaN), O·inv: FA2 normalize_softmax_lse.
-//  kDiv           O / l (IEEE; O unchanged when l is 0 or NaN): Triton `acc / l_i`, AMLA RowDivs.
-//  kRcpApproxFtz  inv = rcp.approx.ftz(l) (numerics/special.hpp, the H100's MUFU.RCP), O·inv:
-//                 SageAttention2 normalize_d, FA2 built with --use_fast_math.
-//  kDivFull       O / l by div.full.f32 (numerics/special.hpp div_full): Triton's `acc / l_i`.
-enum class Normalize : std::uint8_t { kRcp, kDiv, kRcpApproxFtz, kDivFull };
-
-// State arithmetic: m, l, O, the exp argument and the rescale in FP32 (the kernels) or FP64.
-enum class StateType : std::uint8_t { kFp32, kFp64 };
-
-struct Pipeline {
-  int block_q = 64;   // kBlockM: query rows per tile (one CUDA thread block)
-  int block_kv = 64;  // kBlockN: keys per KV block
-  KvOrder kv_order = KvOrder::kDescending;
-  CausalAlign causal_align = CausalAlign::kBottomRight;
-  OperandSpec q, k, v;
-  DotModel qk, pv;  // the two products
-  Dequant dequant = Dequant::kScore;
-  // With dequant=fold: the last `dequant_tail` KV blocks of a tile (those that carry a mask in
-  // SageAttention2: the last two on sm80/sm89, the last one on sm90) take the score path instead,
-  // S = fl(acc · dq) then the plain coefficient (attn_utils.cuh masked path).
-  int dequant_tail = 0;
-  // An int32 accumulator (QKᵀ or a P·V chunk) -> FP32: rne (cvt.rn.f32.s32, Triton .to(f32)) or rz
-  // (SageAttention2 __int2float_rz).
-  Round int_cvt = Round::kNearestEven;
-  StateType state = StateType::kFp32;
-  ScaleLog2 scale_log2 = ScaleLog2::kHostDouble;
-  ExpKind exp_base = ExpKind::kExp2;
-  ExpFn exp_fn = ExpFn::kLibm;
-  float (*exp_hook)(float, const void*) = nullptr;  // kHook
-  const void* exp_hook_ctx = nullptr;
-  std::string exp_hook_name;  // for describe()
-  bool fma = true;            // fuse s·c − max_scaled into one FMA (nvcc --fmad=true)
-  MaxDomain max_domain = MaxDomain::kRaw;
-  double max_offset = 0.0;  // subtracted from the scaled max (SageAttention FP8 8.807, FA3 FP8 8)
-  MaxRound max_round = MaxRound::kNone;
-  double mask_value = -std::numeric_limits<
-      double>::infinity();  // the score of a masked key (FA2 -inf; SageAttention -5e6)
-  RowSum row_sum = RowSum::kQuad;
-  DotModel row_sum_mma{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};  // RowSum::kMma
-  Encoding p = Encoding::kFp32;  // P is rounded to this before P·V (FA2 convert_type<Element>)
-  Policy p_cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-  PScale p_scale = PScale::kNone;
-  // A static scale of P (SageAttention2 Alg. 1 line 6: `(P̃ · 448).to(FP8.e4m3)`, §3.3 δ_P =
-  // 1/448): P is cast as fl32(p · s), and the normalized O divided by s (line 8: `/448 · δ_V`).
-  // An integer P (s8/s4/s2) is rounded by cvt.rni.sat and multiplied into int32 chunks
-  // (pv_acc=chunk). 0: none. The row sum takes the unscaled p.
-  double p_static_scale = 0.0;
-  SymmetricQuantizer p_quantizer = kSymmetricInt8;  // integer P with a scale
-  PvAccumulate pv_acc = PvAccumulate::kIntoC;
-  // The instruction models see the keys of each 16-key group in SageAttention's V order
-  // [0,1,8,9,2,3,10,11,4,5,12,13,6,7,14,15] (fused.cu TransposePadPermute; P packed to match):
-  // which keys share an emulated FP8 mma.sync's first HMMA depends on it.
-  bool pv_perm16 = false;
-  // O's accumulator: fp32, or fp16 (SageAttention sm80 pv_accum "fp16": O kept in halves,
-  // rescaled by __hmul2 with fl16(alpha), P·V on HMMA with an fp16 accumulator).
-  Encoding o_accum = Encoding::kFp32;
-  Rescale rescale = Rescale::kMultiply;
-  RescaleHook rescale_hook;  // Rescale::kHook
-  // With pv_acc=chunk: O = fma(alpha, O, chunk) in one rounding (the multiply of the rescale fused
-  // into the chunk's add, as nvcc contracts SageAttention2's RO flush), instead of O·alpha then +.
-  bool rescale_fused = false;
-  Normalize normalize = Normalize::kRcp;
-  Encoding out = Encoding::kFp32;  // fp64, fp32, bf16 or fp16
-  LseModel lse = LseModel::kNatural;
-  Policy out_cast{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-};
-
-// One line naming every stage's choice (for logs and test messages).
-std::string describe(const Pipeline& p);
-// Throws std::invalid_argument with one line when the stages cannot be combined (an instruction
-// whose operand formats are not what the preparation produces, a fold without the scaled max,
-// ...). `shape` adds the checks that depend on it (group maps against lengths).
-void validate(const Pipeline& p);
-
 struct PreparedInput {
   AttentionShape shape;
   bool causal = false;
-  double sm_scale = 0;  // the input's softmax scale (AttentionInput::scale())
+  double sm_scale = 0;  // the softmax scale the pipeline uses (SoftmaxStage::sm_scale)
   PreparedOperand q, k, v;
   // ΔS of a block-mean-smoothed Q: [batch·heads_q][q_mean_blocks][len_kv], FP32; empty if none.
   std::vector<float> delta_s;
@@ -338,12 +454,26 @@ struct PreparedInput {
 
 PreparedInput prepare(const AttentionInput& in, const Pipeline& p);
 // prepare() with Q alone: K and V are left empty for a caller that holds them in its own form
-// (TurboAttention's decode reads them from its compressed cache, sim/turbo). The caller fills
-// k and v as prepare() would (values, scales, groups) before run_pipeline.
+// (TurboAttention's decode reads them from its compressed cache, KIVI's from its quantized one).
+// The caller fills k and v with prepared_operand() before running tiles.
 PreparedInput prepare_queries(const AttentionInput& in, const Pipeline& p);
 
-// The result of a run: O in the output encoding's values, natural-log LSE per row (FP32 state:
-// rounded to FP32; +inf for a row that sees no key).
+// Which operand of the pipeline (Q, K or V).
+enum class Operand : std::uint8_t { kQ, kK, kV };
+// An operand whose values (and, when the spec is scaled, per-slice scales of `groups`) a
+// technique computed itself (a KV cache's dequantized integers), completed by the same code as
+// prepare(): the encodings and padding the pipeline's product model needs. `values` are
+// [slices][tokens][dim] in the operand spec's product encoding.
+PreparedOperand prepared_operand(const Pipeline& p, Operand which, int slices, int tokens, int dim,
+                                 std::vector<float> values, std::vector<float> scales = {},
+                                 GroupMap groups = {}, int groups_per_slice = 0);
+
+// ---------------------------------------------------------------------------------------------
+// Running tiles.
+
+// The result of a run: O in the output encoding's values, the LSE per row (natural log, or the
+// base-2 form of SoftmaxStage::lse; rounded to FP32 in an FP32 state). A row that sees no key has
+// O = 0 and LSE -inf: one convention everywhere (sim/pipeline/README.md, "Empty rows").
 struct PipelineResult {
   std::vector<double> o;    // [batch, heads_q, len_q, head_dim_v]
   std::vector<double> lse;  // [batch, heads_q, len_q]
@@ -354,7 +484,32 @@ struct Tile {
   int batch = 0, head = 0, q_begin = 0, rows = 0;
 };
 
-// Scratch buffers of one worker, reused across tiles.
+// The online-softmax state of a tile's rows, contiguous: m [rows], l [rows][kMaxLanes] (the row
+// sum's lanes, sim/pipeline/stages/row_sum.cpp), O [rows][dv], and a rescale hook's per-row state.
+// Empty row (no key seen yet, or every key so far masked): m = -inf, every l = 0, O = 0.
+template <class T>
+struct TileState {
+  static constexpr int kMaxLanes = 4;
+  int rows = 0, dv = 0;
+  std::vector<T> m, l, o;
+  std::vector<std::array<double, 4>> hook;
+
+  void reset(int rows_, int dv_) {
+    rows = rows_;
+    dv = dv_;
+    m.assign(std::size_t(rows), -std::numeric_limits<T>::infinity());
+    l.assign(std::size_t(rows) * kMaxLanes, T(0));
+    o.assign(std::size_t(rows) * dv, T(0));
+    hook.assign(std::size_t(rows), std::array<double, 4>{});
+  }
+  bool empty(int i) const { return m[std::size_t(i)] == -std::numeric_limits<T>::infinity(); }
+  T* lanes(int i) { return l.data() + std::size_t(i) * kMaxLanes; }
+  const T* lanes(int i) const { return l.data() + std::size_t(i) * kMaxLanes; }
+  T* o_row(int i) { return o.data() + std::size_t(i) * dv; }
+  const T* o_row(int i) const { return o.data() + std::size_t(i) * dv; }
+};
+
+// Scratch buffers of one worker, reused across tiles (sim/pipeline/stages/buffers.hpp).
 struct TileWorkspace;
 struct TileWorkspaceDeleter {
   void operator()(TileWorkspace*) const;
@@ -367,30 +522,33 @@ TileWorkspacePtr make_workspace();
 // of the tile's last diagonal are skipped; 0 when the tile sees no key).
 int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t);
 
-// An empty row state with the pipeline's row-sum lanes (4 for kQuad and kSageLanes, combined in
-// their shuffle order; 1 otherwise).
-template <class T>
-SoftmaxState<T> empty_row_state(const Pipeline& p, int head_dim_v) {
-  const bool four = p.row_sum == RowSum::kQuad || p.row_sum == RowSum::kSageLanes ||
-                    p.row_sum == RowSum::kQuadFma;
-  SoftmaxState<T> st(head_dim_v, four ? 4 : 1);
-  st.xor1_first = p.row_sum == RowSum::kSageLanes;
-  return st;
-}
-
 // Runs KV blocks [kv_block_begin, kv_block_end) ∩ [0, kv_blocks_of_tile) of one tile into the
-// rows' states (rows[i] is query q_begin + i; states sized head_dim_v with the pipeline's lanes),
-// in the pipeline's block order. Split schedules (LeanAttention, split-KV) call it once per
-// segment and merge the states.
+// rows' state (row i is query q_begin + i; `state` reset to t.rows rows of head_dim_v by the
+// caller), in the pipeline's block order. Split schedules (LeanAttention, split-KV) call it once
+// per segment and merge the states (merge_row).
 template <class T>
 void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int kv_block_begin,
-                 int kv_block_end, std::vector<SoftmaxState<T>>& rows, TileWorkspace& ws);
+                 int kv_block_end, TileState<T>& state, TileWorkspace& ws);
 
-// The epilogue of one tile: O / l (the normalize model), the V scale and mean, the output cast;
-// writes rows of `o` ([rows][head_dim_v], values of the output encoding) and `lse`.
+// The epilogue of one tile: O / l (the normalize model), the static P scale, V's scale and mean,
+// the output cast; writes rows of `o` ([rows][head_dim_v], values of the output encoding) and
+// `lse` ([rows]).
 template <class T>
 void finish_tile(const PreparedInput& in, const Pipeline& p, const Tile& t,
-                 const std::vector<SoftmaxState<T>>& rows, double* o, double* lse);
+                 const TileState<T>& state, double* o, double* lse);
+
+// Row i of `a` absorbs row j of `b`, a state over a disjoint key set (flashinfer state_t::merge,
+// FA2 split-KV combine, LeanAttention Algorithm 2's reduction): m = max(m_a, m_b), each side
+// rescaled by e.alpha(m_side, m) lane by lane, l = l_a·s_a + l_b·s_b, o = o_a·s_a + o_b·s_b. An
+// empty side is the identity, bit for bit.
+template <class T>
+void merge_row(TileState<T>& a, int i, const TileState<T>& b, int j, RowSum model,
+               const ExpModel<T>& e);
+
+// The row sum of row i: its lanes combined in the row-sum model's order (FA2 quad_allreduce_:
+// (l0 + l2) + (l1 + l3); SageAttention2's normalize_d: (l0 + l1) + (l2 + l3)).
+template <class T>
+T row_sum_total(const TileState<T>& s, int i, RowSum model);
 
 // The whole attention: every (batch, head, query block) tile over its whole KV range, tiles in
 // parallel (OpenMP; results do not depend on the thread count: a tile is computed by one worker

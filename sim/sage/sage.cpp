@@ -16,9 +16,6 @@ namespace {
 
 [[noreturn]] void fail(const std::string& m) { throw std::invalid_argument(m); }
 
-constexpr Policy kRneInf{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-// cvt.rn.satfinite.e4m3x2.f32 (P and V on every FP8 path; converts.cuh, fused.cu).
-constexpr Policy kSatfinite{Round::kNearestEven, Overflow::kSaturate, NanEncoding::kCuda};
 
 DotModel mma(MmaInstr i) { return DotModel{DotModel::kMma, i, 0}; }
 
@@ -103,7 +100,7 @@ void set_qk_quant(Pipeline& p, const std::string& gran, Encoding qk, bool triton
 // V as fp8 with a per-channel float scale (quant.py per_channel_fp8 -> fused.cu MeanScaleKernel).
 void set_v_fp8(Pipeline& p, Encoding e, float scale_max, FloatScaleRule rule) {
   p.v.enc = e;
-  p.v.cast = kSatfinite;
+  p.v.cast = kCudaSatfinite;
   p.v.scale = ScaleMode::kFloat;
   p.v.groups = GroupMap{Granularity::kPerChannel, 1, 0};
   p.v.float_max = scale_max;
@@ -112,18 +109,18 @@ void set_v_fp8(Pipeline& p, Encoding e, float scale_max, FloatScaleRule rule) {
 
 // Steps every public CUDA path shares (attn_utils.cuh; qk_int_sv_f*_cuda_sm*.cu*).
 void set_cuda_softmax(Pipeline& p, int masked_tail, double offset) {
-  p.int_cvt = Round::kTowardZero;         // __int2float_rz (exact: |S| < 2^24)
-  p.dequant = Dequant::kFold;             // main path: fma(S, c0·(qs·ks), −m)
-  p.dequant_tail = masked_tail;           // masked path: S·(qs·ks), then fma(S', c0, −m)
-  p.max_domain = MaxDomain::kScaled;      // update_mdo: mt = fma(max, coef, −offset) or max·coef
-  p.max_offset = offset;                  // S_FP8_OFFSET 8.807 (sm89/sm90), 0 (sm80)
-  p.mask_value = -5000000.0;              // apply_causal_mask / OOB: −5e6
-  p.scale_log2 = ScaleLog2::kDeviceFloat; // sm_scale *= math::log2e (FMUL.FTZ)
-  p.exp_base = ExpKind::kExp2;
-  p.exp_fn = ExpFn::kEx2ApproxFtz;        // math.cuh ptx_exp2: ex2.approx.ftz.f32
-  p.fma = true;
-  p.normalize = Normalize::kRcpApproxFtz; // normalize_d: rcp.approx.ftz
-  p.lse = LseModel::kLog2Mufu;            // lg2.approx.ftz(d) + m
+  p.qk.int_cvt = Round::kTowardZero;         // __int2float_rz (exact: |S| < 2^24)
+  p.softmax.dequant = Dequant::kFold;             // main path: fma(S, c0·(qs·ks), −m)
+  p.softmax.dequant_tail = masked_tail;           // masked path: S·(qs·ks), then fma(S', c0, −m)
+  p.softmax.max_domain = MaxDomain::kScaled;      // update_mdo: mt = fma(max, coef, −offset) or max·coef
+  p.softmax.max_offset = offset;                  // S_FP8_OFFSET 8.807 (sm89/sm90), 0 (sm80)
+  p.softmax.mask_value = -5000000.0;              // apply_causal_mask / OOB: −5e6
+  p.softmax.scale_log2 = ScaleLog2::kDeviceFloat; // sm_scale *= math::log2e (FMUL.FTZ)
+  p.softmax.base = ExpKind::kExp2;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;        // math.cuh ptx_exp2: ex2.approx.ftz.f32
+  p.softmax.fma = true;
+  p.normalize.kind = Normalize::kRcpApproxFtz; // normalize_d: rcp.approx.ftz
+  p.softmax.lse = LseModel::kLog2Mufu;            // lg2.approx.ftz(d) + m
 }
 
 void check_pv_accum(SagePvAccum a, std::initializer_list<SagePvAccum> allowed, const char* path) {
@@ -141,22 +138,22 @@ void set_paper_pv(Pipeline& p, Encoding pv, bool int_static, bool ada, SagePvAcc
   if (pv == Encoding::kFp16) {
     // FP16 P and V (SageAttention 1 / sm80): V a plain cast, HMMA with an FP32 accumulator.
     p.v.enc = Encoding::kFp16;
-    p.v.cast = kRneInf;
-    p.p = Encoding::kFp16;
-    p.p_cast = kRneInf;
-    p.pv = mma(MmaInstr::kHmmaF16F32);
+    p.v.cast = kCudaRn;
+    p.p.enc = Encoding::kFp16;
+    p.p.cast = kCudaRn;
+    p.pv.dot = mma(MmaInstr::kHmmaF16F32);
   } else if (pv == Encoding::kE4m3fn || pv == Encoding::kE5m2) {
     // Alg. 1 line 6: P̃·448 to e4m3 (δ_P = 1/448, §3.3), V per-channel to FP8; e5m2 the same with
     // its own maximum 57344.
     const float fmax = pv == Encoding::kE4m3fn ? 448.0f : 57344.0f;
     set_v_fp8(p, pv, fmax, FloatScaleRule::kIeee);
-    p.p = pv;
-    p.p_cast = kSatfinite;
-    p.p_static_scale = fmax;
+    p.p.enc = pv;
+    p.p.cast = kCudaSatfinite;
+    p.p.static_scale = fmax;
     if (pv == Encoding::kE4m3fn)
-      p.pv = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F32 : MmaInstr::kMmaSyncE4m3F32);
+      p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F32 : MmaInstr::kMmaSyncE4m3F32);
     else
-      p.pv = mma(ada ? MmaInstr::kSm89MmaSyncE5m2F32 : MmaInstr::kMmaSyncE5m2F32);
+      p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE5m2F32 : MmaInstr::kMmaSyncE5m2F32);
   } else if (pv == Encoding::kS8) {
     // INT8 P and V: V per channel; P per row and block to int8 (scale max/127), or (int_static)
     // P̃ · 127 with cvt.rni.sat and O / 127 in the epilogue, as Alg. 1 lines 6 and 8 do with 448;
@@ -165,20 +162,20 @@ void set_paper_pv(Pipeline& p, Encoding pv, bool int_static, bool ada, SagePvAcc
     p.v.scale = ScaleMode::kInteger;
     p.v.groups = GroupMap{Granularity::kPerChannel, 1, 0};
     p.v.quantizer = kSymmetricInt8;
-    p.p = Encoding::kS8;
+    p.p.enc = Encoding::kS8;
     if (int_static) {
-      p.p_static_scale = 127.0;
+      p.p.static_scale = 127.0;
     } else {
-      p.p_scale = PScale::kRow;
-      p.p_quantizer = kSymmetricInt8;
+      p.p.scale = PScale::kRow;
+      p.p.quantizer = kSymmetricInt8;
     }
-    p.pv = mma(MmaInstr::kImmaS8);
-    p.pv_acc = PvAccumulate::kChunk;
+    p.pv.dot = mma(MmaInstr::kImmaS8);
+    p.pv.acc = PvAccumulate::kChunk;
     return;
   } else {
     fail("pv is fp16, e4m3, e5m2 or int8");
   }
-  p.pv_acc = chunk ? PvAccumulate::kChunk : PvAccumulate::kIntoC;
+  p.pv.acc = chunk ? PvAccumulate::kChunk : PvAccumulate::kIntoC;
 }
 
 }  // namespace
@@ -214,16 +211,204 @@ const char* sage_pv_accum_name(SagePvAccum a) {
   return "?";
 }
 
-bool sage_unverified(const SageOptions& o) {
-  return (o.arch == SageArch::kSm89 || o.arch == SageArch::kPaper) && o.target == SageTarget::kAda &&
-         resolved_pv(o) != Encoding::kFp16 && resolved_pv(o) != Encoding::kS8;
-}
-
 Encoding sage_input_encoding(const AttentionInput& in, const SageOptions& o) {
   if (in.dtype == "float16") return Encoding::kFp16;
   if (in.dtype == "bfloat16") return Encoding::kBf16;
   return o.in;
 }
+
+namespace {
+
+// What sage_pipeline resolved from the options before the architecture's stages.
+struct SageResolved {
+  Encoding qk, pv, in;
+  SagePvAccum acc;
+  std::string gran;
+  int dpad;
+};
+
+// sage1's stages (the Triton kernel).
+void sage1_stages(Pipeline& p, const SageOptions&, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // sageattn_qk_int8_pv_fp16_triton: attn_qk_int8_per_block(_causal).py, BLOCK_M 128, BLOCK_N 64.
+  check_pv_accum(acc, {SagePvAccum::kFp16}, "sage1 (an fp16 block product added to fp32)");
+  if (pv != Encoding::kFp16) fail("sage1 computes P·V in fp16 (pv=fp16)");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
+  // quant_per_block.py: q · (sm_scale · 1.44269504) before quantization; exponent scale 1.
+  p.q.prescale = Prescale::kSmScaleLog2e;
+  p.v.enc = Encoding::kFp16;  // core.py: v.to(float16)
+  p.v.cast = kCudaRn;
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);  // IGMMA
+  p.qk.int_cvt = Round::kNearestEven;  // cvt.rn.f32.s32
+  p.softmax.dequant = Dequant::kScore;      // fma(f32(S), qs·ks, bias)
+  p.softmax.max_domain = MaxDomain::kRaw;
+  p.softmax.mask_value = -std::numeric_limits<double>::infinity();  // causal kernel: −inf
+  p.softmax.base = ExpKind::kExp2;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;  // tl.math.exp2 -> ex2.approx.ftz.f32
+  p.softmax.fma = false;                    // p = ex2(f32(x − m)): a separate FADD (SASS)
+  p.softmax.row_sum = RowSum::kTritonTree;  // tl.sum, l = fma(l, alpha, l_blk)
+  p.p.enc = Encoding::kFp16;
+  p.p.cast = kCudaRn;
+  p.pv.dot = mma(MmaInstr::kWgmmaF16F16);  // HGMMA.64xDx16.F16 ×4 per block, first zeroed
+  p.pv.acc = PvAccumulate::kChunk;
+  p.rescale.fused = true;  // acc = fma(acc, alpha, f32(D16))
+  p.normalize.kind = Normalize::kDivFull;  // acc / l_i -> div.full.f32
+  p.softmax.lse = LseModel::kLog2Libdevice;   // tl.log2 -> libdevice __nv_log2f
+}
+
+// arch=sm80's stages.
+void sm80_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv, in = r.in;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  const int dpad = r.dpad;
+  // sageattn_qk_int8_pv_fp16_cuda: qk_int_sv_f16_cuda_sm80.cu, CTA 128×64.
+  check_pv_accum(acc, {SagePvAccum::kFp32, SagePvAccum::kFp16PlusFp32, SagePvAccum::kFp16},
+                 "sm80");
+  if (pv != Encoding::kFp16) fail("arch=sm80 computes P·V in fp16 (pv=fp16)");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  // core.py:603: WARPQ 16 for head_dim 128 with "fp16+fp32", else 32.
+  const int warp_q = dpad == 128 && acc == SagePvAccum::kFp16PlusFp32 ? 16 : 32;
+  set_qk_quant(p, gran, qk, true, 128, warp_q, 64, 64);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+  set_cuda_softmax(p, 2, 0.0);
+  p.softmax.row_sum = RowSum::kMma;  // mma(P16, ones, C = d·o): DenominatorAccumUnit::kTensorCore
+  p.softmax.row_sum_dot = mma(MmaInstr::kHmmaF16F32);
+  p.p.enc = Encoding::kFp16;
+  p.p.cast = kCudaRn;  // __float22half2_rn
+  p.v.enc = Encoding::kFp16;
+  p.v.cast = kCudaRn;
+  if (acc == SagePvAccum::kFp32) {
+    p.pv.dot = mma(MmaInstr::kHmmaF16F32);  // RO = mma(P, V, C = RO·o) over all blocks
+    p.pv.acc = PvAccumulate::kIntoC;
+  } else if (acc == SagePvAccum::kFp16PlusFp32) {
+    p.pv.dot = mma(MmaInstr::kHmmaF16F16);  // B = HMMA.F16 chain from 0; RO = fma(o, RO, f32(B))
+    p.pv.acc = PvAccumulate::kChunk;
+    p.rescale.fused = true;
+  } else {
+    p.pv.dot = mma(MmaInstr::kHmmaF16F16);  // RO_h = HMMA.F16(P, V, C = HMUL2(RO_h, f16(o)))
+    p.pv.acc = PvAccumulate::kIntoC;
+    p.pv.o_accum = Encoding::kFp16;
+  }
+  if (o.smooth_v) {
+    // core.py:616: only "fp16" honours smooth_v: quant.py sub_mean, vm = v.mean() in the input
+    // dtype, __hsub2 in that dtype then fp16; the epilogue adds vm with __hadd2.
+    if (acc != SagePvAccum::kFp16) fail("arch=sm80 smooth_v=1 needs pv_accum=fp16 (core.py:608)");
+    p.v.mean = MeanMode::kTokens;
+    p.v.mean_enc = in;
+    p.v.centered_enc = in;
+  }
+}
+
+// arch=sm89's stages.
+void sm89_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // sageattn_qk_int8_pv_fp8_cuda: qk_int_sv_f8_cuda_sm89.cuh, CTA 128×64, WARPQ 32.
+  check_pv_accum(acc,
+                 {SagePvAccum::kFp32, SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32PlusFp16},
+                 "sm89");
+  if (pv != Encoding::kE4m3fn) fail("arch=sm89 computes P·V in e4m3 (pv=e4m3)");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+  set_cuda_softmax(p, 2, 8.807);
+  p.softmax.row_sum = RowSum::kSageLanes;  // kCudaCore: fp32 p, d = fma(o, d, T0) + T1 + ...
+  // core.py:805: scale_max 2.25 for "fp32+fp16" (SageAttention2++), else 448.
+  set_v_fp8(p, Encoding::kE4m3fn, acc == SagePvAccum::kFp32PlusFp16 ? 2.25f : 448.0f,
+            FloatScaleRule::kMufuRcp);
+  p.p.enc = Encoding::kE4m3fn;
+  p.p.cast = kCudaSatfinite;
+  p.pv.perm16 = true;  // TransposePadPermute's in-16 order meets the P packing
+  const bool ada = o.target == SageTarget::kAda;
+  if (acc == SagePvAccum::kFp32PlusFp16) {
+    p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F16 : MmaInstr::kMmaSyncE4m3F16);
+  } else {
+    p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F32 : MmaInstr::kMmaSyncE4m3F32);
+  }
+  if (acc == SagePvAccum::kFp32) {
+    p.pv.acc = PvAccumulate::kIntoC;  // RO = mma(P, V, C = RO·o): FMUL then the FADD of C
+  } else {
+    p.pv.acc = PvAccumulate::kChunk;  // B from 0 over 64 keys; RO = fma(o, RO, f32(B))
+    p.rescale.fused = true;
+  }
+  if (o.smooth_v) {
+    // core.py:797-803: smooth_v only with "fp32"; MeanScaleKernel<64, true>, the mean in FP32
+    // over the padded tokens; epilogue fma(RO·r, v_scale, vm).
+    if (acc != SagePvAccum::kFp32) fail("arch=sm89 smooth_v=1 needs pv_accum=fp32 (core.py:797)");
+    p.v.mean = MeanMode::kTokens;
+    p.v.mean_rule = MeanRule::kSageChannel;
+    p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
+  }
+}
+
+// arch=sm90's stages.
+void sm90_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // sageattn_qk_int8_pv_fp8_cuda_sm90: qk_int_sv_f8_cuda_sm90.cu, CTA 64×128, one warpgroup.
+  // "fp32" raises NotImplementedError in core.py:985; it is kept here (into C, no flush) for
+  // the two-level accumulation study (paper Fig. 17).
+  check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "sm90");
+  if (pv != Encoding::kE4m3fn) fail("arch=sm90 computes P·V in e4m3 (pv=e4m3)");
+  if (o.smooth_v) fail("arch=sm90 has no smooth_v (core.py never passes it)");
+  p.tile.block_q = 64;
+  p.tile.block_kv = 128;
+  set_qk_quant(p, gran, qk, true, 64, 16, 128, 128);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);
+  set_cuda_softmax(p, 1, 8.807);
+  p.softmax.row_sum = RowSum::kSageLanes;
+  set_v_fp8(p, Encoding::kE4m3fn, 448.0f, FloatScaleRule::kMufuRcp);
+  p.p.enc = Encoding::kE4m3fn;
+  p.p.cast = kCudaSatfinite;
+  p.pv.perm16 = true;
+  p.pv.dot = mma(MmaInstr::kWgmmaE4m3F32);  // QGMMA.64xDx32.F32.E4M3.E4M3 ×4 per block
+  if (acc == SagePvAccum::kFp32PlusFp32) {
+    p.pv.acc = PvAccumulate::kChunk;  // RT from 0 over 128 keys; RO = fma(o, RO, RT)
+    p.rescale.fused = true;
+  } else {
+    p.pv.acc = PvAccumulate::kIntoC;
+  }
+}
+
+// the paper's stages (arch=paper).
+void paper_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // SageAttention2 (arXiv 2411.10958) Alg. 1 as written: Q/K INT4 per thread (§3.1),
+  // smooth Q by block mean with ΔS and smooth K (§3.2), FP8 P and V with P·448 (§3.3),
+  // two-level FP32 accumulation every block (§3.4), exact exponent in FP32.
+  check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "paper");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  p.tile.causal = CausalAlign::kBottomRight;  // the paper does not say; golden's convention
+  set_qk_quant(p, gran, qk, false, 128, 32, 64, 64);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+  if (o.smooth_k) p.k.mean_enc = p.k.centered_enc = Encoding::kFp32;
+  p.qk.int_cvt = Round::kNearestEven;
+  p.softmax.dequant = Dequant::kScore;  // S = ψ⁻¹(Q̂ K̂ᵀ) + ΔS (Alg. 1 line 5)
+  p.softmax.max_domain = MaxDomain::kRaw;
+  p.softmax.base = ExpKind::kExp2;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;  // an FP8 kernel's exp2 on the GPU
+  p.softmax.row_sum = RowSum::kSingle;
+  p.normalize.kind = Normalize::kDiv;
+  set_paper_pv(p, pv, o.pv_int_static, o.target == SageTarget::kAda, acc);
+  if (o.smooth_v) {
+    p.v.mean = MeanMode::kTokens;  // §3.2 smooth V: the mean added back in the epilogue
+    p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
+  }
+}
+
+}  // namespace
 
 Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
   if (o.in != Encoding::kFp16 && o.in != Encoding::kBf16)
@@ -244,11 +429,11 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
   const Encoding in = o.in;
 
   Pipeline p;
-  p.kv_order = KvOrder::kAscending;          // every SageAttention kernel walks KV upwards
-  p.causal_align = CausalAlign::kTopLeft;    // attn_utils.cuh: key > row (Triton: Lq == Lk)
+  p.tile.kv_order = KvOrder::kAscending;          // every SageAttention kernel walks KV upwards
+  p.tile.causal = CausalAlign::kTopLeft;    // attn_utils.cuh: key > row (Triton: Lq == Lk)
   p.q.input = p.k.input = p.v.input = in;
-  p.out = in;  // the output has the input's dtype (core.py: torch.empty_like(q))
-  p.out_cast = kRneInf;  // __float22half2_rn / __float22bfloat162_rn / Triton .to()
+  p.out.enc = in;  // the output has the input's dtype (core.py: torch.empty_like(q))
+  p.out.cast = kCudaRn;  // __float22half2_rn / __float22bfloat162_rn / Triton .to()
   if (o.smooth_k) {
     // core.py: km = k.mean(dim=seq) in the input dtype; quant_per_thread.py / per_block: k − km in
     // torch, rounded to the input dtype. The CUDA per_warp quantizer subtracts in FP32 (fused.cu).
@@ -257,187 +442,40 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
     p.k.centered_enc = gran == "per_warp" && o.arch != SageArch::kPaper ? Encoding::kFp32 : in;
   }
 
+  const SageResolved r{qk, pv, in, acc, gran, dpad};
   switch (o.arch) {
-    case SageArch::kSage1: {
-      // sageattn_qk_int8_pv_fp16_triton: attn_qk_int8_per_block(_causal).py, BLOCK_M 128, BLOCK_N 64.
-      check_pv_accum(acc, {SagePvAccum::kFp16}, "sage1 (an fp16 block product added to fp32)");
-      if (pv != Encoding::kFp16) fail("sage1 computes P·V in fp16 (pv=fp16)");
-      p.block_q = 128;
-      p.block_kv = 64;
-      set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
-      // quant_per_block.py: q · (sm_scale · 1.44269504) before quantization; exponent scale 1.
-      p.q.prescale = Prescale::kSmScaleLog2e;
-      p.v.enc = Encoding::kFp16;  // core.py: v.to(float16)
-      p.v.cast = kRneInf;
-      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);  // IGMMA
-      p.int_cvt = Round::kNearestEven;  // cvt.rn.f32.s32
-      p.dequant = Dequant::kScore;      // fma(f32(S), qs·ks, bias)
-      p.max_domain = MaxDomain::kRaw;
-      p.mask_value = -std::numeric_limits<double>::infinity();  // causal kernel: −inf
-      p.exp_base = ExpKind::kExp2;
-      p.exp_fn = ExpFn::kEx2ApproxFtz;  // tl.math.exp2 -> ex2.approx.ftz.f32
-      p.fma = false;                    // p = ex2(f32(x − m)): a separate FADD (SASS)
-      p.row_sum = RowSum::kTritonTree;  // tl.sum, l = fma(l, alpha, l_blk)
-      p.p = Encoding::kFp16;
-      p.p_cast = kRneInf;
-      p.pv = mma(MmaInstr::kWgmmaF16F16);  // HGMMA.64xDx16.F16 ×4 per block, first zeroed
-      p.pv_acc = PvAccumulate::kChunk;
-      p.rescale_fused = true;  // acc = fma(acc, alpha, f32(D16))
-      p.normalize = Normalize::kDivFull;  // acc / l_i -> div.full.f32
-      p.lse = LseModel::kLog2Libdevice;   // tl.log2 -> libdevice __nv_log2f
-      break;
-    }
-    case SageArch::kSm80: {
-      // sageattn_qk_int8_pv_fp16_cuda: qk_int_sv_f16_cuda_sm80.cu, CTA 128×64.
-      check_pv_accum(acc, {SagePvAccum::kFp32, SagePvAccum::kFp16PlusFp32, SagePvAccum::kFp16},
-                     "sm80");
-      if (pv != Encoding::kFp16) fail("arch=sm80 computes P·V in fp16 (pv=fp16)");
-      p.block_q = 128;
-      p.block_kv = 64;
-      // core.py:603: WARPQ 16 for head_dim 128 with "fp16+fp32", else 32.
-      const int warp_q = dpad == 128 && acc == SagePvAccum::kFp16PlusFp32 ? 16 : 32;
-      set_qk_quant(p, gran, qk, true, 128, warp_q, 64, 64);
-      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
-      set_cuda_softmax(p, 2, 0.0);
-      p.row_sum = RowSum::kMma;  // mma(P16, ones, C = d·o): DenominatorAccumUnit::kTensorCore
-      p.row_sum_mma = mma(MmaInstr::kHmmaF16F32);
-      p.p = Encoding::kFp16;
-      p.p_cast = kRneInf;  // __float22half2_rn
-      p.v.enc = Encoding::kFp16;
-      p.v.cast = kRneInf;
-      if (acc == SagePvAccum::kFp32) {
-        p.pv = mma(MmaInstr::kHmmaF16F32);  // RO = mma(P, V, C = RO·o) over all blocks
-        p.pv_acc = PvAccumulate::kIntoC;
-      } else if (acc == SagePvAccum::kFp16PlusFp32) {
-        p.pv = mma(MmaInstr::kHmmaF16F16);  // B = HMMA.F16 chain from 0; RO = fma(o, RO, f32(B))
-        p.pv_acc = PvAccumulate::kChunk;
-        p.rescale_fused = true;
-      } else {
-        p.pv = mma(MmaInstr::kHmmaF16F16);  // RO_h = HMMA.F16(P, V, C = HMUL2(RO_h, f16(o)))
-        p.pv_acc = PvAccumulate::kIntoC;
-        p.o_accum = Encoding::kFp16;
-      }
-      if (o.smooth_v) {
-        // core.py:616: only "fp16" honours smooth_v: quant.py sub_mean, vm = v.mean() in the input
-        // dtype, __hsub2 in that dtype then fp16; the epilogue adds vm with __hadd2.
-        if (acc != SagePvAccum::kFp16) fail("arch=sm80 smooth_v=1 needs pv_accum=fp16 (core.py:608)");
-        p.v.mean = MeanMode::kTokens;
-        p.v.mean_enc = in;
-        p.v.centered_enc = in;
-      }
-      break;
-    }
-    case SageArch::kSm89: {
-      // sageattn_qk_int8_pv_fp8_cuda: qk_int_sv_f8_cuda_sm89.cuh, CTA 128×64, WARPQ 32.
-      check_pv_accum(acc,
-                     {SagePvAccum::kFp32, SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32PlusFp16},
-                     "sm89");
-      if (pv != Encoding::kE4m3fn) fail("arch=sm89 computes P·V in e4m3 (pv=e4m3)");
-      p.block_q = 128;
-      p.block_kv = 64;
-      set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
-      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
-      set_cuda_softmax(p, 2, 8.807);
-      p.row_sum = RowSum::kSageLanes;  // kCudaCore: fp32 p, d = fma(o, d, T0) + T1 + ...
-      // core.py:805: scale_max 2.25 for "fp32+fp16" (SageAttention2++), else 448.
-      set_v_fp8(p, Encoding::kE4m3fn, acc == SagePvAccum::kFp32PlusFp16 ? 2.25f : 448.0f,
-                FloatScaleRule::kMufuRcp);
-      p.p = Encoding::kE4m3fn;
-      p.p_cast = kSatfinite;
-      p.pv_perm16 = true;  // TransposePadPermute's in-16 order meets the P packing
-      const bool ada = o.target == SageTarget::kAda;
-      if (acc == SagePvAccum::kFp32PlusFp16) {
-        p.pv = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F16 : MmaInstr::kMmaSyncE4m3F16);
-      } else {
-        p.pv = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F32 : MmaInstr::kMmaSyncE4m3F32);
-      }
-      if (acc == SagePvAccum::kFp32) {
-        p.pv_acc = PvAccumulate::kIntoC;  // RO = mma(P, V, C = RO·o): FMUL then the FADD of C
-      } else {
-        p.pv_acc = PvAccumulate::kChunk;  // B from 0 over 64 keys; RO = fma(o, RO, f32(B))
-        p.rescale_fused = true;
-      }
-      if (o.smooth_v) {
-        // core.py:797-803: smooth_v only with "fp32"; MeanScaleKernel<64, true>, the mean in FP32
-        // over the padded tokens; epilogue fma(RO·r, v_scale, vm).
-        if (acc != SagePvAccum::kFp32) fail("arch=sm89 smooth_v=1 needs pv_accum=fp32 (core.py:797)");
-        p.v.mean = MeanMode::kTokens;
-        p.v.mean_rule = MeanRule::kSageChannel;
-        p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
-      }
-      break;
-    }
-    case SageArch::kSm90: {
-      // sageattn_qk_int8_pv_fp8_cuda_sm90: qk_int_sv_f8_cuda_sm90.cu, CTA 64×128, one warpgroup.
-      // "fp32" raises NotImplementedError in core.py:985; it is kept here (into C, no flush) for
-      // the two-level accumulation study (paper Fig. 17).
-      check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "sm90");
-      if (pv != Encoding::kE4m3fn) fail("arch=sm90 computes P·V in e4m3 (pv=e4m3)");
-      if (o.smooth_v) fail("arch=sm90 has no smooth_v (core.py never passes it)");
-      p.block_q = 64;
-      p.block_kv = 128;
-      set_qk_quant(p, gran, qk, true, 64, 16, 128, 128);
-      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);
-      set_cuda_softmax(p, 1, 8.807);
-      p.row_sum = RowSum::kSageLanes;
-      set_v_fp8(p, Encoding::kE4m3fn, 448.0f, FloatScaleRule::kMufuRcp);
-      p.p = Encoding::kE4m3fn;
-      p.p_cast = kSatfinite;
-      p.pv_perm16 = true;
-      p.pv = mma(MmaInstr::kWgmmaE4m3F32);  // QGMMA.64xDx32.F32.E4M3.E4M3 ×4 per block
-      if (acc == SagePvAccum::kFp32PlusFp32) {
-        p.pv_acc = PvAccumulate::kChunk;  // RT from 0 over 128 keys; RO = fma(o, RO, RT)
-        p.rescale_fused = true;
-      } else {
-        p.pv_acc = PvAccumulate::kIntoC;
-      }
-      break;
-    }
-    case SageArch::kPaper: {
-      // SageAttention2 (arXiv 2411.10958) Alg. 1 as written: Q/K INT4 per thread (§3.1),
-      // smooth Q by block mean with ΔS and smooth K (§3.2), FP8 P and V with P·448 (§3.3),
-      // two-level FP32 accumulation every block (§3.4), exact exponent in FP32.
-      check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "paper");
-      p.block_q = 128;
-      p.block_kv = 64;
-      p.causal_align = CausalAlign::kBottomRight;  // the paper does not say; golden's convention
-      set_qk_quant(p, gran, qk, false, 128, 32, 64, 64);
-      p.qk = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
-      if (o.smooth_k) p.k.mean_enc = p.k.centered_enc = Encoding::kFp32;
-      p.int_cvt = Round::kNearestEven;
-      p.dequant = Dequant::kScore;  // S = ψ⁻¹(Q̂ K̂ᵀ) + ΔS (Alg. 1 line 5)
-      p.max_domain = MaxDomain::kRaw;
-      p.exp_base = ExpKind::kExp2;
-      p.exp_fn = ExpFn::kEx2ApproxFtz;  // an FP8 kernel's exp2 on the GPU
-      p.row_sum = RowSum::kSingle;
-      p.normalize = Normalize::kDiv;
-      set_paper_pv(p, pv, o.pv_int_static, o.target == SageTarget::kAda, acc);
-      if (o.smooth_v) {
-        p.v.mean = MeanMode::kTokens;  // §3.2 smooth V: the mean added back in the epilogue
-        p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
-      }
-      break;
-    }
+    case SageArch::kSage1: sage1_stages(p, o, r); break;
+    case SageArch::kSm80: sm80_stages(p, o, r); break;
+    case SageArch::kSm89: sm89_stages(p, o, r); break;
+    case SageArch::kSm90: sm90_stages(p, o, r); break;
+    case SageArch::kPaper: paper_stages(p, o, r); break;
   }
   if (smooth_q) {
     // SageAttention2 §3.2: Q minus the mean of its block (block_q rows), S += ΔS = mean_q · K̃ᵀ.
     // ΔS needs the score path, so the fold of the dequantization into the exponent is off.
     p.q.mean = MeanMode::kBlock;
-    p.q.mean_block = p.block_q;
+    p.q.mean_block = p.tile.block_q;
     p.q.mean_enc = p.q.centered_enc = o.arch == SageArch::kPaper ? Encoding::kFp32 : in;
     if (p.q.prescale != Prescale::kNone) fail("smooth_q=1 is not available with sage1's prescaled Q");
-    p.dequant = Dequant::kScore;
-    p.dequant_tail = 0;
+    p.softmax.dequant = Dequant::kScore;
+    p.softmax.dequant_tail = 0;
   }
   validate(p);
-  return p;
+  return canonical(p);
 }
 
 SageResult sage_attention(const AttentionInput& in0, const SageOptions& o0) {
   SageOptions o = o0;
   o.in = sage_input_encoding(in0, o0);
+  return sage_attention(in0, o0, sage_pipeline(o, in0.shape));
+}
+
+SageResult sage_attention(const AttentionInput& in0, const SageOptions& o0, const Pipeline& pipeline) {
+  SageOptions o = o0;
+  o.in = sage_input_encoding(in0, o0);
   const AttentionShape& s = in0.shape;
-  SageResult res{{}, sage_pipeline(o, s), {}, {}};
+  validate(pipeline);
+  SageResult res{{}, pipeline, {}, {}};
   if (o.arch == SageArch::kSage1 && in0.causal && s.len_q != s.len_kv)
     fail("sage1 causal needs len_q == len_kv (attn_qk_int8_per_block_causal.py asserts it)");
   const AttentionInput* use = &in0;
@@ -481,14 +519,13 @@ SageResult sage_attention(const AttentionInput& in0, const SageOptions& o0) {
   const PreparedInput prep = prepare(*use, res.pipeline);
   res.r = run_pipeline(prep, res.pipeline);
   const Pipeline& p = res.pipeline;
-  if (p.lse == LseModel::kLog2Mufu || p.lse == LseModel::kLog2Libdevice) {
+  if (p.softmax.lse == LseModel::kLog2Mufu || p.softmax.lse == LseModel::kLog2Libdevice) {
     // lse_correction = (q @ kmᵀ) by a 16-bit matmul, rounded to the input dtype, then to FP32
     // (core.py:289-293): the product of 16-bit values summed exactly and rounded once (cuBLAS's
     // own order is not modelled: it can differ by one 16-bit ulp, README).
     res.lse2 = res.r.lse;
     res.lse_corr.assign(res.r.lse.size(), 0.0f);
     const int d = s.head_dim;
-    constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
     for (int b = 0; b < s.batch; ++b)
       for (int h = 0; h < s.heads_q; ++h) {
         const int skv = b * s.heads_kv + h / s.group();
@@ -499,9 +536,9 @@ SageResult sage_attention(const AttentionInput& in0, const SageOptions& o0) {
             const float* km = prep.k.mean.data() + std::size_t(skv) * d;
             double dot = 0;
             for (int c = 0; c < d; ++c)
-              dot += double(decode_float_bits(o.in, encode_float_bits(o.in, q[c], kRne))) *
+              dot += double(decode_float_bits(o.in, encode_float_bits(o.in, q[c], kCudaRn))) *
                      double(km[c]);
-            res.lse_corr[row] = decode_float_bits(o.in, encode_float_bits(o.in, dot, kRne));
+            res.lse_corr[row] = decode_float_bits(o.in, encode_float_bits(o.in, dot, kCudaRn));
           }
           res.r.lse[row] = double(sage_wrapper_lse(res.lse2[row], res.lse_corr[row], use->scale()));
         }

@@ -80,6 +80,9 @@ float sage_wrapper_lse(double lse2, float corr, double sm_scale);
 // The whole entry point: head-dim handling, the smoothing baselines, the pipeline, and the
 // Python wrapper's LSE (lse2 / 1.44269504 + smooth-K correction · sm_scale).
 SageResult sage_attention(const AttentionInput& in, const SageOptions& o);
+// The same on a given pipeline (sage_pipeline with stage overrides: `attnsim attribute` runs its
+// counterfactuals through the same entry point, smoothing baselines and LSE wrapper included).
+SageResult sage_attention(const AttentionInput& in, const SageOptions& o, const Pipeline& pipeline);
 
 // The 16-bit format the kernel computes in for this input: the input's own when it is fp16 or
 // bf16 (a dump stored in that dtype), else o.in.
@@ -88,8 +91,5 @@ Encoding sage_input_encoding(const AttentionInput& in, const SageOptions& o);
 // The names used by method strings and the README.
 const char* sage_arch_name(SageArch a);
 const char* sage_pv_accum_name(SagePvAccum a);
-// Whether the configuration runs on models not checked against hardware (the sm_89 FP8 mma.sync
-// models: target=ada).
-bool sage_unverified(const SageOptions& o);
 
 }  // namespace attnsim

@@ -76,25 +76,9 @@ KiviTensors make_tensors(const AttentionShape& s, std::vector<float> k16, std::v
   return t;
 }
 
-// An unscaled operand of one slice with the encoding the pipeline prepared.
-PreparedOperand plain_operand(const PreparedOperand& like, int slices, int tokens, int dim) {
-  PreparedOperand op;
-  op.enc = like.enc;
-  op.slices = slices;
-  op.tokens = tokens;
-  op.dim = dim;
-  op.values.reserve(std::size_t(slices) * tokens * dim);
-  return op;
-}
-
 }  // namespace
 
-Pipeline kivi_pipeline(const KiviOptions& o) {
-  FlashConfig c;
-  c.q = c.k = c.v = c.p = Encoding::kFp16;
-  c.out = o.out;
-  return flash_pipeline(c);
-}
+Pipeline kivi_pipeline(const KiviOptions& o) { return flash_pipeline(Encoding::kFp16, o.out); }
 
 int kivi_quantized_keys(int t, int residual) { return t / residual * residual; }
 
@@ -108,9 +92,17 @@ KiviTensors kivi_tensors(const AttentionInput& in, const KiviOptions& o) {
 }
 
 PipelineResult kivi_attention(const AttentionInput& in, const KiviOptions& o) {
+  return kivi_attention(in, o, kivi_pipeline(o));
+}
+
+PipelineResult kivi_attention(const AttentionInput& in, const KiviOptions& o, const Pipeline& pipe) {
   check(in, o);
+  validate(pipe);
+  if (pipe.k.scale != ScaleMode::kNone || pipe.v.scale != ScaleMode::kNone)
+    throw std::invalid_argument(
+        "kivi: the cache provides K and V as FP16 values; a scaled K or V preparation does not "
+        "apply");
   const AttentionShape& s = in.shape;
-  const Pipeline pipe = kivi_pipeline(o);
   const bool decode =
       o.mode == TurboMode::kDecode || (o.mode == TurboMode::kAuto && (in.causal || s.len_q == 1));
   if (!decode) return run_pipeline(in, pipe);
@@ -153,6 +145,8 @@ PipelineResult kivi_attention(const AttentionInput& in, const KiviOptions& o) {
     const float* V16 = kt.v16.data() + std::size_t(sl) * s.len_kv * dv;
     const float* Kq = kt.k_deq.data() + std::size_t(sl) * s.len_kv * dk;
     const float* Vq = kt.v_deq.data() + std::size_t(sl) * s.len_kv * dv;
+    // One step's operands as the pipeline prepares them: the query heads of this KV head, and the
+    // cache's K and V (dequantized rows and FP16 rows) completed by prepared_operand.
     PreparedInput step;
     step.shape = s;
     step.shape.batch = 1;
@@ -160,33 +154,33 @@ PipelineResult kivi_attention(const AttentionInput& in, const KiviOptions& o) {
     step.shape.heads_kv = 1;
     step.shape.len_q = 1;
     step.causal = false;  // the step's one query sees every cached key
-    step.sm_scale = in.scale();
-    step.q = plain_operand(full.q, grp, 1, dk);
-    step.q.values.resize(std::size_t(grp) * dk);
-    step.k = plain_operand(full.k, 1, 0, dk);
-    step.v = plain_operand(full.v, 1, 0, dv);
+    step.sm_scale = full.sm_scale;
+    std::vector<float> kvals, vvals, qvals(std::size_t(grp) * dk);
     int kq_done = 0, vq_done = 0;  // rows already holding dequantized values
     for (int t = first; t < s.len_kv; ++t) {
       // Append token t in FP16, then replace the rows the cache has quantized by now.
-      step.k.values.insert(step.k.values.end(), K16 + std::size_t(step.k.tokens) * dk,
-                           K16 + std::size_t(t + 1) * dk);
-      step.v.values.insert(step.v.values.end(), V16 + std::size_t(step.v.tokens) * dv,
-                           V16 + std::size_t(t + 1) * dv);
-      step.k.tokens = step.v.tokens = t + 1;
+      const int have = int(kvals.size() / std::size_t(dk));
+      kvals.insert(kvals.end(), K16 + std::size_t(have) * dk, K16 + std::size_t(t + 1) * dk);
+      vvals.insert(vvals.end(), V16 + std::size_t(have) * dv, V16 + std::size_t(t + 1) * dv);
       const int kq = kivi_quantized_keys(t, o.residual), vq = kivi_quantized_values(t, o.residual);
       std::copy(Kq + std::size_t(kq_done) * dk, Kq + std::size_t(kq) * dk,
-                step.k.values.begin() + std::ptrdiff_t(kq_done) * dk);
+                kvals.begin() + std::ptrdiff_t(kq_done) * dk);
       std::copy(Vq + std::size_t(vq_done) * dv, Vq + std::size_t(vq) * dv,
-                step.v.values.begin() + std::ptrdiff_t(vq_done) * dv);
+                vvals.begin() + std::ptrdiff_t(vq_done) * dv);
       kq_done = std::max(kq_done, kq);
       vq_done = std::max(vq_done, vq);
       step.shape.len_kv = t + 1;
       const int row = t - off;
       for (int h = 0; h < grp; ++h) {
         const int sq = b * s.heads_q + hk * grp + h;
-        std::copy_n(full.q.row(sq, row), dk, step.q.values.begin() + std::ptrdiff_t(h) * dk);
+        std::copy_n(full.q.row(sq, row), dk, qvals.begin() + std::ptrdiff_t(h) * dk);
       }
+      step.q = prepared_operand(pipe, Operand::kQ, grp, 1, dk, qvals);
+      step.k = prepared_operand(pipe, Operand::kK, 1, t + 1, dk, std::move(kvals));
+      step.v = prepared_operand(pipe, Operand::kV, 1, t + 1, dv, std::move(vvals));
       const PipelineResult r = run_pipeline(step, pipe);
+      kvals = std::move(step.k.values);
+      vvals = std::move(step.v.values);
       for (int h = 0; h < grp; ++h) {
         const std::size_t dst = (std::size_t(b) * s.heads_q + hk * grp + h) * s.len_q + row;
         std::copy_n(r.o.begin() + std::ptrdiff_t(h) * dv, dv,

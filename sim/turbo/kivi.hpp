@@ -56,5 +56,8 @@ KiviTensors kivi_tensors(const AttentionInput& in, const KiviOptions& o);
 // O [batch, heads_q, len_q, head_dim_v] in o.out's values and the natural-log LSE per row.
 // Throws std::invalid_argument with one line on a bad input or option.
 PipelineResult kivi_attention(const AttentionInput& in, const KiviOptions& o);
+// The same on a given pipeline (kivi_pipeline with stage overrides; the cache's quantization is
+// KIVI's own step, outside the pipeline).
+PipelineResult kivi_attention(const AttentionInput& in, const KiviOptions& o, const Pipeline& pipe);
 
 }  // namespace attnsim

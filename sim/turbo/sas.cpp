@@ -23,8 +23,6 @@ namespace attnsim {
 
 namespace {
 
-constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
-
 // The magnitude n_r and the table entry that reads 0: n_r + 1 (intended: the sentinel past the
 // threshold) or, literally, the entry "T[n_r + 1]" with n_r = −6, i.e. |−5| = n_r − 1.
 int zero_entry(const SasRule& r) {
@@ -34,7 +32,7 @@ int zero_entry(const SasRule& r) {
 // ---- reference: FP64 arithmetic, one explicit rounding per operation -----------------------
 double round_fmt(double x, SasFormat f) {
   if (f == SasFormat::kFp32) return double(float(x));  // one RNE rounding of an exact value
-  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kRne));
+  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kCudaRn));
 }
 
 }  // namespace
@@ -121,7 +119,7 @@ std::uint16_t float_to_half_bits(float x) {
 }
 #else
 float rn16(double x) {
-  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kRne));
+  return decode_float_bits(Encoding::kFp16, encode_float_bits(Encoding::kFp16, x, kCudaRn));
 }
 struct Half {
   float v = 0;
@@ -139,7 +137,7 @@ struct Half {
 };
 float half_bits_to_float(std::uint16_t b) { return decode_float_bits(Encoding::kFp16, b); }
 std::uint16_t float_to_half_bits(float x) {
-  return std::uint16_t(encode_float_bits(Encoding::kFp16, x, kRne));
+  return std::uint16_t(encode_float_bits(Encoding::kFp16, x, kCudaRn));
 }
 #endif
 
@@ -186,8 +184,55 @@ float sas_exp(float x, const SasRule& r) {
   return table->y[float_to_half_bits(x)];
 }
 
-float sas_exp_hook(float x, const void* ctx) {
-  return sas_exp(x, *static_cast<const SasRule*>(ctx));
+namespace {
+
+class SasExpHook final : public ExpHook {
+ public:
+  explicit SasExpHook(const SasRule& r) : rule_(r) {}
+  float eval(float x) const override { return sas_exp(x, rule_); }
+  std::string name() const override { return "sas"; }
+  OptionList options() const override {
+    if (rule_.poly != SasRule{}.poly)
+      throw std::logic_error("sas: a refit cubic has no method-string spelling");
+    return {{"sas_fmt", rule_.fmt == SasFormat::kFp16 ? "fp16" : "fp32"},
+            {"sas_fma", rule_.fma ? "on" : "off"},
+            {"n_r", "-" + std::to_string(rule_.n_r)},
+            {"sas_threshold", rule_.threshold == SasThreshold::kIntended ? "intended" : "literal"}};
+  }
+
+ private:
+  SasRule rule_;
+};
+
+}  // namespace
+
+HookRef<ExpHook> sas_hook(const SasRule& r) { return {std::make_shared<SasExpHook>(r)}; }
+
+ExpHookSpec sas_hook_spec() {
+  ExpHookSpec h;
+  h.name = "sas";
+  h.help = "TurboAttention's SAS: LUT(integer part) x cubic(fraction), 0 below -n_r (sim/turbo)";
+  h.base = ExpKind::kExp;
+  std::vector<std::string> nr;
+  for (int k = 1; k <= 16; ++k) nr.push_back("-" + std::to_string(k));
+  auto key = [](const char* k, std::vector<std::string> choices, const char* def, const char* help) {
+    return hook_key(k, "exp", std::move(choices), def, help);
+  };
+  h.keys = {key("sas_fmt", {"fp16", "fp32"}, "fp16", "exp=sas: the format SAS evaluates in"),
+            key("sas_fma", {"on", "off"}, "off",
+                "exp=sas: each Horner step fused (HFMA2/FFMA) instead of multiply then add"),
+            key("n_r", nr, "-6", "exp=sas: sparsity threshold (exp of arguments below it is 0)"),
+            key("sas_threshold", {"intended", "literal"}, "intended",
+                "exp=sas: Algorithm 3's sparsity step as intended or as printed")};
+  h.make = [](const OptionMap& v) {
+    SasRule r;
+    r.fmt = v.at("sas_fmt") == "fp32" ? SasFormat::kFp32 : SasFormat::kFp16;
+    r.fma = v.at("sas_fma") == "on";
+    r.n_r = -std::stoi(v.at("n_r"));
+    r.threshold = v.at("sas_threshold") == "literal" ? SasThreshold::kLiteral : SasThreshold::kIntended;
+    return sas_hook(r);
+  };
+  return h;
 }
 
 std::array<double, 4> sas_poly_fit(int points) {

@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "sim/pipeline/options.hpp"
+
 namespace attnsim {
 
 // The format SAS computes in (`sas_fmt`): the FP32 argument is rounded once (RNE) to it, and
@@ -41,8 +43,10 @@ float sas_exp(float x, const SasRule& r);
 // fp16 argument and on millions of FP32 ones.
 float sas_exp_ref(float x, const SasRule& r);
 
-// The pipeline's exp hook (ExpFn::kHook): ctx is a const SasRule*.
-float sas_exp_hook(float x, const void* ctx);
+// SAS as the pipeline's exp (ExpFn::kHook): `exp=sas` with the keys sas_fmt, sas_fma, n_r and
+// sas_threshold (sim/pipeline/options.hpp). The cubic is the paper's (Eq. 15).
+HookRef<ExpHook> sas_hook(const SasRule& r);
+ExpHookSpec sas_hook_spec();
 
 // Least-squares cubic for e^{-x} on [0, 1], highest degree first.
 //  points = 0: the continuous fit (∫₀¹ (e^{-x} − p(x))² dx, Gauss–Legendre with 64 nodes);

@@ -83,12 +83,11 @@ struct TurboOptions {
   bool decode_prefill_rows = true;  // decode mode: rows < prefill come from Algorithm 1 (else 0)
 };
 
-// The prefill pipeline (Algorithm 1) of a configuration. Its exp hook points at `rule`, which
-// must outlive the pipeline.
-Pipeline turbo_pipeline(const TurboOptions& o, const SasRule* rule);
-// The decode pipeline (Algorithm 2): the prefill one with one query per tile and the operands
-// prepared by the cache (per-token Q scale, per-block K/V scales).
-Pipeline turbo_decode_pipeline(const TurboOptions& o, const SasRule* rule);
+// The prefill pipeline (Algorithm 1) of a configuration.
+Pipeline turbo_pipeline(const TurboOptions& o);
+// The decode pipeline (Algorithm 2) of a prefill pipeline: one query per tile, a per-block Q
+// scale per token (line 3); K and V come from the cache (per-block scales).
+Pipeline turbo_decode_pipeline(const Pipeline& prefill);
 
 // Per KV head bit-widths of K and V.
 struct HeadBits {
@@ -139,6 +138,11 @@ struct TurboResult {
 };
 
 TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o);
+// The same with Algorithm 1's pipeline given (turbo_pipeline with stage overrides: `attnsim
+// attribute` runs its counterfactuals through the same decode schedule). The cache feeds a decode
+// step's K (V) only while the pipeline prepares K (V) as FlashQ does; otherwise the step reads
+// that operand from the input through the pipeline's own preparation.
+TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o, const Pipeline& pre);
 
 // The prompt length the decode schedule uses (the `prefill` rule above); throws
 // std::invalid_argument with one line when decode cannot run on the input.

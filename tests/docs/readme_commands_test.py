@@ -19,7 +19,8 @@ nobody runs. The blocks of one README run in order (a later block may read what 
 wrote) in a scratch directory that looks like the repository root: `data/`, `experiments/`,
 `tests/`, `tools/`, `sim/`, `numerics/`, `formats/`, `cuda_check/` and `build/` are links to the real
 ones, except `data/results/`, which is a copy (`make_results.sh` rewrites it); `attnsim` is on
-PATH. `sh`/`bash` blocks run under `bash -euo pipefail`, `python` blocks under this Python. A
+PATH and the build's Python package (build/python) on PYTHONPATH. `sh`/`bash` blocks run under
+`bash -euo pipefail`, `python` blocks under this Python. A
 block fails on a non-zero exit or after its timeout; outputs it writes stay in the scratch
 directory, which is removed afterwards.
 
@@ -168,7 +169,11 @@ def main():
         d = scratch(exe)
         env = dict(os.environ, PATH=f"{d / 'bin'}:{os.environ.get('PATH', '')}", CI="1",
                    OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"),
-                   ATTNSIM_EXE=str(exe), MPLBACKEND="Agg")
+                   ATTNSIM_EXE=str(exe), MPLBACKEND="Agg",
+                   # `import attnsim`: the package the build made, as the tests use it.
+                   PYTHONPATH=os.pathsep.join(
+                       x for x in (str(exe.parents[1] / "python"), os.environ.get("PYTHONPATH"))
+                       if x))
         try:
             make_results_fixture(exe, d, env)
             for line, lang, body, marker in todo:

@@ -62,8 +62,8 @@ inline AttentionInput amla_checked_input(const H5Reader& r, const AmlaCase& c) {
   return amla_input(c, t);
 }
 
-// The kernels' configuration, `amla:variant=...,in=bf16,block=512,bq=32,qk_acc=block16,
-// pv_acc=block16,target=h100`. bq (the kernels' 32 rows per CTA) changes nothing: each row is
+// The kernels' configuration, `amla:variant=...,in=bf16,block=512,bq=32,qk_sum=block16,
+// pv_sum=block16,target=h100`. bq (the kernels' 32 rows per CTA) changes nothing: each row is
 // computed on its own.
 inline AmlaOptions amla_h100_options(AmlaVariant v) {
   AmlaOptions o;
@@ -71,8 +71,8 @@ inline AmlaOptions amla_h100_options(AmlaVariant v) {
   o.in = Encoding::kBf16;
   o.block = 512;
   o.block_q = 32;
-  o.qk_acc = AmlaAcc::kBlock16;
-  o.pv_acc = AmlaAcc::kBlock16;
+  o.qk_sum = AmlaAcc::kBlock16;
+  o.pv_sum = AmlaAcc::kBlock16;
   o.target = AmlaTarget::kH100;
   return o;
 }
@@ -97,7 +97,7 @@ inline AmlaModelRows amla_run_model(const AttentionInput& in, const Pipeline& p)
 #pragma omp parallel
   {
     TileWorkspacePtr ws = make_workspace();
-    std::vector<SoftmaxState<float>> st(1, empty_row_state<float>(p, dv));
+    TileState<float> st;
     std::vector<double> o(static_cast<std::size_t>(dv));
     double lse = 0;
 #pragma omp for schedule(dynamic)
@@ -107,15 +107,14 @@ inline AmlaModelRows amla_run_model(const AttentionInput& in, const Pipeline& p)
       t.head = row % in.shape.heads_q;
       t.q_begin = 0;
       t.rows = 1;
-      st[0].reset();
+      st.reset(1, dv);
       attend_tile<float>(prep, p, t, 0, std::numeric_limits<int>::max(), st, *ws);
-      const SoftmaxState<float>& s = st[0];
       std::uint32_t* w = r.rows.data() + std::size_t(row) * 4;
-      w[0] = amla_bits_of(s.m);
-      w[1] = amla_bits_of(s.sum());
-      w[2] = amla_bits_of(float(s.aux[0]));
-      w[3] = amla_bits_of(p.rescale == Rescale::kHook ? float(s.aux[2]) : 1.0f);
-      for (int c = 0; c < dv; ++c) r.raw[std::size_t(row) * dv + c] = amla_bits_of(s.o[c]);
+      w[0] = amla_bits_of(st.m[0]);
+      w[1] = amla_bits_of(row_sum_total(st, 0, p.softmax.row_sum));
+      w[2] = amla_bits_of(float(st.hook[0][0]));
+      w[3] = amla_bits_of(p.rescale.kind == Rescale::kHook ? float(st.hook[0][2]) : 1.0f);
+      for (int c = 0; c < dv; ++c) r.raw[std::size_t(row) * dv + c] = amla_bits_of(st.o[std::size_t(c)]);
       finish_tile<float>(prep, p, t, st, o.data(), &lse);
       for (int c = 0; c < dv; ++c)
         r.out[std::size_t(row) * dv + c] =
@@ -250,9 +249,9 @@ void amla_check_controls(Pick pick) {
   AmlaOptions none = amla_h100_options(AmlaVariant::kCann);
   none.comp = AmlaComp::kNone;
   Pipeline cann_rne = amla_pipeline(amla_h100_options(AmlaVariant::kCann));
-  cann_rne.p_cast.round = Round::kNearestEven;
+  cann_rne.p.cast.round = Round::kNearestEven;
   Pipeline base_away = amla_pipeline(amla_h100_options(AmlaVariant::kBase));
-  base_away.p_cast.round = Round::kNearestAway;
+  base_away.p.cast.round = Round::kNearestAway;
   struct Control {
     const char* what;
     Pipeline p;

@@ -622,6 +622,10 @@ TEST_F(Cli, MessagesNameWhatTheUserGave) {
   EXPECT_EQ(r.code, 2);
   EXPECT_EQ(r.err.find("1 points"), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find("--grid"), std::string::npos) << r.err;
+  r = run("sweep --quiet --methods flash --synthetic normal:nq=8 --output " + path("one.h5"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(read_text("stdout.txt").find("(1 point, 1 computed"), std::string::npos)
+      << read_text("stdout.txt");
   // splitkv speaks in its own name and the input's terms.
   r = run("run --quiet --method splitkv --synthetic normal:nq=8,d=200");
   EXPECT_EQ(r.code, 2);

@@ -148,7 +148,7 @@ AttentionInput make_input(int g, int s, int d, int dv, double sigma, double drif
 AmlaOptions opts(AmlaVariant v, AmlaAcc acc, int block) {
   AmlaOptions o;
   o.variant = v;
-  o.qk_acc = o.pv_acc = acc;
+  o.qk_sum = o.pv_sum = acc;
   o.block = block;
   o.block_q = 16;
   return o;

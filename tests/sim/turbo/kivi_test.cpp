@@ -26,11 +26,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
 }
 
-FlashConfig fp16_flash(Encoding out = Encoding::kFp16) {
-  FlashConfig c;
-  c.q = c.k = c.v = c.p = Encoding::kFp16;
-  c.out = out;
-  return c;
+Pipeline fp16_flash(Encoding out = Encoding::kFp16) {
+  return flash_pipeline(Encoding::kFp16, out);
 }
 
 float to16(float x) {
@@ -139,7 +136,7 @@ void check_against_replay(const AttentionInput& in, const KiviOptions& o, int P)
       pin.v.insert(pin.v.end(), in.v.begin() + std::ptrdiff_t(bh) * s.len_kv * dv,
                    in.v.begin() + (std::ptrdiff_t(bh) * s.len_kv + P) * dv);
     }
-    const FlashResult want = flash_attention(pin, fp16_flash(o.out));
+    const PipelineResult want = run_pipeline(pin, fp16_flash(o.out));
     for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
       for (int i = 0; i < prompt_rows; ++i)
         for (int c = 0; c < dv; ++c)
@@ -179,7 +176,7 @@ void check_against_replay(const AttentionInput& in, const KiviOptions& o, int P)
             for (const auto& row : *part) one.k.insert(one.k.end(), row.begin(), row.end());
           for (const auto* part : {&cc.v_quant, &cc.v_full})
             for (const auto& row : *part) one.v.insert(one.v.end(), row.begin(), row.end());
-          const FlashResult want = flash_attention(one, fp16_flash(o.out));
+          const PipelineResult want = run_pipeline(one, fp16_flash(o.out));
           for (int h = 0; h < s.group(); ++h) {
             const std::size_t row =
                 (std::size_t(b) * s.heads_q + hk * s.group() + h) * s.len_q + (t - off);
@@ -225,13 +222,13 @@ TEST(KiviTest, DecodeRowsMatchReplayedCache) {
 TEST(KiviTest, PrefillModeIsFlashFp16) {
   AttentionInput in = random_input({1, 4, 2, 100, 100, 64, 64}, false, 21);
   const PipelineResult r = kivi_attention(in, KiviOptions{});  // auto: not causal -> prefill
-  const FlashResult f = flash_attention(in, fp16_flash());
+  const PipelineResult f = run_pipeline(in, fp16_flash());
   EXPECT_TRUE(same_bits(r.o, std::vector<double>(f.o.begin(), f.o.end())));
   in.causal = true;
   KiviOptions o;
   o.mode = TurboMode::kPrefill;
   const PipelineResult c = kivi_attention(in, o);
-  const FlashResult fc = flash_attention(in, fp16_flash());
+  const PipelineResult fc = run_pipeline(in, fp16_flash());
   EXPECT_TRUE(same_bits(c.o, std::vector<double>(fc.o.begin(), fc.o.end())));
 }
 
@@ -242,7 +239,7 @@ TEST(KiviTest, NothingQuantizedIsFlashFp16) {
   KiviOptions o;
   o.residual = 256;
   const PipelineResult r = kivi_attention(in, o);
-  const FlashResult f = flash_attention(in, fp16_flash());
+  const PipelineResult f = run_pipeline(in, fp16_flash());
   EXPECT_TRUE(same_bits(r.o, std::vector<double>(f.o.begin(), f.o.end())));
 }
 
@@ -264,7 +261,7 @@ TEST(KiviTest, ErrorGrowsAsBitsShrink) {
     if (i % 64 == 5) in.k[i] = in.k[i] * 8 + 4;
   const std::vector<double> g = golden_attention(in).o;
   const std::size_t dv = 64, len = 256, prompt = 128;
-  const FlashResult f = flash_attention(in, fp16_flash(Encoding::kFp32));
+  const PipelineResult f = run_pipeline(in, fp16_flash(Encoding::kFp32));
   const double e16 = rel_l2(std::vector<double>(f.o.begin(), f.o.end()), g, len, dv, prompt);
   double prev = e16;
   for (int bits : {8, 4, 2}) {

@@ -1,0 +1,98 @@
+// The P·V stage of one tile and KV block: P as cast times V (natural [key][channel] layout), under
+// the product model: into O as the C operand (FA2 gemm_rs), or a chunk from zero (two-level
+// accumulation, integer P·V), dequantized by P's scale and V's per-block scale
+// (TurboAttention `s_P̃ · s_V · Q(P̃)V`: fl(s_P · s_V), then one multiply).
+#include <type_traits>
+
+#include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
+
+namespace attnsim {
+
+template <class T>
+void pv_ref(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
+  const int dv = state.dv, bk = b.bk;
+  const bool mma = st.dot.kind == DotModel::kMma;
+  const bool integer = mma && dot_requirements(st.dot).integer_acc;
+  const bool chunked = st.acc == PvAccumulate::kChunk;
+  const bool v_chunk_scale = in.v.scaled() && in.v.key_dependent_scale;
+  const bool p_scaled = pst.scale != PScale::kNone;
+  // An FP64 state with an unrounded (fp64) P multiplies the P it kept in FP64.
+  const bool p_fp64 = std::is_same_v<T, double> && pst.enc == Encoding::kFp64;
+  // V's columns, transposed for the reference's per-output dot (values, or encodings with the
+  // instruction's zero padding and SageAttention's in-16 key order).
+  const int n = mma ? b.kv_pad : b.cols;
+  std::vector<float> vt;
+  std::vector<std::uint32_t>& vb = buf.enc_b;
+  if (mma) {
+    vb.assign(std::size_t(dv) * n, 0u);
+    for (int c = 0; c < dv; ++c)
+      for (int k = 0; k < n; ++k) {
+        const int j = st.perm16 ? (k & ~15) + kSagePerm16[k & 15] : k;
+        if (j < b.cols)
+          vb[std::size_t(c) * n + k] =
+              in.v.bits[(std::size_t(ti.skv) * in.shape.len_kv + std::size_t(b.j0 + j)) * dv + c];
+      }
+  } else {
+    vt.resize(std::size_t(dv) * n);
+    for (int j = 0; j < b.cols; ++j) {
+      const float* vj = in.v.row(ti.skv, b.j0 + j);
+      for (int c = 0; c < dv; ++c) vt[std::size_t(c) * n + j] = vj[c];
+    }
+  }
+  for (int i = 0; i < b.rows; ++i) {
+    T* oi = state.o_row(i);
+    T* ch = buf.chunk.data() + std::size_t(i) * dv;
+    const float* pfi = buf.pf.data() + std::size_t(i) * bk;
+    const T* pci = buf.pc.data() + std::size_t(i) * bk;
+    if (mma) {
+      buf.enc_a.assign(std::size_t(n), 0u);
+      for (int k = 0; k < n; ++k) {
+        const int j = st.perm16 ? (k & ~15) + kSagePerm16[k & 15] : k;
+        if (j < b.cols) buf.enc_a[std::size_t(k)] = stage_util::encoding_of(pst.enc, pfi[j]);
+      }
+    }
+    const float row_scale = p_scaled ? buf.p_scale[std::size_t(i)] : 1.0f;
+    for (int c = 0; c < dv; ++c) {
+      const T c_in = chunked ? T(0) : oi[c];
+      T r;
+      if (!mma) {
+        const float* vc = vt.data() + std::size_t(c) * n;
+        r = p_fp64 ? T(dot_values(st.dot.kind, double(c_in), pci, vc, b.cols))
+                   : T(dot_values(st.dot.kind, double(c_in), pfi, vc, b.cols));
+      } else {
+        // An FP64 state hands O to the instruction as its FP32 C (the accumulator's own rounding
+        // is then the product stage's).
+        const std::uint32_t d = dot_mma(st.dot, buf.enc_a.data(), vb.data() + std::size_t(c) * n, n,
+                                        chunked ? 0u : f32_bits(float(c_in)));
+        r = integer ? T(stage_util::int_to_f32(std::int32_t(d), st.int_cvt)) : T(f32_from_bits(d));
+      }
+      if (!chunked) {
+        oi[c] = r;
+        continue;
+      }
+      float f = row_scale;
+      if (v_chunk_scale) f = f * in.v.scale(ti.skv, b.j0, c);
+      if (p_scaled || v_chunk_scale) r = r * T(f);
+      ch[c] = r;
+    }
+  }
+}
+
+template void pv_ref<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&,
+                            const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void pv_ref<double>(const PvStage&, const PStage&, const PreparedInput&,
+                             const TileIndex&, const BlockView&, TileState<double>&,
+                             TileBuffers<double>&);
+
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
+  pv_ref(st, pst, in, ti, b, state, buf);
+}
+template void pv_stage<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void pv_stage<double>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
+}  // namespace attnsim

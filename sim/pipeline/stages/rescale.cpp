@@ -1,0 +1,111 @@
+// The rescale stage of one tile and KV block: O follows the rescale factor alpha of the new max
+// (a multiply in the state's arithmetic; AMLA's INT32 addition of N·2^23 to O's bits; O / alpha as
+// TurboAttention Alg. 1 prints it; an fp16 accumulator's __hmul2; or a technique's hook), and the
+// chunk of a two-level P·V lands on O (FADD, the rescale's multiply fused into it, or the H100's
+// FTZ float atomicAdd). The row sum's rescale is the row-sum model's (row_sum.cpp).
+#include <cmath>
+
+#include "numerics/special.hpp"
+#include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
+
+namespace attnsim {
+
+namespace {
+
+float round_to_f16(float x) { return round_to(Encoding::kFp16, x, kCudaRn); }
+
+}  // namespace
+
+template <class T>
+void rescale_ref(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
+                 TileBuffers<T>& buf) {
+  const int dv = state.dv;
+  buf.p_mul_active = st.kind == Rescale::kHook;
+  for (int i = 0; i < b.rows; ++i) {
+    T* o = state.o_row(i);
+    const T a = buf.alpha[std::size_t(i)];
+    const bool first = buf.first[std::size_t(i)] != 0;
+    switch (st.kind) {
+      case Rescale::kHook: {
+        // The technique's own step (AMLA): an INT32 added to O's FP32 bits, P's factor.
+        buf.p_mul[std::size_t(i)] = 1.0f;
+        if (state.empty(i)) break;
+        const RescaleStep r = st.hook->step(float(state.m[std::size_t(i)]), first,
+                                            state.hook[std::size_t(i)].data());
+        buf.p_mul[std::size_t(i)] = r.p_mul;
+        if (r.apply_add)
+          for (int c = 0; c < dv; ++c) o[c] = T(add_to_bits(float(o[c]), r.o_add));
+        break;
+      }
+      case Rescale::kIntAdd: {
+        if (first) break;
+        const std::int32_t n = std::int32_t(buf.alpha_arg[std::size_t(i)]);  // snap(m_old) − snap(m)
+        if (n != 0)
+          for (int c = 0; c < dv; ++c) o[c] = stage_util::int_add_pow2(o[c], n);
+        break;
+      }
+      case Rescale::kMultiply:
+      case Rescale::kDivide:
+        if (o_accum == Encoding::kFp16) {
+          // SageAttention sm80 "fp16": __hmul2(RO, fl16(o_scale)), an fp16 product rounded once.
+          const float a16 = round_to_f16(float(a));
+          for (int c = 0; c < dv; ++c) o[c] = T(round_to_f16(float(o[c]) * a16));
+        } else if (st.kind == Rescale::kDivide) {
+          if (!first)
+            for (int c = 0; c < dv; ++c) o[c] = o[c] / a;
+        } else if (!st.fused) {
+          for (int c = 0; c < dv; ++c) o[c] = o[c] * a;
+        }
+        break;
+    }
+  }
+}
+
+template <class T>
+void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
+                   TileBuffers<T>& buf) {
+  const int dv = state.dv;
+  for (int i = 0; i < b.rows; ++i) {
+    T* o = state.o_row(i);
+    const T* ch = buf.chunk.data() + std::size_t(i) * dv;
+    const T a = buf.alpha[std::size_t(i)];
+    if (how == ChunkAdd::kRedFtz) {
+      for (int c = 0; c < dv; ++c) o[c] = T(red_add_f32_ftz(float(o[c]), float(ch[c])));
+    } else if (st.fused) {
+      // SageAttention2's flush RO = fma(o_scale, RO, buffer) (the rescale fused).
+      for (int c = 0; c < dv; ++c) o[c] = std::fma(a, o[c], ch[c]);
+    } else {
+      for (int c = 0; c < dv; ++c) o[c] = o[c] + ch[c];
+    }
+  }
+}
+
+template void rescale_ref<float>(const RescaleStage&, Encoding, const BlockView&,
+                                 TileState<float>&, TileBuffers<float>&);
+template void rescale_ref<double>(const RescaleStage&, Encoding, const BlockView&,
+                                  TileState<double>&, TileBuffers<double>&);
+template void add_chunk_ref<float>(const RescaleStage&, ChunkAdd, const BlockView&,
+                                   TileState<float>&, TileBuffers<float>&);
+template void add_chunk_ref<double>(const RescaleStage&, ChunkAdd, const BlockView&,
+                                    TileState<double>&, TileBuffers<double>&);
+
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
+                 TileBuffers<T>& buf) {
+  rescale_ref(st, o_accum, b, state, buf);
+}
+template void rescale_stage<float>(const RescaleStage&, Encoding, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void rescale_stage<double>(const RescaleStage&, Encoding, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
+                   TileBuffers<T>& buf) {
+  add_chunk_ref(st, how, b, state, buf);
+}
+template void add_chunk_stage<float>(const RescaleStage&, ChunkAdd, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void add_chunk_stage<double>(const RescaleStage&, ChunkAdd, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
+}  // namespace attnsim

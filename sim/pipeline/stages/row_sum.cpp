@@ -1,0 +1,142 @@
+// The row sum l of the online softmax, every variant in one place: the lanes a model keeps, the
+// order each lane adds the block's p in, where the rescale by alpha happens (before the adds, or
+// fused into the first one), how the lanes are combined at the end, and the merge of two states
+// over disjoint keys (split schedules).
+#include <cmath>
+
+#include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
+
+namespace attnsim {
+
+template <class T>
+void row_sum_ref(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf) {
+  const int bk = b.bk;
+  for (int i = 0; i < b.rows; ++i) {
+    T* l = state.lanes(i);
+    const T a = buf.alpha[std::size_t(i)];
+    const T* pi = buf.p.data() + std::size_t(i) * bk;
+    switch (st.row_sum) {
+      case RowSum::kQuad:
+        // SM80 FA2: lane t owns columns 8n + 2t, 8n + 2t + 1; each p added in column order after
+        // the lane's rescale (softmax_rescale_o's row_sum *= scale, then reduce_sum).
+        for (int t = 0; t < 4; ++t) l[t] = l[t] * a;
+        for (int j = 0; j < b.cols; ++j) l[(j % 8) / 2] = l[(j % 8) / 2] + pi[j];
+        break;
+      case RowSum::kSingle:
+        l[0] = l[0] * a;
+        for (int j = 0; j < b.cols; ++j) l[0] = l[0] + pi[j];
+        break;
+      case RowSum::kSageLanes:
+        // Per lane t and 16-key tile: T = ((p(2t) + p(2t+1)) + p(8+2t)) + p(9+2t); the first tile
+        // of the block is added by one FFMA with the rescale, the others one by one.
+        for (int t = 0; t < 4; ++t)
+          for (int tile = 0; tile < bk / 16; ++tile) {
+            const T* q16 = pi + 16 * tile;
+            const T part = ((q16[2 * t] + q16[2 * t + 1]) + q16[8 + 2 * t]) + q16[9 + 2 * t];
+            l[t] = tile == 0 ? std::fma(a, l[t], part) : l[t] + part;
+          }
+        break;
+      case RowSum::kQuadFma:
+        // Quad lane t: columns 8g + 2t, 8g + 2t + 1 in order; the first one's add carries the
+        // rescale (FFMA); a lane with no key in the block keeps l·alpha (FA2 adds p = 0 there).
+        for (int t = 0; t < 4; ++t) {
+          bool first = true;
+          for (int g = 0; g < bk; g += 8)
+            for (int c = 0; c < 2; ++c) {
+              const int j = g + 2 * t + c;
+              if (j >= b.cols) continue;
+              l[t] = first ? std::fma(l[t], a, pi[j]) : l[t] + pi[j];
+              first = false;
+            }
+          if (first) l[t] = l[t] * a;
+        }
+        break;
+      case RowSum::kTritonTree: {
+        // tl.sum: lane t folds columns 2t, 2t+1, 8+2t, 9+2t, ... in order; (a0 + a2) + (a1 + a3);
+        // then l = fma(l, alpha, block sum).
+        T part[4];
+        for (int t = 0; t < 4; ++t) {
+          T acc = pi[2 * t] + pi[2 * t + 1];
+          for (int g = 8; g < bk; g += 8) acc = (acc + pi[g + 2 * t]) + pi[g + 2 * t + 1];
+          part[t] = acc;
+        }
+        l[0] = std::fma(l[0], a, (part[0] + part[2]) + (part[1] + part[3]));
+        break;
+      }
+      case RowSum::kMma: {
+        // SageAttention sm80: the row sum on the tensor core, d = mma(P16, ones, C = d·o_scale),
+        // chained over the block's keys (zero-padded to the instruction's k).
+        const DotRequirements r = dot_requirements(st.row_sum_dot);
+        const int n = b.kv_pad;
+        buf.enc_a.assign(std::size_t(n), 0u);
+        buf.ones.assign(std::size_t(n), encode_float_bits(r.b_enc, 1.0f, kCudaRn));
+        const float* pf = buf.pf.data() + std::size_t(i) * bk;
+        // The P registers the P·V instruction takes (SageAttention's in-16 order when permuted).
+        for (int k = 0; k < n; ++k) {
+          const int j = perm16 ? (k & ~15) + kSagePerm16[k & 15] : k;
+          if (j < b.cols) buf.enc_a[std::size_t(k)] = stage_util::encoding_of(p_enc, pf[j]);
+        }
+        l[0] = l[0] * a;
+        l[0] = T(f32_from_bits(
+            dot_mma(st.row_sum_dot, buf.enc_a.data(), buf.ones.data(), n, f32_bits(float(l[0])))));
+        break;
+      }
+    }
+  }
+}
+
+template <class T>
+T row_sum_total(const TileState<T>& s, int i, RowSum model) {
+  const T* l = s.lanes(i);
+  if (row_sum_lanes(model) == 1) return l[0];
+  // FA2 quad_allreduce_ (shuffle xor 2, then 1); SageAttention2's normalize_d (xor 1, then 2).
+  return model == RowSum::kSageLanes ? (l[0] + l[1]) + (l[2] + l[3]) : (l[0] + l[2]) + (l[1] + l[3]);
+}
+
+template <class T>
+void merge_row(TileState<T>& a, int i, const TileState<T>& b, int j, RowSum model,
+               const ExpModel<T>& e) {
+  if (b.empty(j)) return;
+  const int lanes = row_sum_lanes(model);
+  T* la = a.lanes(i);
+  const T* lb = b.lanes(j);
+  T* oa = a.o_row(i);
+  const T* ob = b.o_row(j);
+  if (a.empty(i)) {
+    a.m[std::size_t(i)] = b.m[std::size_t(j)];
+    for (int t = 0; t < TileState<T>::kMaxLanes; ++t) la[t] = lb[t];
+    for (int c = 0; c < a.dv; ++c) oa[c] = ob[c];
+    return;
+  }
+  const T ma = a.m[std::size_t(i)], mb = b.m[std::size_t(j)];
+  const T m_new = ma > mb ? ma : mb;
+  const T sa = e.alpha(ma, m_new);
+  const T sb = e.alpha(mb, m_new);
+  for (int t = 0; t < lanes; ++t) la[t] = la[t] * sa + lb[t] * sb;
+  for (int c = 0; c < a.dv; ++c) oa[c] = oa[c] * sa + ob[c] * sb;
+  a.m[std::size_t(i)] = m_new;
+}
+
+template void row_sum_ref<float>(const SoftmaxStage&, Encoding, bool, const BlockView&,
+                                 TileState<float>&, TileBuffers<float>&);
+template void row_sum_ref<double>(const SoftmaxStage&, Encoding, bool, const BlockView&,
+                                  TileState<double>&, TileBuffers<double>&);
+template float row_sum_total<float>(const TileState<float>&, int, RowSum);
+template double row_sum_total<double>(const TileState<double>&, int, RowSum);
+template void merge_row<float>(TileState<float>&, int, const TileState<float>&, int, RowSum,
+                               const ExpModel<float>&);
+template void merge_row<double>(TileState<double>&, int, const TileState<double>&, int, RowSum,
+                                const ExpModel<double>&);
+
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf) {
+  row_sum_ref(st, p_enc, perm16, b, state, buf);
+}
+template void row_sum_stage<float>(const SoftmaxStage&, Encoding, bool, const BlockView&, TileState<float>&, TileBuffers<float>&);
+template void row_sum_stage<double>(const SoftmaxStage&, Encoding, bool, const BlockView&, TileState<double>&, TileBuffers<double>&);
+
+}  // namespace attnsim

@@ -1,0 +1,74 @@
+// The scores of one tile and KV block (the softmax stage's first step): the QKᵀ accumulators
+// dequantized by the Q and K scales, or (dequant=fold) the scales folded into each score's
+// exponent coefficient; ΔS of a block-mean-smoothed Q; masked keys set to the mask value (FA2
+// apply_mask_causal: -inf; SageAttention: -5e6).
+#include <type_traits>
+
+#include "sim/pipeline/stages/stages.hpp"
+
+namespace attnsim {
+
+template <class T>
+void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
+  const bool fold = st.dequant == Dequant::kFold;
+  // SageAttention2's masked path: the last `dequant_tail` blocks of the tile dequantize the score
+  // first and use the plain coefficient (attn_utils.cuh; one block on sm90, two on sm80/89).
+  const bool fold_b = fold && b.nb < b.n_blocks - st.dequant_tail;
+  const bool q_scaled = in.q.scaled(), k_scaled = in.k.scaled();
+  const T mask = T(st.mask_value);
+  const float c = float(kc.c);
+  for (int i = 0; i < b.rows; ++i) {
+    const int qt = ti.q_begin + i;
+    const float sq_scale = q_scaled ? in.q.scale(ti.sq, qt, 0) : 1.0f;
+    const float* ds = in.delta_s.empty()
+                          ? nullptr
+                          : in.delta_s.data() + (std::size_t(ti.sq) * in.q.means_per_slice +
+                                                 std::size_t(qt / in.q.mean_block)) *
+                                                    in.shape.len_kv;
+    const T* acc = buf.acc.data() + std::size_t(i) * b.bk;
+    T* s = buf.s.data() + std::size_t(i) * b.bk;
+    float* cf = fold ? buf.coef.data() + std::size_t(i) * b.bk : nullptr;
+    for (int j = 0; j < b.cols; ++j) {
+      const int kt = b.j0 + j;
+      if (in.causal && kt > qt + ti.offset_kv) {
+        s[j] = mask;
+        if (fold) cf[j] = c;
+        continue;
+      }
+      T a = acc[j];
+      if (q_scaled || k_scaled) {
+        const float sk_scale = k_scaled ? in.k.scale(ti.skv, kt, 0) : 1.0f;
+        if (fold_b) {
+          // SageAttention2: dequant_scale = q_scale · k_scale; sm_scale_eff = sm_scale ·
+          // dequant_scale; x = fmaf(S, sm_scale_eff, −m) (the softmax step).
+          cf[j] = c * (sq_scale * sk_scale);
+        } else if constexpr (std::is_same_v<T, float>) {
+          a = a * (sq_scale * sk_scale);
+        } else {
+          a = a * (double(sq_scale) * double(sk_scale));
+        }
+      }
+      if (fold && !(fold_b && (q_scaled || k_scaled))) cf[j] = c;
+      if (ds) a = a + T(ds[kt]);
+      s[j] = a;
+    }
+  }
+}
+
+template void scores_ref<float>(const SoftmaxStage&, const PreparedInput&, const TileIndex&,
+                                const BlockView&, const ExpConstants<float>&, TileBuffers<float>&);
+template void scores_ref<double>(const SoftmaxStage&, const PreparedInput&, const TileIndex&,
+                                 const BlockView&, const ExpConstants<double>&,
+                                 TileBuffers<double>&);
+
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
+  scores_ref(st, in, ti, b, kc, buf);
+}
+template void scores_stage<float>(const SoftmaxStage&, const PreparedInput&, const TileIndex&, const BlockView&, const ExpConstants<float>&, TileBuffers<float>&);
+template void scores_stage<double>(const SoftmaxStage&, const PreparedInput&, const TileIndex&, const BlockView&, const ExpConstants<double>&, TileBuffers<double>&);
+
+}  // namespace attnsim

@@ -1,0 +1,92 @@
+// The online-softmax step of one tile and KV block (FA2 softmax_rescale_o; SageAttention2
+// update_mdo for the scaled domain): per row, the block max, the new running max, the reference
+// the exponent subtracts (offset, snapped), the argument of every p and of the rescale factor.
+// Written once: every technique's step is this function with its stage value.
+#include <cmath>
+#include <limits>
+
+#include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
+
+namespace attnsim {
+
+template <class T>
+void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                      const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf) {
+  const T kInf = std::numeric_limits<T>::infinity();
+  const T offset = T(st.max_offset);
+  const bool scaled_max = st.max_domain == MaxDomain::kScaled;
+  const bool snapping = max_round != MaxRound::kNone;
+  const bool fold = st.dequant == Dequant::kFold;
+  for (int i = 0; i < b.rows; ++i) {
+    const T* si = buf.s.data() + std::size_t(i) * b.bk;
+    const float* ci = fold ? buf.coef.data() + std::size_t(i) * b.bk : nullptr;
+    T* xi = buf.x.data() + std::size_t(i) * b.bk;
+    // fma(s, c, −sub) in exponent units (c the fold coefficient or the plain one).
+    auto scaled_arg = [&](int j, T sub) -> T {
+      const T c = fold ? T(ci[j]) : kc.c;
+      return st.fma ? std::fma(si[j], c, -sub) : si[j] * c - sub;
+    };
+    T block_max = -kInf;
+    if (scaled_max) {
+      for (int j = 0; j < b.cols; ++j) {
+        const T x = scaled_arg(j, offset);
+        block_max = x > block_max ? x : block_max;
+      }
+    } else {
+      for (int j = 0; j < b.cols; ++j) block_max = si[j] > block_max ? si[j] : block_max;
+    }
+    T& m = state.m[std::size_t(i)];
+    const T m_old = m;
+    const bool was_empty = state.empty(i);
+    m = block_max > m ? block_max : m;
+    // FA2 Check_inf: the exponent uses max 0 while the row has seen no visible key, so a fully
+    // masked block gives exp(-inf) = 0 instead of a -inf - (-inf) NaN.
+    const T m_use = state.empty(i) ? T(0) : m;
+    // The reference the exponent subtracts, in exponent units, and the rescale's argument.
+    T ref, alpha_arg;
+    if (!scaled_max && !snapping) {
+      ref = offset != T(0) ? (st.fma ? std::fma(m_use, kc.c, -offset) : m_use * kc.c - offset)
+                           : m_use * kc.c;  // FA2: max_scaled = max(mi) * scale
+      alpha_arg = (m_old - m_use) * kc.c;   // FA2: exp2f((max_prev - max_cur) * scale_log2)
+    } else {
+      auto to_ref = [&](T mm) -> T {
+        if (scaled_max) return stage_util::snap(mm, max_round);
+        const T y = offset != T(0) ? (st.fma ? std::fma(mm, kc.c, -offset) : mm * kc.c - offset)
+                                   : mm * kc.c;
+        return stage_util::snap(y, max_round);
+      };
+      ref = to_ref(m_use);
+      const T ref_old = was_empty ? -kInf : to_ref(m_old);
+      alpha_arg = ref_old - ref;  // an integer with a snapped max: Rescale::kIntAdd's N
+    }
+    buf.alpha_arg[std::size_t(i)] = alpha_arg;
+    buf.first[std::size_t(i)] = was_empty ? 1 : 0;
+    if (!scaled_max && !snapping && st.base == ExpKind::kExp) {
+      for (int j = 0; j < b.cols; ++j) xi[j] = (si[j] - m_use) * kc.c;  // e^((s − m)·sm_scale)
+    } else if (!scaled_max && !fold) {
+      // FA2 scale_apply_exp2: exp2f(x * scale - max_scaled), one FFMA under --fmad=true.
+      for (int j = 0; j < b.cols; ++j) xi[j] = st.fma ? std::fma(si[j], kc.c, -ref) : si[j] * kc.c - ref;
+    } else {
+      for (int j = 0; j < b.cols; ++j) xi[j] = scaled_arg(j, ref);
+    }
+  }
+}
+
+template void softmax_step_ref<float>(const SoftmaxStage&, MaxRound, const BlockView&,
+                                      const ExpConstants<float>&, TileState<float>&,
+                                      TileBuffers<float>&);
+template void softmax_step_ref<double>(const SoftmaxStage&, MaxRound, const BlockView&,
+                                       const ExpConstants<double>&, TileState<double>&,
+                                       TileBuffers<double>&);
+
+// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+template <class T>
+void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                      const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf) {
+  softmax_step_ref(st, max_round, b, kc, state, buf);
+}
+template void softmax_step_stage<float>(const SoftmaxStage&, MaxRound, const BlockView&, const ExpConstants<float>&, TileState<float>&, TileBuffers<float>&);
+template void softmax_step_stage<double>(const SoftmaxStage&, MaxRound, const BlockView&, const ExpConstants<double>&, TileState<double>&, TileBuffers<double>&);
+
+}  // namespace attnsim

@@ -1,0 +1,181 @@
+// The stage functions of the attention pipeline: one plain-loop reference per stage (`*_ref`),
+// each over the contiguous buffers of one tile and one KV block and taking only its own stage
+// value (plus what an earlier stage computed into the buffers). attend_tile (tile.cpp) is the
+// sequence of these calls; every choice is resolved once per call, never per element.
+//
+// Per KV block, in order:
+//   qk_ref          acc = Q Kᵀ (the product model, int32 -> FP32)            QkStage
+//   scores_ref      s = dequantized acc (+ ΔS), masked; fold coefficients    SoftmaxStage
+//   softmax_step_ref  new max, exp arguments x, alpha's argument, int shift  SoftmaxStage (+ max_round)
+//   exp_ref         p = exp(x), alpha = exp(alpha argument)                   ExpStage
+//   rescale_ref     O (and a hook's P factor) follow alpha                   RescaleStage
+//   cast_p_ref      P as the P·V product sees it (decoded), its scale        PStage
+//   row_sum_ref     l += p in the row-sum model's lanes and order            SoftmaxStage
+//   pv_ref          O = P V + O (into C) or a chunk from zero                PvStage
+//   add_chunk_ref   O = O + chunk (FADD, fused FFMA, or RED.ADD.FTZ)         RescaleStage (+ chunk_add)
+// and once per tile, finish_tile's epilogue_ref (NormalizeStage, OutStage).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sim/pipeline/pipeline.hpp"
+
+namespace attnsim {
+
+// The exponent's constants for an input: the coefficient of a raw score in the exponent (FA2
+// scale_softmax_log2 = fl32(double(fl32(sm_scale)) · log2 e), the host's double product stored to
+// float; the FP64 state keeps the double scale) and the natural-log coefficient of a raw score
+// (FA2's LSE: m · softmax_scale).
+template <class T>
+struct ExpConstants {
+  T c;      // raw score -> exponent units
+  T c_nat;  // raw score -> natural-log units (LSE)
+};
+template <class T>
+ExpConstants<T> exp_constants(const Pipeline& p, double sm_scale);
+
+// The exp model of the pipeline (numerics/exp_model.hpp) with scale c.
+template <class T>
+ExpModel<T> exp_model(const ExpStage& e, ExpKind base, T c);
+
+// One KV block of one tile.
+struct BlockView {
+  int rows = 0;    // query rows of the tile
+  int cols = 0;    // keys of this block (the last block may be partial)
+  int bk = 0;      // the block width: the leading dimension of every [rows][bk] buffer
+  int j0 = 0;      // the block's first key
+  int nb = 0;      // the block's index
+  int n_blocks = 0;  // KV blocks the tile visits (kv_blocks_of_tile)
+  int kv_pad = 0;    // bk rounded up to the k of the P·V and row-sum instructions (zero padding)
+};
+
+// Where one tile's rows and keys live in the prepared input.
+struct TileIndex {
+  int sq = 0;   // the query slice (batch·heads_q + head)
+  int skv = 0;  // the KV slice it reads
+  int q_begin = 0;
+  int offset_kv = 0;  // a causal mask hides key j from query i when j > i + offset_kv
+};
+
+// The contiguous buffers of one tile and block (T: the state's type).
+template <class T>
+struct TileBuffers {
+  std::vector<T> acc;             // [rows][bk] QKᵀ accumulators as FP32/FP64 values
+  std::vector<T> s;               // [rows][bk] scores (dequantized, ΔS, masked)
+  std::vector<float> coef;        // [rows][bk] fold: the exponent coefficient of each score
+  std::vector<T> x;               // [rows][bk] exp arguments
+  std::vector<T> p;               // [rows][bk] p in the state's type (0 past the block's keys)
+  std::vector<T> pc;              // [rows][bk] FP64 state: P as cast, in the state's type
+  std::vector<float> pf;          // [rows][bk] P as the P·V product sees it (decoded)
+  std::vector<T> alpha_arg;       // [rows] the argument of the rescale factor
+  std::vector<T> alpha;           // [rows] the rescale factor of this block
+  std::vector<std::uint8_t> first;  // [rows] whether the row saw no key before this block
+  std::vector<std::int32_t> shift;  // [rows] Rescale::kIntAdd: the power of two N
+  std::vector<float> p_mul;       // [rows] Rescale::kHook: P's factor before its cast ...
+  bool p_mul_active = false;      // ... when the rescale is a hook
+  std::vector<float> p_scale;     // [rows] PScale: P's scale of this block
+  std::vector<T> chunk;           // [rows][dv] PvAccumulate::kChunk: this block's product
+  std::vector<std::uint32_t> enc_a, enc_b, ones;  // instruction operands (encodings)
+  void size(int rows, int bk, int dv);
+};
+
+// QK: acc[i][j] for the block's keys (every key, masked or not: the mask is the scores' step).
+template <class T>
+void qk_ref(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
+            TileBuffers<T>& buf);
+
+// Scores: s = acc dequantized by the Q and K scales (kScore) or the fold coefficient c·(s_q·s_k)
+// (kFold, outside the dequant_tail blocks), ΔS of a smoothed Q added, masked keys set to the
+// mask value.
+template <class T>
+void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf);
+
+// The online-softmax step of every row: the block max in the max domain, the new running max (in
+// `state`), the exponent's reference (snapped by `max_round`), the arguments x of every key and
+// the argument of the rescale factor (-inf on a row's first block), the integer shift N of
+// Rescale::kIntAdd, and whether the row was empty.
+template <class T>
+void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                      const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf);
+
+// Exp: p = exp(x) for the block's keys (0 past them) and alpha = exp(alpha_arg).
+template <class T>
+void exp_ref(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf);
+
+// Rescale: O follows alpha (multiply, integer add, divide, an fp16 accumulator's __hmul2, a
+// hook's step, or nothing when the multiply is fused into the chunk's add); the hook's P factor.
+template <class T>
+void rescale_ref(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
+                 TileBuffers<T>& buf);
+
+// P cast: pf = P as the product sees it (cast, static scale, hook factor; or quantized with a
+// per-row / per-tile scale into p_scale); an FP64 state's cast P also into pc.
+template <class T>
+void cast_p_ref(const PStage& st, const BlockView& b, TileBuffers<T>& buf);
+
+// Row sum: every lane of l takes alpha and the block's p in the model's order (kMma: the cast P on
+// the tensor core with a ones operand).
+template <class T>
+void row_sum_ref(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf);
+
+// P·V: into O as C, or the block's chunk from zero, dequantized by P's scale and V's per-block
+// scale (V in its natural [key][channel] layout).
+template <class T>
+void pv_ref(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf);
+
+// The chunk onto O: an FADD, the rescale's multiply fused into it (FFMA), or the H100's FTZ
+// float atomicAdd.
+template <class T>
+void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
+                   TileBuffers<T>& buf);
+
+// The epilogue of one tile's rows: O / l, the static P scale, an fp16 accumulator's rounding, V's
+// epilogue scale and mean, the output cast (values of the output encoding into `o`), and the LSE.
+template <class T>
+void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
+                  const TileState<T>& state, double* o, double* lse);
+
+// The dispatchers attend_tile calls: each chooses, once per call (a tile's KV block), a fast
+// kernel that gives its reference's bits (numerics/isa.hpp: by the CPU's features, capped by
+// ATTNSIM_ISA / --isa) or the reference itself. Same signatures as the references.
+template <class T>
+void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
+            TileBuffers<T>& buf);
+template <class T>
+void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf);
+template <class T>
+void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                      const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf);
+template <class T>
+void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
+                 TileBuffers<T>& buf);
+template <class T>
+void cast_p_stage(const PStage& st, const BlockView& b, TileBuffers<T>& buf);
+template <class T>
+void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                 TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
+            const BlockView& b, TileState<T>& state, TileBuffers<T>& buf);
+template <class T>
+void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
+                   TileBuffers<T>& buf);
+template <class T>
+void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
+                  const TileState<T>& state, double* o, double* lse);
+
+// The number of row-sum lanes of a model (4 for the quad-lane models, 1 otherwise).
+int row_sum_lanes(RowSum r);
+
+// SageAttention's in-16 V order (fused.cu TransposePadPermute): key position k of an instruction
+// holds token kSagePerm16[k % 16] of its 16-key group (P packed to match).
+inline constexpr int kSagePerm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+
+}  // namespace attnsim
