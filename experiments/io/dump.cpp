@@ -80,7 +80,7 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
   // The same attributes on a dataset (f["q"].attrs["causal"] = 1, the likeliest slip when writing
   // a dump by hand) are not where attnsim reads them: one that disagrees with what the run uses
   // would silently run another problem, so it is refused; one that agrees is harmless.
-  for (const char* t : names) {
+  for (const char* t : {"q", "k", "v"}) {
     const std::string ds = prefix + t;
     if (r.has_attr(ds, "causal") && (r.attr_f64(ds, "causal") != 0.0) != in.causal) {
       throw UsageError("attribute causal = " + format_number(r.attr_f64(ds, "causal")) +

@@ -110,6 +110,13 @@ auto kivi_usage(F&& f) {
   }
 }
 
+// kivi_attention's mode rule (sim/turbo/kivi.cpp): auto is decode for causal inputs and single
+// queries.
+bool kivi_decodes(const KiviOptions& o, const AttentionInput& in) {
+  return o.mode == TurboMode::kDecode ||
+         (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
+}
+
 }  // namespace
 
 void register_turbo_methods(std::vector<MethodSpec>& r) {
@@ -227,10 +234,7 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
     const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
     PipelineResult res = kivi_usage([&] { return kivi_attention(in, o, pl); });
     MethodOutput out = pipeline_output(std::move(res), pl);
-    // kivi_attention's mode rule (sim/turbo/kivi.cpp): auto is decode for causal inputs and
-    // single queries.
-    const bool decode = o.mode == TurboMode::kDecode ||
-                        (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
+    const bool decode = kivi_decodes(o, in);
     out.resolved["mode"] = decode ? "decode" : "prefill";
     if (decode) {
       out.resolved["prefill"] = std::to_string(turbo_prefill_tokens(in, o.prefill, o.group));
@@ -244,9 +248,7 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
   };
   kv.outside = [](const MethodValues& v, const AttentionInput& in) {
     const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
-    const bool decode = o.mode == TurboMode::kDecode ||
-                        (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
-    if (!decode) return std::vector<std::string>{};
+    if (!kivi_decodes(o, in)) return std::vector<std::string>{};
     return std::vector<std::string>{
         "the KV cache: KIVI's " + std::to_string(o.bits) +
         "-bit asymmetric group quantization of K (per channel) and V (per token) with the FP16 "
