@@ -182,9 +182,9 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     canonical = m.canonical();
     // The input's FP32 copy, the method's working set and output, the special-function tables.
     const AttentionShape& s = p.in.shape;
-    check_memory_here(
-        input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) + fixed_memory_bytes(),
-        "attention of " + m.short_name() + " on the input");
+    check_memory_here(input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) +
+                          fixed_memory_bytes(m),
+                      "attention of " + m.short_name() + " on the input");
     p.fill();
     out = m.run(p.in);
   }
