@@ -59,7 +59,8 @@ if ! python3 -m nanobind --cmake_dir >/dev/null 2>&1; then
   echo "attnsim setup: nanobind is missing; building without the Python package (its tests will fail)" >&2
   python_module=OFF
 fi
-cmake --preset release -DATTNSIM_PYTHON=$python_module -DPython_EXECUTABLE="$python_exe" >/dev/null
+# ATTNSIM_CONFIGURE_ARGS: extra configure options (.ci/test passes -DATTNSIM_WERROR=ON).
+cmake --preset release ${ATTNSIM_CONFIGURE_ARGS:-} -DATTNSIM_PYTHON=$python_module -DPython_EXECUTABLE="$python_exe" >/dev/null
 cmake --build --preset release -j "$(nproc)"
 
 # The package attnsim into that python3, from this same build: scikit-build-core reconfigures

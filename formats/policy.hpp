@@ -10,7 +10,7 @@ namespace attnsim {
 // Rounding of a value that falls between two representable neighbours.
 // kNearestEven is IEEE roundTiesToEven (CUDA cvt.rn / cvt.rni, ml_dtypes, torch).
 // kNearestAway is ties-away-from-zero (C roundf, qtorch, microxcaling "nearest",
-// CUTLASS round_half_ulp_truncate); see shared/research/numerics-anchors.md section 4.
+// CUTLASS round_half_ulp_truncate).
 enum class Round : std::uint8_t { kNearestEven, kNearestAway, kTowardZero, kUp, kDown };
 
 // What a finite value whose rounded magnitude exceeds the format's max finite becomes, and what

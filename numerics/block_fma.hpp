@@ -9,8 +9,8 @@
 
 namespace attnsim {
 
-// The block FMA (Fasi et al. 2021; Khattak & Mikaitis 2025; shared/research/tensor-core-numerics.md
-// section 6): within a block of `block` products plus the incoming C, every product is exact; all
+// The block FMA (Fasi et al., PeerJ CS 7:e330, 2021; Khattak & Mikaitis, arXiv 2510.15884 and
+// 2512.07004, model north-numerical-computing/MATLAB-tensor-core): within a block of `block` products plus the incoming C, every product is exact; all
 // terms are aligned to the largest exponent (floored at `min_exp`) in a fixed-point window of
 // 23 + neab fraction bits, each term truncated toward zero (no sticky bit); the terms are summed
 // exactly; the sum is normalised once and rounded to `out_man` fraction bits (RZ, or RNE for FP16

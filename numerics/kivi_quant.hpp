@@ -26,7 +26,7 @@ struct KiviGroup {
 //             cvt.rzi.s32.f32 gives 0 for NaN);
 //   x̂       = fl16(fl16(q · scale) + mn)               `data.to(float16) * scale + mn`.
 // The inputs x must be FP16 values (the cache's dtype: the caller rounds). b in 1..8 (KIVI's
-// packer takes 2, 4 and 8; Table 2's KIVI-3, M:281, is 3).
+// packer takes 2, 4 and 8; TurboAttention's Table 2 row KIVI-3 is 3).
 // n elements x[0], x[stride], ..., x[(n − 1)·stride]; n >= 1.
 KiviGroup kivi_group(const float* x, int n, std::ptrdiff_t stride, int bits);
 std::uint8_t kivi_code(float x, const KiviGroup& g, int bits);

@@ -236,4 +236,66 @@ UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, 
   return h;
 }
 
+double ulp_at(double magnitude, UlpFormat fmt) {
+  // Significand bits p (hidden bit included) and the smallest normal exponent of each format.
+  int p = 24, emin = -126;
+  switch (fmt) {
+    case UlpFormat::kFp64:
+      p = 53, emin = -1022;
+      break;
+    case UlpFormat::kFp32:
+      p = 24, emin = -126;
+      break;
+    case UlpFormat::kBf16:
+      p = 8, emin = -126;
+      break;
+    case UlpFormat::kFp16:
+      p = 11, emin = -14;
+      break;
+    case UlpFormat::kE4m3fn:
+      p = 4, emin = -6;
+      break;
+    case UlpFormat::kE5m2:
+      p = 3, emin = -14;
+      break;
+  }
+  const double m = std::fabs(magnitude);
+  int e = emin;
+  if (m > 0 && std::isfinite(m)) {
+    int fe = 0;
+    std::frexp(m, &fe);  // m = f * 2^fe, f in [0.5, 1): floor(log2 m) = fe - 1
+    e = std::max(fe - 1, emin);
+  }
+  return std::ldexp(1.0, e - (p - 1));
+}
+
+RowUlpStats row_scaled_ulp(const double* out, const double* ref, std::size_t n, std::size_t row_len,
+                           UlpFormat fmt) {
+  RowUlpStats st;
+  if (n == 0 || row_len == 0) return st;
+  std::vector<double> err(n);
+  for (std::size_t r0 = 0; r0 < n; r0 += row_len) {
+    const std::size_t r1 = std::min(n, r0 + row_len);
+    double mag = 0;
+    for (std::size_t i = r0; i < r1; ++i)
+      if (std::isfinite(ref[i])) mag = std::max(mag, std::fabs(ref[i]));
+    const double unit = ulp_at(mag, fmt);
+    for (std::size_t i = r0; i < r1; ++i) {
+      const double d = std::fabs(out[i] - ref[i]);
+      // A NaN on either side, or an infinite difference, is as far as it gets.
+      err[i] = std::isnan(d) || std::isinf(d) ? std::numeric_limits<double>::infinity() : d / unit;
+    }
+  }
+  st.max = *std::max_element(err.begin(), err.end());
+  auto order = [&](std::uint64_t num, std::uint64_t den) {
+    const std::uint64_t rank = (num * n + den - 1) / den;
+    const std::size_t k = std::size_t(rank == 0 ? 0 : rank - 1);
+    std::nth_element(err.begin(), err.begin() + std::ptrdiff_t(k), err.end());
+    return err[k];
+  };
+  st.p50 = order(50, 100);
+  st.p99 = order(99, 100);
+  return st;
+}
+
 }  // namespace attnsim

@@ -15,7 +15,7 @@ namespace attnsim {
 //                                     if only r is
 //   rmse          sqrt(Σ(o − r)² / n) SageAttention2 A.7 "RMSE"
 //   rel_fro       ‖o − r‖_F / ‖r‖_F   same zero rules as rel_l1
-//   rel_fro_amla  ‖o − r‖_F / (‖r‖_F + 1e-10), as AMLA §5.1 prints it (004_*.txt: "ε = 10^-10 for
+//   rel_fro_amla  ‖o − r‖_F / (‖r‖_F + 1e-10), as AMLA §5.1 prints it (arXiv 2509.25224: "ε = 10^-10 for
 //                 numerical stability"); finite for a zero reference, and below rel_fro by a
 //                 relative 1e-10/‖r‖, so the two differ visibly only for tiny references
 //   max_abs       max |o − r|
@@ -74,5 +74,22 @@ struct UlpHistogram {
 UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, UlpFormat fmt);
 // Distance of one pair (UINT64_MAX if exactly one side is NaN).
 std::uint64_t ulp_distance(double a, double b, UlpFormat fmt);
+
+// The spacing of `fmt`'s values at `magnitude`: 2^(floor(log2 |magnitude|) − (p − 1)) with p the
+// significand bits (the subnormal spacing below the smallest normal, and for 0).
+double ulp_at(double magnitude, UlpFormat fmt);
+
+// ULP errors that stay meaningful near zero: |o − r| / ulp_at(max |r| over the element's row, fmt),
+// rows of `row_len` consecutive elements (an attention output row, head_dim_v values). The ULP
+// distance above counts encodings between o and r, so an output near zero (a row's channels
+// cancel) is millions of encodings from a reference of the other sign while the error is tiny
+// at the row's scale; here an error of one storage step at the row's largest value is 1 whatever
+// the element's own size. A NaN on either side or an infinite difference counts as +inf.
+// p50/p99: exact order statistics (the rank rule of UlpHistogram); all 0 when n = 0.
+struct RowUlpStats {
+  double p50 = 0, p99 = 0, max = 0;
+};
+RowUlpStats row_scaled_ulp(const double* out, const double* ref, std::size_t n, std::size_t row_len,
+                           UlpFormat fmt);
 
 }  // namespace attnsim

@@ -56,7 +56,8 @@ enum class MmaInstr {
   // sm90.wgmma.u8.s8.s32: wgmma m64nNk32 .s32.u8.s8 (A u8, B s8) -> IGMMA.64xNx32.U8.S8
   kWgmmaU8S8,
   // UNVERIFIED (no Ada GPU here): sm_89 native FP8 mma.sync (QMMA.16832), parameters from public
-  // data only (shared/research/tensor-core-numerics.md sections 3, 5.3, 6.1).
+  // data only (Khattak & Mikaitis arXiv 2512.07004; SageAttention2 arXiv 2411.10958 §3.4;
+  // huweim/emulation_sys bit_width_test_/README.md).
   // sm89.mma_sync.e4m3.f16: mma.sync m16n8k32 .f16.e4m3.e4m3.f16 (SageAttention2++'s fp16 acc.)
   kSm89MmaSyncE4m3F16,
   // sm89.mma_sync.e5m2.f16: the same with e5m2 inputs

@@ -143,8 +143,8 @@ std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuan
 // dequantisation): the INT8 tensor of stage 1 compressed per (block, channel) group to unsigned
 // 4 or 2 bits with an INT8 integer scale s and zero point z, in integer arithmetic only.
 // The paper's printings disagree, so each reading is a configuration (numerics/README.md):
-//  * the range divisor: 2^b − 1 (the main-text copy of Alg. 1, 001_*.txt: "max − min over
-//    2^{bit} − 1"; Eq. 3/4's asymmetric row) or 2^(b−1) (the appendix copy, 000_*.txt:
+//  * the range divisor: 2^b − 1 (the main text's copy of Alg. 1, arXiv 2412.08585: "max − min over
+//    2^{bit} − 1"; Eq. 3/4's asymmetric row) or 2^(b−1) (the appendix copy:
 //    "2^{bit−1}"),
 //  * the brackets: ⌈·⌉ (ceiling) or ⌈·⌋ (round to nearest; the main-text copy prints ⌈·⌋ for K's
 //    s and z and ⌈·⌉ for V's, the same formula),

@@ -20,8 +20,8 @@
 // Every float operation is an explicit _rn intrinsic: nothing is left to FMA contraction.
 //
 // Build and run (on the GPU, from the repository root):
-//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I. \
-//        cuda_check/sage/int4_attention.cu -o int4_attention
+//   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -I.
+//        cuda_check/sage/int4_attention.cu -o int4_attention   (one command line)
 //   ./int4_attention operands.bin outputs.bin
 #include <cuda_runtime.h>
 

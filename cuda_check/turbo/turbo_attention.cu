@@ -1,4 +1,4 @@
-// Our CUDA kernels of TurboAttention's arithmetic as /work/notes/turbo_kernel_spec.md fixes it
+// Our CUDA kernels of TurboAttention's arithmetic as cuda_check/turbo/README.md fixes it
 // (the contract sim/turbo reproduces): FlashQ stage-1 INT8 quantization, the prefill (Algorithm 1:
 // INT8 mma.sync m16n8k32 for Q·Kᵀ and P̃·V, SAS in fp16 mul+add, one P scale per 64x64 tile), BPQ
 // stage-2 compression, the buffer and teacher-forced decode steps (Algorithm 2). Plus a plain FP16

@@ -89,7 +89,10 @@ double sweep_seconds_mpi(int ranks, int seeds, double* wall) {
 void add_bench_command(CLI::App& app) {
   auto quick = std::make_shared<bool>(false);
   CLI::App* cmd = app.add_subcommand(
-      "bench", "Throughput of conversions, golden and flash attention (one core)");
+      "bench",
+      "Throughput: conversions, golden, flash and the pipeline's stage models on one core; sweep "
+      "points/s at 1 and 2 threads and MPI ranks; sage2 and turbo prefill against flash on every "
+      "core");
   cmd->add_flag("--quick", *quick, "shorter timings (noisier)");
   cmd->callback([quick]() {
     omp_set_num_threads(1);

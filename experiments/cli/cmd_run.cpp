@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <ctime>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "experiments/common/error.hpp"
 #include "experiments/common/memory_limit.hpp"
 #include "experiments/common/option_checks.hpp"
+#include "experiments/common/progress.hpp"
 #include "experiments/common/provenance.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
@@ -80,14 +82,46 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
   // each input's memory estimate.
   check_output_path(opt.output, {opt.input});
   check_points_memory(method, opt.input, prefixes, opt.synthetic, omp_get_max_threads(), "run");
+  if (opt.input.empty()) {
+    check_causal_rows(synthetic_shape(opt.synthetic), synthetic_causal(opt.synthetic),
+                      "synthetic:" + opt.synthetic);
+  } else {
+    for (const std::string& prefix : prefixes)
+      if (const auto shape = dump_shape(opt.input, prefix))
+        check_causal_rows(*shape, dump_causal(opt.input, prefix),
+                          dump_input_name(opt.input, prefix));
+  }
   // Then the data of every group, when there is more than one: a group is otherwise read only
   // after the groups before it were computed.
   if (prefixes.size() > 1) check_attention_dumps(opt.input, prefixes, opt.allow_nonfinite);
   std::unique_ptr<H5Writer> w;
   if (!opt.output.empty()) w = std::make_unique<H5Writer>(opt.output);
   ResultTable table;
+  // On a terminal: which input, which stage, and the work the simulators report (golden's row
+  // blocks; sim/progress.hpp), with the elapsed time.
+  std::mutex mu;
+  std::string stage;
+  WorkSince work;
+  ProgressLine line(progress_wanted(opt.quiet), "run", [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    const std::string w = work.text();
+    return stage + (w.empty() ? "" : " " + w);
+  });
+  auto set_stage = [&](const std::string& text) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stage = text;
+      work.restart();
+    }
+    line.redraw();
+  };
   for (std::size_t i = 0; i < prefixes.size(); ++i) {
     const std::string& prefix = prefixes[i];
+    const std::string where = prefixes.size() > 1 ? prefix.substr(0, prefix.size() - 1) + " (" +
+                                                        std::to_string(i + 1) + "/" +
+                                                        std::to_string(prefixes.size()) + "): "
+                                                  : std::string();
+    set_stage(where + "reading");
     const AttentionInput in = opt.input.empty()
                                   ? make_synthetic(opt.synthetic)
                                   : read_attention_dump(opt.input, prefix, opt.allow_nonfinite);
@@ -95,8 +129,11 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
         opt.input.empty()
             ? "synthetic:" + opt.synthetic
             : dump_input_name(opt.input, prefix);
+    set_stage(where + "golden");
     const std::vector<double> golden = golden_attention_ref(in);
+    set_stage(where + method.short_name());
     const MethodOutput out = method.run(in);
+    set_stage(where + "metrics");
     const std::int64_t seed = opt.input.empty() ? std::int64_t(synthetic_seed(opt.synthetic)) : 0;
     PointRow row = measure_point(std::int64_t(i), method, name, seed, in, out, golden);
     if (w) {
@@ -117,9 +154,17 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       w->attr_i64(o, "ulp_p50", row.m.ulp_p50);
       w->attr_i64(o, "ulp_p99", row.m.ulp_p99);
       w->attr_i64(o, "ulp_max", row.m.ulp_max);
+      w->attr_f64(o, "ulp_row_p50", row.m.ulp_row_p50);
+      w->attr_f64(o, "ulp_row_p99", row.m.ulp_row_p99);
+      w->attr_f64(o, "ulp_row_max", row.m.ulp_row_max);
+      // What the method resolved from "auto" options: all of it as one string, and each value
+      // as its own attribute resolved_KEY.
+      w->attr_string(o, "resolved", row.resolved);
+      for (const auto& [key, value] : out.resolved) w->attr_string(o, "resolved_" + key, value);
     }
     table.add(std::move(row));
   }
+  line.stop();
   if (!opt.quiet) table.print(stdout);
   if (w) {
     table.write(*w, "metrics/");
@@ -149,7 +194,7 @@ void add_run_command(CLI::App& app) {
                   "directory or a special file)")
       ->check(output_name());
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
-  cmd->add_flag("--quiet", opt->quiet, "print nothing on success");
+  cmd->add_flag("--quiet", opt->quiet, "print nothing on success (and no progress line)");
   add_max_memory_option(cmd);
   cmd->callback([opt]() { run_one(*opt, command_line()); });
 }

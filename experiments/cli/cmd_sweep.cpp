@@ -4,11 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <iterator>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <string>
@@ -17,7 +18,9 @@
 #include "experiments/cli/commands.hpp"
 #include "experiments/common/error.hpp"
 #include "experiments/common/memory_limit.hpp"
+#include "experiments/common/names.hpp"
 #include "experiments/common/option_checks.hpp"
+#include "experiments/common/progress.hpp"
 #include "experiments/common/provenance.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
@@ -41,6 +44,8 @@ struct SweepOptions {
   int seeds = 1;
   std::string output;
   bool quiet = false, allow_nonfinite = false, resume = false, report_time = false;
+  bool skip_unsupported = false;
+  std::string summary;  // "" the row table; else a method x input table of this metric
   std::int64_t max_points = -1;
 };
 
@@ -50,14 +55,27 @@ std::string toml_list(const std::vector<std::string>& v) {
   return s + "]";
 }
 
+// A path a config file gives, resolved against the file's directory (as a build file's paths
+// are): a config works from any current directory. Absolute paths stay as they are; the result is
+// lexically normal ("experiments/configs/../../data/x.h5" -> "data/x.h5"), so results name the
+// input as the command line would.
+std::string config_relative(const std::string& config, const std::string& path) {
+  const std::filesystem::path p(path);
+  if (p.is_absolute()) return path;
+  const std::filesystem::path dir = std::filesystem::path(config).parent_path();
+  const std::string out = (dir / p).lexically_normal().string();
+  return out.empty() ? "." : out;
+}
+
 // Reads a sweep TOML file (toml++, experiments/io/toml_reader.hpp) into the options not set on the
 // command line: keys at the top or in a [sweep] table. Syntax errors, unknown keys, wrong types and
 // a key given twice are errors naming FILE:LINE:COLUMN, even for options the command line sets.
+// The paths of `input` and `output` are relative to the config file's directory.
 void apply_config(SweepOptions& opt, const CLI::App& cmd) {
   if (opt.config.empty()) return;
   static const std::vector<std::string> kKeys{
-      "methods", "input",  "synthetic",       "grid",
-      "seeds",   "output", "allow_nonfinite", "allow-nonfinite"};
+      "methods",         "input",           "synthetic",        "grid",   "seeds", "output",
+      "allow_nonfinite", "allow-nonfinite", "skip_unsupported", "summary"};
   const TomlTable root = TomlTable::parse_file(opt.config);
   std::vector<std::string> top = kKeys;
   top.push_back("sweep");
@@ -89,6 +107,8 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
                                      [&](const auto& l) { return name == l.key; });
       if (list != std::end(lists)) {
         auto v = t.strings(key);  // type-checked even when the option overrides it
+        if (name == "input")
+          for (auto& path : v) path = config_relative(opt.config, path);
         if (!given(list->option)) *list->field = std::move(v);
       } else if (name == "seeds") {
         const std::int64_t n = t.integer(key);
@@ -98,7 +118,15 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
       } else if (name == "output") {
         std::string v = t.string(key);
         if (v.empty()) t.fail(key, "output must not be empty");
-        if (!given("--output")) opt.output = std::move(v);
+        if (!given("--output")) opt.output = config_relative(opt.config, v);
+      } else if (name == "skip_unsupported") {
+        opt.skip_unsupported = t.boolean(key) || opt.skip_unsupported;
+      } else if (name == "summary") {
+        std::string v = t.string(key);
+        const auto& ok = summary_metrics();
+        if (std::find(ok.begin(), ok.end(), v) == ok.end())
+          t.fail(key, "summary must be one of " + join_choices(ok));
+        if (!given("--summary")) opt.summary = std::move(v);
       } else {
         opt.allow_nonfinite = t.boolean(key) || opt.allow_nonfinite;
       }
@@ -111,7 +139,15 @@ void run_sweep(const SweepOptions& opt) {
   // The output path first: refused before the plan opens any input (not a directory, not a
   // special file, not one of the inputs or the config, in an existing directory).
   if (rank == 0) {
-    std::vector<std::string> inputs = opt.inputs;
+    std::vector<std::string> inputs;
+    for (const std::string& in : opt.inputs) {
+      // FILE:GROUP names FILE (a missing file is the plan's error, below).
+      const auto colon = in.rfind(':');
+      std::error_code ec;
+      inputs.push_back(!std::filesystem::exists(in, ec) && colon != std::string::npos
+                           ? in.substr(0, colon)
+                           : in);
+    }
     inputs.push_back(opt.config);
     check_output_path(opt.output, inputs);
   }
@@ -132,7 +168,8 @@ void run_sweep(const SweepOptions& opt) {
 
   SweepRunOptions ro;
   ro.allow_nonfinite = opt.allow_nonfinite;
-  ro.progress = !opt.quiet && isatty(2) && std::getenv("CI") == nullptr;
+  ro.progress = progress_wanted(opt.quiet);
+  ro.skip_unsupported = opt.skip_unsupported;
   ro.checkpoint_base = opt.output;
   ro.resume = opt.resume;
   ro.max_points = opt.max_points;
@@ -144,17 +181,24 @@ void run_sweep(const SweepOptions& opt) {
   if (!res.complete) {
     if (rank != 0) return;
     throw UsageError("sweep stopped by --max-points before its " + std::to_string(plan.points()) +
-                         " points were done; completed points are in " + opt.output +
+                         (plan.points() == 1 ? " point was" : " points were") +
+                         " done; completed points are in " + opt.output +
                          ".ckpt.*; rerun with --resume to finish",
                      3);
   }
   if (rank != 0) return;
-  if (!opt.quiet) res.table.print(stdout);
+  if (!opt.quiet) {
+    if (opt.summary.empty())
+      res.table.print(stdout);
+    else
+      res.table.print_summary(stdout, opt.summary);
+  }
   if (!opt.output.empty()) {
     H5Writer writer(opt.output);
     res.table.write(writer);
     write_provenance(writer, command_line());
     writer.attr_i64("/", "seeds", opt.seeds);
+    writer.attr_i64("/", "skip_unsupported", opt.skip_unsupported ? 1 : 0);
     writer.attr_string(
         "/", "config",
         "methods = " + toml_list(opt.methods) + "\ninput = " + toml_list(opt.inputs) +
@@ -162,8 +206,10 @@ void run_sweep(const SweepOptions& opt) {
             "\nseeds = " + std::to_string(opt.seeds) + "\n");
     writer.commit();
     remove_checkpoints(opt.output);
-    std::printf("wrote %s (%zu points, %lld computed, %lld from checkpoints)\n", opt.output.c_str(),
-                res.table.rows().size(), (long long)res.computed, (long long)res.restored);
+    const std::size_t n = res.table.rows().size();
+    std::printf("wrote %s (%zu point%s, %lld computed, %lld from checkpoints)\n",
+                opt.output.c_str(), n, n == 1 ? "" : "s", (long long)res.computed,
+                (long long)res.restored);
   }
 }
 
@@ -256,13 +302,15 @@ void add_sweep_command(CLI::App& app) {
       "Run methods over inputs and seeds against FP64 golden attention; table + HDF5 results");
   cmd->add_option(
       "--config", opt->config,
-      "TOML file with the option names as keys (methods, input, synthetic, seeds, output); "
+      "TOML file with the option names as keys (methods, input, synthetic, grid, seeds, output, "
+      "skip_unsupported, summary; input and output paths relative to the file's directory); "
       "options given on the command line take precedence (experiments/configs/)");
   cmd->add_option("--methods", opt->methods,
                   "method configurations, comma-separated (see `attnsim methods`)")
       ->delimiter(';');
   cmd->add_option("--input", opt->inputs,
-                  "HDF5 dump(s) with q, k, v (or layer_NN/ groups of them)");
+                  "HDF5 dump(s) with q, k, v (every group of it that holds them), or FILE:GROUP "
+                  "for one group");
   cmd->add_option("--synthetic", opt->synthetic,
                   "synthetic input spec(s), see `attnsim synth --help`");
   cmd->add_option("--seeds", opt->seeds, "seeds 0..N-1 for each synthetic spec")
@@ -280,7 +328,13 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_option("--max-points", opt->max_points,
                   "stop after this many points per rank (exit 3; finish later with --resume)")
       ->check(integer_in(1, std::numeric_limits<std::int64_t>::max()));
-  cmd->add_flag("--quiet", opt->quiet, "no progress bar and no table");
+  cmd->add_flag("--quiet", opt->quiet, "no progress line and no table");
+  cmd->add_flag("--skip-unsupported", opt->skip_unsupported,
+                "a method that refuses an input (a shape or head_dim its kernel does not take) "
+                "gets a row marked `skipped` with the reason, instead of ending the sweep");
+  cmd->add_option("--summary", opt->summary,
+                  "print a method x input table of this metric instead of one row per point")
+      ->check(CLI::IsMember(summary_metrics()));
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
   add_max_memory_option(cmd);
   cmd->add_flag("--report-time", opt->report_time,

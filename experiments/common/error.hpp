@@ -1,6 +1,7 @@
 // The one error type of the command line: a one-line message for the user, and an exit code.
 #pragma once
 
+#include <charconv>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,25 @@ inline std::string one_line(const std::string& what) {
     }
   }
   return out;
+}
+
+// A user's text (a method string, a spec, a value) as an error message echoes it: whole when it is
+// short, else its first and last characters around a count of what was left out, so that a
+// 10,000-character method string does not become a 10,000-character error line.
+inline std::string abbreviate(const std::string& text, std::size_t max = 160) {
+  if (text.size() <= max) return text;
+  const std::size_t keep = max / 2;
+  return text.substr(0, keep) + "...(" + std::to_string(text.size() - 2 * keep) +
+         " more characters)..." + text.substr(text.size() - keep);
+}
+
+// A number a message echoes, in the shortest form that reads back as the same double
+// ("-1e-09", "0.125", "inf", "nan"): never std::to_string's "%f", which prints -1e-9 as
+// "-0.000000".
+inline std::string format_number(double x) {
+  char buf[32];
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 // The one line for an exception that is not a UsageError (a worker's, a library's): no `std::`

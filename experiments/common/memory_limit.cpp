@@ -15,12 +15,12 @@ namespace attnsim {
 
 namespace {
 std::uint64_t g_limit = 0;  // 0: the machine's memory
+std::string g_source;       // what set g_limit: "--max-memory" or "ATTNSIM_MAX_MEMORY"
 }  // namespace
 
-std::uint64_t parse_memory_size(const std::string& text) {
-  const std::string bad = "memory limit '" + text +
-                          "' (--max-memory or ATTNSIM_MAX_MEMORY) is not a size (examples: 512M, "
-                          "8G, 1.5GiB, or a number of bytes)";
+std::uint64_t parse_memory_size(const std::string& text, const std::string& source) {
+  const std::string bad = "memory limit '" + abbreviate(text) + "' (" + source +
+                          ") is not a size (examples: 512M, 8G, 1.5GiB, or a number of bytes)";
   std::size_t i = 0;
   while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || text[i] == '.'))
     ++i;
@@ -41,8 +41,10 @@ std::uint64_t parse_memory_size(const std::string& text) {
   }
   if (scale == 0) throw UsageError(bad);
   const double bytes = std::floor(v * scale);
-  if (bytes < 1) throw UsageError("memory limit '" + text + "' must be at least one byte");
-  if (bytes > 0x1p60) throw UsageError("memory limit '" + text + "' is beyond 2^60 bytes");
+  if (bytes < 1)
+    throw UsageError("memory limit '" + text + "' (" + source + ") must be at least one byte");
+  if (bytes > 0x1p60)
+    throw UsageError("memory limit '" + text + "' (" + source + ") is beyond 2^60 bytes");
   return std::uint64_t(bytes);
 }
 
@@ -59,7 +61,10 @@ std::uint64_t machine_memory_bytes() {
   return bytes;
 }
 
-void set_memory_limit(std::uint64_t bytes) { g_limit = bytes; }
+void set_memory_limit(std::uint64_t bytes, const std::string& source) {
+  g_limit = bytes;
+  g_source = bytes ? source : "";
+}
 
 std::uint64_t memory_limit() { return g_limit ? g_limit : machine_memory_bytes(); }
 
@@ -91,7 +96,9 @@ void check_memory(double bytes, const std::string& what) {
     throw UsageError(what + " needs about " + format_bytes(bytes) +
                      " of memory (estimate), more than the limit of " +
                      format_bytes(double(limit)) +
-                     (g_limit ? " (--max-memory)" : " (this machine's memory; --max-memory sets it)"));
+                     (g_limit ? " (" + g_source + ")"
+                              : std::string(" (this machine's memory; --max-memory or "
+                                            "ATTNSIM_MAX_MEMORY sets it)")));
   }
 }
 

@@ -9,12 +9,15 @@
 namespace attnsim {
 
 // "8G", "512M", "1.5GiB", "64k", "1000000" (bytes); K, M, G, T are powers of 1024. UsageError on
-// anything else, on zero and on sizes beyond 2^60 bytes.
-std::uint64_t parse_memory_size(const std::string& text);
+// anything else, on zero and on sizes beyond 2^60 bytes, naming `source` (where the text came
+// from).
+std::uint64_t parse_memory_size(const std::string& text,
+                                const std::string& source = "--max-memory or ATTNSIM_MAX_MEMORY");
 // The machine's physical memory (sysconf), or the cgroup's memory.max when that is smaller.
 std::uint64_t machine_memory_bytes();
-// The limit checks use: set_memory_limit's value, else machine_memory_bytes(). 0 resets.
-void set_memory_limit(std::uint64_t bytes);
+// The limit checks use: set_memory_limit's value, else machine_memory_bytes(). 0 resets. `source`
+// is what the refusal names as the limit's origin.
+void set_memory_limit(std::uint64_t bytes, const std::string& source = "--max-memory");
 std::uint64_t memory_limit();
 // "512 MiB", "12.3 GiB"
 std::string format_bytes(double bytes);

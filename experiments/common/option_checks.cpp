@@ -2,6 +2,7 @@
 #include "experiments/common/option_checks.hpp"
 
 #include "experiments/common/memory_limit.hpp"
+#include "experiments/common/provenance.hpp"
 
 #include <cerrno>
 #include <cmath>
@@ -75,7 +76,12 @@ void add_max_memory_option(CLI::App* cmd) {
   cmd->add_option_function<std::string>(
          "--max-memory",
          [cmd](const std::string& s) {
-           if (cmd->parsed()) set_memory_limit(parse_memory_size(s));
+           if (!cmd->parsed()) return;
+           // CLI11 fills the option from the environment when the command line lacks it, and
+           // does not say which: the command line as typed does.
+           const std::string source =
+               command_line_has_option("--max-memory") ? "--max-memory" : "ATTNSIM_MAX_MEMORY";
+           set_memory_limit(parse_memory_size(s, source), source);
          },
          "refuse, before allocating, work whose memory estimate exceeds SIZE (512M, 8G, ...); "
          "default: this machine's memory (" +

@@ -2,6 +2,7 @@
 #include "experiments/common/provenance.hpp"
 
 #include <ctime>
+#include <vector>
 
 #include "experiments/common/build_info.hpp"
 #include "experiments/io/hdf5_io.hpp"
@@ -10,6 +11,7 @@ namespace attnsim {
 
 namespace {
 std::string command_line_text;
+std::vector<std::string> args;  // argv as given
 }  // namespace
 
 std::string now_utc() {
@@ -23,10 +25,18 @@ const std::string& command_line() { return command_line_text; }
 
 void set_command_line(int argc, char** argv) {
   command_line_text.clear();
+  args.assign(argv, argv + argc);
   for (int i = 0; i < argc; ++i) {
     if (i) command_line_text += ' ';
     command_line_text += argv[i];
   }
+}
+
+bool command_line_has_option(const std::string& option) {
+  for (const std::string& arg : args) {
+    if (arg == option || arg.rfind(option + "=", 0) == 0) return true;
+  }
+  return false;
 }
 
 void write_provenance(H5Writer& w, const std::string& command) {

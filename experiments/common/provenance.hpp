@@ -9,6 +9,8 @@ namespace attnsim {
 void set_command_line(int argc, char** argv);
 // The command line set by set_command_line().
 const std::string& command_line();
+// Whether the command line as typed holds `option` (as "--name" or "--name=value").
+bool command_line_has_option(const std::string& option);
 // "2025-01-31T12:00:00Z"
 std::string now_utc();
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -15,13 +16,17 @@ namespace attnsim {
 
 std::vector<std::string> dump_prefixes(const std::string& path) {
   H5Reader r(path);
-  if (r.exists("q")) return {""};
+  // Every group that holds a dataset `q`, at any depth ("blocks/3/q" too), the root first, then
+  // in path order: nothing in the file is skipped silently.
   std::vector<std::string> out;
-  for (const auto& m : r.members("/")) {
-    if (r.exists(m + "/q")) out.push_back(m + "/");
+  for (const H5DatasetInfo& d : r.datasets()) {
+    if (d.name == "q") {
+      out.insert(out.begin(), "");
+    } else if (d.name.size() > 2 && d.name.compare(d.name.size() - 2, 2, "/q") == 0) {
+      out.push_back(d.name.substr(0, d.name.size() - 1));
+    }
   }
-  if (out.empty())
-    throw UsageError("'" + path + "' has no dataset 'q' (nor per-layer groups with one)");
+  if (out.empty()) throw UsageError("'" + path + "' has no dataset 'q' (nor groups with one)");
   return out;
 }
 
@@ -55,7 +60,7 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
     if (r.has_attr(obj, "causal")) {
       const double c = r.attr_f64(obj, "causal");
       if (c != 0.0 && c != 1.0) {
-        throw UsageError("attribute causal = " + std::to_string(c) + " in " + where +
+        throw UsageError("attribute causal = " + format_number(c) + " in " + where +
                          " must be 0 or 1");
       }
       in.causal = c != 0.0;
@@ -66,10 +71,33 @@ AttentionInput read_attention_dump(const std::string& path, const std::string& p
     if (r.has_attr(obj, "sm_scale")) {
       in.sm_scale = r.attr_f64(obj, "sm_scale");
       if (!std::isfinite(in.sm_scale) || in.sm_scale <= 0) {
-        throw UsageError("attribute sm_scale = " + std::to_string(in.sm_scale) + " in " + where +
+        throw UsageError("attribute sm_scale = " + format_number(in.sm_scale) + " in " + where +
                          " must be a finite number > 0");
       }
       break;
+    }
+  }
+  // The same attributes on a dataset (f["q"].attrs["causal"] = 1, the likeliest slip when writing
+  // a dump by hand) are not where attnsim reads them: one that disagrees with what the run uses
+  // would silently run another problem, so it is refused; one that agrees is harmless.
+  for (const char* t : {"q", "k", "v"}) {
+    const std::string ds = prefix + t;
+    if (r.has_attr(ds, "causal") && (r.attr_f64(ds, "causal") != 0.0) != in.causal) {
+      throw UsageError("attribute causal = " + format_number(r.attr_f64(ds, "causal")) +
+                       " on dataset '" + ds + "' of '" + path +
+                       "' is not read (attnsim reads causal from the layer group or the file "
+                       "root, e.g. f.attrs['causal'] = 1), and this run would be " +
+                       (in.causal ? "causal" : "non-causal") +
+                       ": move it to the group or the root, or remove it");
+    }
+    if (r.has_attr(ds, "sm_scale") && r.attr_f64(ds, "sm_scale") != in.scale()) {
+      throw UsageError("attribute sm_scale = " + format_number(r.attr_f64(ds, "sm_scale")) +
+                       " on dataset '" + ds + "' of '" + path +
+                       "' is not read (attnsim reads sm_scale from the layer group or the file "
+                       "root, e.g. f.attrs['sm_scale'] = 0.125), and this run would use " +
+                       format_number(in.scale()) +
+                       ": move it to the group or the root, or "
+                       "remove it");
     }
   }
   if (info) {
@@ -110,8 +138,41 @@ std::vector<std::string> select_dump_prefixes(const std::string& path, const std
   throw UsageError("'" + path + "' has no group '" + group + "' with q, k, v");
 }
 
+DumpSelection select_dump_input(const std::string& text) {
+  std::error_code ec;
+  const auto colon = text.rfind(':');
+  if (!std::filesystem::exists(text, ec) && colon != std::string::npos && colon > 0 &&
+      colon + 1 < text.size() && std::filesystem::exists(text.substr(0, colon), ec)) {
+    const std::string file = text.substr(0, colon);
+    return {file, select_dump_prefixes(file, text.substr(colon + 1))};
+  }
+  return {text, dump_prefixes(text)};
+}
+
 std::string dump_input_name(const std::string& path, const std::string& prefix) {
   return path + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1));
+}
+
+bool dump_causal(const std::string& path, const std::string& prefix) {
+  try {
+    H5Reader r(path);
+    const std::string group = prefix.empty() ? "/" : prefix.substr(0, prefix.size() - 1);
+    for (const std::string& obj : {group, std::string("/")})
+      if (r.has_attr(obj, "causal")) return r.attr_f64(obj, "causal") != 0.0;
+  } catch (const UsageError&) {
+  }
+  return false;
+}
+
+void check_causal_rows(const AttentionShape& s, bool causal, const std::string& input) {
+  if (!causal || s.len_q <= s.len_kv) return;
+  const long long empty = (long long)s.len_q - s.len_kv;
+  throw UsageError("causal input '" + abbreviate(input) + "' has more queries (" +
+                   std::to_string(s.len_q) + ") than keys (" + std::to_string(s.len_kv) +
+                   "): under the bottom-right causal mask its first " + std::to_string(empty) +
+                   " query rows see no key, and their output (0 in golden attention and in every "
+                   "method) would count as agreement; use its last " +
+                   std::to_string(s.len_kv) + " queries, or causal = 0");
 }
 
 }  // namespace attnsim

@@ -36,8 +36,29 @@ std::vector<std::string> dump_prefixes(const std::string& path);
 // The inputs a command runs on: every prefix of the dump, or the one layer group `group` names
 // (a UsageError when the dump has no such group with q, k, v).
 std::vector<std::string> select_dump_prefixes(const std::string& path, const std::string& group);
+// An input as a command line names it: a dump file (every group of it), or FILE:GROUP for one
+// group ("data/real/smollm2_gpl3.h5:layer_15", the name results give that input; a file whose
+// own name holds a ':' is taken whole when it exists).
+struct DumpSelection {
+  std::string file;
+  std::vector<std::string> prefixes;
+};
+DumpSelection select_dump_input(const std::string& text);
+
 // How results name one input of a dump: "path" or "path:layer_03".
 std::string dump_input_name(const std::string& path, const std::string& prefix);
+
+// Whether one input of a dump is causal (its group's `causal` attribute, else the root's), from
+// the metadata alone; false when the attribute is absent or unreadable (the reader then says why).
+bool dump_causal(const std::string& path, const std::string& prefix);
+
+// Refuses a causal problem with more queries than keys. Under the bottom-right causal mask the
+// first len_q - len_kv query rows see no key; their output is 0 by convention in golden attention
+// and in every method alike, so they would count as perfect agreement and dilute every metric
+// (192 of 256 rows of a 256-query, 64-key input). The UsageError names the input, the counts and
+// the way out (the last len_kv queries). A library caller that wants such rows (the kernels'
+// convention for them is tested) calls the simulators directly.
+void check_causal_rows(const AttentionShape& shape, bool causal, const std::string& input);
 
 void write_attention_dump(const std::string& path, const AttentionInput& in,
                           const std::string& source);

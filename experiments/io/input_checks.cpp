@@ -67,7 +67,7 @@ void check_finite(const float* x, std::size_t n, const std::vector<std::uint64_t
       if (d) idx += ',';
       idx += std::to_string(coord[d]);
     }
-    throw UsageError(what + " has a non-finite value (" + std::to_string(x[i]) + ") at [" + idx +
+    throw UsageError(what + " has a non-finite value (" + format_number(x[i]) + ") at [" + idx +
                      "]; " + hint);
   }
 }

@@ -53,7 +53,7 @@ constexpr double kMaxFloat = 3.4028234663852886e38;
 // is refused whatever its seed and size.
 void validate_spec(const Spec& s, const std::string& text) {
   auto bad = [&](const std::string& what) {
-    throw UsageError("synthetic spec '" + text + "': " + what);
+    throw UsageError("synthetic spec '" + abbreviate(text) + "': " + what);
   };
   static const std::vector<std::pair<std::string, std::vector<std::string>>> kOwnKeys{
       {"uniform", {"lo", "hi"}},
@@ -109,7 +109,7 @@ Spec parse_spec(const std::string& spec) {
   bool known = false;
   for (const auto& d : kDists) known = known || d == s.dist;
   if (!known) {
-    throw UsageError("unknown synthetic distribution '" + s.dist +
+    throw UsageError("unknown synthetic distribution '" + abbreviate(s.dist) +
                      "' (expected normal, uniform, kbias, outlier or peaked)");
   }
   if (colon == std::string::npos) return s;
@@ -122,18 +122,20 @@ Spec parse_spec(const std::string& spec) {
     if (item.empty()) continue;
     const auto eq = item.find('=');
     if (eq == std::string::npos)
-      throw UsageError("synthetic spec item '" + item + "' is not key=value");
+      throw UsageError("synthetic spec item '" + abbreviate(item) + "' is not key=value");
     const std::string key = item.substr(0, eq);
     bool ok = false;
     for (const auto& k : kKeys) ok = ok || k == key;
     if (!ok) {
       std::string all;
       for (const auto& k : kKeys) all += (all.empty() ? "" : " ") + k;
-      throw UsageError("unknown synthetic spec key '" + key + "' (allowed: " + all + ")");
+      throw UsageError("unknown synthetic spec key '" + abbreviate(key) + "' (allowed: " + all +
+                       ")");
     }
     // As in the method grammar: a key given twice is a typo, not an override.
     if (s.kv.count(key))
-      throw UsageError("synthetic spec key '" + key + "' given twice in '" + spec + "'");
+      throw UsageError("synthetic spec key '" + key + "' given twice in '" + abbreviate(spec) +
+                       "'");
     double v = 0;
     try {
       std::size_t used = 0;
@@ -143,7 +145,7 @@ Spec parse_spec(const std::string& spec) {
       v = NAN;  // not a number, or out of double's range (std::out_of_range)
     }
     if (!std::isfinite(v))
-      throw UsageError("synthetic spec value '" + item + "' is not a finite number");
+      throw UsageError("synthetic spec value '" + abbreviate(item) + "' is not a finite number");
     s.kv[key] = v;
   }
   validate_spec(s, spec);
@@ -204,6 +206,8 @@ AttentionShape shape_of(const Spec& s) {
 }  // namespace
 
 AttentionShape synthetic_shape(const std::string& spec) { return shape_of(parse_spec(spec)); }
+
+bool synthetic_causal(const std::string& spec) { return parse_spec(spec).get("causal", 0) != 0; }
 
 std::uint64_t synthetic_seed(const std::string& spec) {
   const Spec s = parse_spec(spec);
@@ -300,9 +304,9 @@ AttentionInput make_synthetic(const std::string& spec_text, std::uint64_t seed) 
     const std::vector<float>& x = *tensors[t];
     for (std::size_t i = 0; i < x.size(); ++i) {
       if (std::isfinite(x[i])) continue;
-      throw UsageError("synthetic spec '" + spec_text + "' (seed " + std::to_string(seed) +
-                       ") generates a non-finite " + names[t] + " (element " + std::to_string(i) +
-                       "): float32 overflow");
+      throw UsageError("synthetic spec '" + abbreviate(spec_text) + "' (seed " +
+                       std::to_string(seed) + ") generates a non-finite " + names[t] +
+                       " (element " + std::to_string(i) + "): float32 overflow");
     }
   }
   return in;

@@ -28,6 +28,8 @@ std::uint64_t synthetic_seed(const std::string& spec);
 // The shape a spec describes (validates the spec; tensors of q, k, v and o together ≤ 400M
 // elements).
 AttentionShape synthetic_shape(const std::string& spec);
+// Whether the spec asks for causal=1 (validates the spec).
+bool synthetic_causal(const std::string& spec);
 // The same spec with seed replaced (sweeps over seeds).
 AttentionInput make_synthetic(const std::string& spec, std::uint64_t seed);
 

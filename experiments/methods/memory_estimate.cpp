@@ -14,9 +14,14 @@ namespace attnsim {
 
 namespace {
 
-// The lazily loaded tables of the H100's ex2/rcp/lg2.approx (numerics/special) and the
-// executable's own footprint: 190 MiB measured for a tiny sage2 run, 17 MiB for golden.
-constexpr double kTables = 256.0 * (1 << 20);
+// What every process holds whatever it computes: the executable, libhdf5, the C++ and OpenMP
+// runtimes (peak RSS of a 64-token golden, flash, turbo or kivi run: 17-18 MiB).
+constexpr double kProcess = 24.0 * (1 << 20);
+// The H100 tables of ex2/rcp/lg2.approx (numerics/special.cpp), loaded on a method's first use:
+// ex2 2 x 32 MiB, rcp 32 MiB, lg2 64 MiB, each read through an 8 MiB buffer. Peak RSS of a
+// 64-token run: sage2 sm90 187 MiB (all three), sage1 123 MiB, splitkv 123 MiB, flash with
+// exp=ex2.approx.ftz 91 MiB, amla target=h100 93 MiB.
+constexpr double kTables = 176.0 * (1 << 20);
 
 double as_double(int x) { return double(x); }
 
@@ -77,14 +82,38 @@ double method_memory_bytes(const MethodConfig& method, const AttentionShape& s, 
   return 6.0 * in + 3.0 * out;
 }
 
-double fixed_memory_bytes() { return kTables; }
+bool loads_special_tables(const MethodConfig& m) {
+  const std::string& name = m.spec->name;
+  if (name == "golden") return false;
+  if (name == "sage1" || name == "sage2") return true;  // ex2.approx.ftz, rcp (Triton's division)
+  auto value = [&](const char* key) {
+    const auto it = m.values.find(key);
+    return it == m.values.end() ? std::string() : it->second;
+  };
+  if (name == "amla") return value("target") == "h100";                      // ex2.approx.ftz
+  if (name == "lean" || name == "splitkv") return value("exp") == "approx";  // ex2, lg2
+  // The pipeline presets (flash, turbo, kivi, ...): a stage that names an approximate function
+  // (exp=ex2.approx, norm=rcp.approx.ftz) or a Triton quantizer (div.full: rcp).
+  const std::string c = m.canonical();
+  return c.find("approx") != std::string::npos || c.find("triton") != std::string::npos;
+}
+
+double fixed_memory_bytes(const MethodConfig& method) {
+  return kProcess + (loads_special_tables(method) ? kTables : 0.0);
+}
+
+double fixed_memory_bytes(const std::vector<MethodConfig>& methods) {
+  bool tables = false;
+  for (const auto& m : methods) tables = tables || loads_special_tables(m);
+  return kProcess + (tables ? kTables : 0.0);
+}
 
 double point_memory_bytes(const MethodConfig& method, const AttentionShape& s, int threads) {
   // The golden reference stays while the method runs; the golden's working set is freed before.
   const double in = input_bytes(s), out = output_bytes(s);
   const double peak = std::max(golden_memory_bytes(s, threads),
                                method_memory_bytes(method, s, threads) + 8.0 * double(s.o_size()));
-  return in + out + peak + kTables;
+  return in + out + peak + fixed_memory_bytes(method);
 }
 
 }  // namespace attnsim

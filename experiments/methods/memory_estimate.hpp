@@ -16,13 +16,18 @@ namespace attnsim {
 // working buffers (a pipeline's per-thread tile workspace grows with bq × bk whatever the input
 // length) and its output.
 double method_memory_bytes(const MethodConfig& method, const AttentionShape& s, int threads);
-// What every computing process holds once whatever it runs: the executable, HDF5, and the
-// lazily loaded tables of the GPU's approximate functions (numerics/special).
-double fixed_memory_bytes();
+// What a process holds besides the data: the executable and its libraries, plus, for a method
+// that uses them, the lazily loaded H100 tables of ex2/rcp/lg2.approx (numerics/special, about
+// 176 MiB); for a list of methods, the tables once if any of them loads them.
+double fixed_memory_bytes(const MethodConfig& method);
+double fixed_memory_bytes(const std::vector<MethodConfig>& methods);
+// Whether a method reads those tables (sage, amla target=h100, lean/splitkv exp=approx, and any
+// pipeline stage naming an approx function or a Triton quantizer).
+bool loads_special_tables(const MethodConfig& method);
 
 // Peak bytes of a measured point as `attnsim run` computes it: the input, the FP64 golden
 // reference and its working set, the method, the metrics' per-element ULP distances, and
-// fixed_memory_bytes().
+// fixed_memory_bytes(method).
 double point_memory_bytes(const MethodConfig& method, const AttentionShape& s, int threads);
 
 // Bytes of the q, k, v tensors of `s` as float32, and of the golden reference in FP64.

@@ -253,7 +253,8 @@ MethodConfig parse_method(const std::string& text) {
   if (it == reg.end()) {
     std::vector<std::string> names;
     for (const auto& m : reg) names.push_back(m.name);
-    throw UsageError("unknown method '" + name + "' (expected " + join_choices(names) + ")");
+    throw UsageError("unknown method '" + abbreviate(name) + "' (expected " + join_choices(names) +
+                     ")");
   }
   MethodConfig cfg;
   cfg.spec = &*it;
@@ -262,6 +263,11 @@ MethodConfig parse_method(const std::string& text) {
     if (cfg.spec->check) cfg.spec->check(cfg.values);
     return cfg;
   }
+  // "flash:" (or "flash:,"): an option list that names no option is a slip, not the defaults.
+  if (text.find_first_not_of(',', colon + 1) == std::string::npos)
+    throw UsageError("method '" + abbreviate(text) +
+                     "' has an empty option list after ':' (write '" + name +
+                     "' for its defaults)");
   std::size_t pos = colon + 1;
   std::vector<std::string> seen;
   while (pos <= text.size()) {
@@ -271,7 +277,8 @@ MethodConfig parse_method(const std::string& text) {
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
     if (item.empty()) continue;
     const auto eq = item.find('=');
-    if (eq == std::string::npos) throw UsageError("method option '" + item + "' is not key=value");
+    if (eq == std::string::npos)
+      throw UsageError("method option '" + abbreviate(item) + "' is not key=value");
     const std::string key = item.substr(0, eq), value = item.substr(eq + 1);
     auto p = std::find_if(it->params.begin(), it->params.end(),
                           [&](const MethodParam& m) { return m.key == key; });
@@ -285,7 +292,7 @@ MethodConfig parse_method(const std::string& text) {
         }
         keys.push_back(m.key);
       }
-      throw UsageError("method '" + name + "' has no option '" + key + "'" +
+      throw UsageError("method '" + name + "' has no option '" + abbreviate(key) + "'" +
                        renamed_hint(name, key) +
                        (keys.empty() && !stage_keys ? std::string(" (it takes none)")
                         : " (allowed: " + join_choices(keys) +
@@ -295,7 +302,7 @@ MethodConfig parse_method(const std::string& text) {
                               ")"));
     }
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
-      throw UsageError("method option '" + key + "' given twice in '" + text + "'");
+      throw UsageError("method option '" + key + "' given twice in '" + abbreviate(text) + "'");
     }
     seen.push_back(key);
     if (p->number) {
@@ -309,14 +316,14 @@ MethodConfig parse_method(const std::string& text) {
     }
     const IntCheck ic = p->choices.empty() ? check_int(value, p->min_int) : IntCheck::kOk;
     if (ic == IntCheck::kTooLarge) {
-      throw UsageError("method '" + name + "' option " + key + "=" + value +
+      throw UsageError("method '" + name + "' option " + key + "=" + abbreviate(value) +
                        " is out of range (at most " +
                        std::to_string(std::numeric_limits<int>::max()) + ")");
     }
     if (p->choices.empty()
             ? ic != IntCheck::kOk
             : std::find(p->choices.begin(), p->choices.end(), value) == p->choices.end()) {
-      throw UsageError("method '" + name + "' option " + key + "=" + value +
+      throw UsageError("method '" + name + "' option " + key + "=" + abbreviate(value) +
                        " is not allowed (expected " +
                        (p->choices.empty() ? (p->min_int > 0 ? std::string("a positive integer")
                                                              : std::string("an integer >= 0"))

@@ -29,7 +29,7 @@ struct MethodParam {
   // other choices are accepted and applied as the stage override).
   bool stage = false;
   bool shadows = false;                  // a method's own option with a stage key's name ...
-  std::vector<std::string> own_choices;  // ... and its own choices (empty: an integer option)
+  std::vector<std::string> own_choices = {};  // ... and its own choices (empty: an integer)
 };
 
 // What a method returns: the output tensor [batch, heads_q, len_q, head_dim_v] as the values it

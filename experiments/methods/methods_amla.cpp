@@ -90,8 +90,14 @@ void register_amla_methods(std::vector<MethodSpec>& r) {
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
     return amla_method_pipeline(v, in.dtype);
   };
-  m.run_with = [](const AttentionInput& in, const MethodValues&, const Pipeline& pl) {
-    return pipeline_output(run_pipeline(in, pl), pl);
+  m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& pl) {
+    try {
+      MethodOutput out = pipeline_output(run_pipeline(in, pl), pl);
+      out.resolved["in"] = encoding_name(amla_options(v, in.dtype).in);  // in=auto's format
+      return out;
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
   };
   r.push_back(std::move(m));
 }

@@ -1,9 +1,12 @@
 // Registration of the LeanAttention methods (sim/lean): `lean` (ONNX Runtime's stream-K
 // partition and reduction) and `splitkv:style=flashdecoding|flashinfer|flashmla` (fixed splits,
 // the peers' merges). The option strings are a contract (issue 14).
+#include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 #include "experiments/common/error.hpp"
+#include "experiments/common/warning.hpp"
 #include "experiments/methods/methods.hpp"
 #include "sim/lean/lean.hpp"
 
@@ -36,13 +39,56 @@ LeanOptions lean_options(const MethodValues& v, const std::string& dtype, SplitS
   return o;
 }
 
-MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o, const Pipeline& p) {
-  try {
-    LeanResult r = lean_attention(in, o, p);
-    return MethodOutput{std::move(r.o), encoding_name(p.out.enc), {}, {}};
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
+// sim/lean's messages speak `attnsim lean plan`'s flags ("lean: --head-dim 200 ..."); a method
+// gets them in its own name and the input's terms.
+std::string method_message(const std::string& method, std::string m) {
+  if (m.rfind("lean: ", 0) == 0 || m.rfind("splitkv: ", 0) == 0) m = m.substr(m.find(' ') + 1);
+  static const std::pair<const char*, const char*> kTerms[] = {
+      {"--head-dim", "the input's head_dim"},
+      {"--heads-q", "the input's query heads"},
+      {"--heads-kv", "the input's key/value heads"},
+      {"--len-q", "the input's len_q"},
+      {"--len-kv", "the input's len_kv"},
+      {"--batch", "the input's batch"},
+      {"--sms", "sms"}};
+  for (const auto& [flag, term] : kTerms) {
+    for (auto at = m.find(flag); at != std::string::npos; at = m.find(flag, at))
+      m.replace(at, std::string(flag).size(), term);
   }
+  return method + ": " + m;
+}
+
+MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
+                      const MethodValues& v, const std::string& method) {
+  LeanResult r;
+  try {
+    r = lean_attention(in, o, p);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(method_message(method, e.what()));
+  }
+  MethodOutput out{std::move(r.o), encoding_name(p.out.enc), {}, {}};
+  // What "auto" and the caps resolved to: the splits the blocks ran with (the most any block
+  // has), the n-tile and the format.
+  int most = 0;
+  for (const LeanSegment& g : r.plan.segments) most = std::max(most, g.split + 1);
+  out.resolved["splits"] = std::to_string(most);
+  out.resolved["block_n"] = std::to_string(r.plan.block_n);
+  out.resolved["dtype"] = encoding_name(o.dtype);
+  if (o.style != SplitStyle::kLean) {
+    const int asked = std::stoi(v.at("splits"));
+    if (most == 1 && asked != 1)
+      warn(method + ": every block ran as one split (" +
+           (r.plan.num_n_blocks <= 1 ? std::string("a block has a single key tile")
+                                     : "splits=0 resolved to 1 by FA2's num_splits_heuristic: the "
+                                       "blocks already fill the SMs") +
+           "), so the merge under study never ran; pass splits=N on an input with more key tiles");
+    else if (asked > most)
+      warn(method + ": splits=" + std::to_string(asked) + " ran as at most " +
+           std::to_string(most) +
+           " splits per block (a block of n key tiles is cut into ranges "
+           "of ceil(n / splits) tiles); the results' `resolved` column has the count");
+  }
+  return out;
 }
 
 std::vector<MethodParam> common_params() {
@@ -92,7 +138,7 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
     return lean_pipeline(lean_options(v, in.dtype, SplitStyle::kLean), in.shape.head_dim);
   };
   lean.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
-    return run_lean(in, lean_options(v, in.dtype, SplitStyle::kLean), p);
+    return run_lean(in, lean_options(v, in.dtype, SplitStyle::kLean), p, v, "lean");
   };
   lean.outside = outside;
   r.push_back(std::move(lean));
@@ -123,7 +169,7 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
     return lean_pipeline(lean_options(v, in.dtype, style_of(v)), in.shape.head_dim);
   };
   split.run_with = [style_of](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
-    return run_lean(in, lean_options(v, in.dtype, style_of(v)), p);
+    return run_lean(in, lean_options(v, in.dtype, style_of(v)), p, v, "splitkv");
   };
   split.outside = outside;
   r.push_back(std::move(split));

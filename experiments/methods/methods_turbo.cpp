@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "experiments/common/error.hpp"
+#include "experiments/common/warning.hpp"
 #include "experiments/methods/methods.hpp"
 #include "sim/turbo/kivi.hpp"
 #include "sim/turbo/turbo.hpp"
@@ -96,6 +97,26 @@ auto usage(F&& f) {
   }
 }
 
+// The same for kivi, whose decode schedule is turbo's (turbo_prefill_tokens): its messages say
+// "turbo decode", which names the wrong method here.
+template <class F>
+auto kivi_usage(F&& f) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    std::string m = e.what();
+    if (m.rfind("turbo ", 0) == 0) m = "kivi " + m.substr(6);
+    throw UsageError(m);
+  }
+}
+
+// kivi_attention's mode rule (sim/turbo/kivi.cpp): auto is decode for causal inputs and single
+// queries.
+bool kivi_decodes(const KiviOptions& o, const AttentionInput& in) {
+  return o.mode == TurboMode::kDecode ||
+         (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
+}
+
 }  // namespace
 
 void register_turbo_methods(std::vector<MethodSpec>& r) {
@@ -173,6 +194,7 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
     MethodOutput out{std::move(res.out.o), encoding_name(pl.out.enc), std::move(res.out.lse), {}};
     out.resolved["mode"] = res.decode ? "decode" : "prefill";
     if (res.decode) out.resolved["prefill"] = std::to_string(res.prefill);
+    out.resolved["in"] = encoding_name(o.input);
     return out;
   };
   t.outside = [](const MethodValues& v, const AttentionInput& in) {
@@ -194,7 +216,10 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
       {"residual", {}, "64", "full-precision (FP16) residual tokens R", 1},
       {"mode", {"auto", "prefill", "decode"}, "auto", "as turbo's mode"},
       {"prefill", {}, "0", "decode: prompt tokens (0 = auto, as turbo)", 0},
-      {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: fp16)"},
+      {"out",
+       {"auto", "fp16", "bf16", "fp32"},
+       "auto",
+       "output format (auto: the input's: bf16 for a bf16 dump, else fp16)"},
   };
   MethodSpec kv;
   kv.name = "kivi";
@@ -203,18 +228,27 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
       "asymmetric quantization in groups, FP16 residual, dequantize then FP16 attention";
   kv.params = k;
   kv.preset = [](const MethodValues& v, const AttentionInput& in) {
-    return kivi_pipeline(usage([&] { return kivi_options(v, in.dtype); }));
+    return kivi_pipeline(kivi_usage([&] { return kivi_options(v, in.dtype); }));
   };
   kv.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& pl) {
-    const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
-    PipelineResult res = usage([&] { return kivi_attention(in, o, pl); });
-    return pipeline_output(std::move(res), pl);
+    const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
+    PipelineResult res = kivi_usage([&] { return kivi_attention(in, o, pl); });
+    MethodOutput out = pipeline_output(std::move(res), pl);
+    const bool decode = kivi_decodes(o, in);
+    out.resolved["mode"] = decode ? "decode" : "prefill";
+    if (decode) {
+      out.resolved["prefill"] = std::to_string(turbo_prefill_tokens(in, o.prefill, o.group));
+    } else {
+      warn("kivi ran in prefill mode (a non-causal input, or mode=prefill): every row attends the "
+           "FP16 K and V, so every bits/group/residual gives FP16 FlashAttention bit for bit; "
+           "KIVI's quantized cache is read only by decode steps, which need a causal input or a "
+           "single query");
+    }
+    return out;
   };
   kv.outside = [](const MethodValues& v, const AttentionInput& in) {
-    const KiviOptions o = usage([&] { return kivi_options(v, in.dtype); });
-    const bool decode = o.mode == TurboMode::kDecode ||
-                        (o.mode == TurboMode::kAuto && (in.causal || in.shape.len_q == 1));
-    if (!decode) return std::vector<std::string>{};
+    const KiviOptions o = kivi_usage([&] { return kivi_options(v, in.dtype); });
+    if (!kivi_decodes(o, in)) return std::vector<std::string>{};
     return std::vector<std::string>{
         "the KV cache: KIVI's " + std::to_string(o.bits) +
         "-bit asymmetric group quantization of K (per channel) and V (per token) with the FP16 "

@@ -191,9 +191,14 @@ ReproTable amla_tables(const ReproOptions& opt) {
                   mean[2] / mean[0], mean[3] / mean[0]);
     cmp += line;
   }
-  cmp += fmt("Largest deviation from the paper's 24 figures: %.1f%% (goal 10%%); largest deviation "
-             "of the AMLA/Base ratio: %.2f%% (goal 2%%).",
-             100 * worst, 100 * worst_ratio);
+  // The goals are the full run's (its sizes and samples); --quick's reduced problem is not meant
+  // to meet them, and says so rather than print a bare miss.
+  const std::string full =
+      opt.quick ? ", the full run's: --quick's smaller problem need not meet it" : "";
+  cmp += fmt("Largest deviation from the paper's 24 figures: %.1f%% (goal 10%%", 100 * worst) +
+         full +
+         fmt("); largest deviation of the AMLA/Base ratio: %.2f%% (goal 2%%", 100 * worst_ratio) +
+         full + ").";
   t.notes = cmp;
   return t;
 }

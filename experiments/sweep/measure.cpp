@@ -2,13 +2,14 @@
 #include "experiments/sweep/measure.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "experiments/common/error.hpp"
 
 namespace attnsim {
 
 MetricValues measure(const double* out, const double* golden, std::size_t n,
-                     const std::string& format) {
+                     const std::string& format, std::size_t row_len) {
   const ErrorMetrics e = error_metrics(out, golden, n);
   // ULP distances are measured in the method's output format: how far the stored output is from
   // the golden value rounded to that same format.
@@ -24,25 +25,32 @@ MetricValues measure(const double* out, const double* golden, std::size_t n,
   // them and in ulp_max, so an all-NaN output reads as far as possible, never as 0.
   m.ulp_p50 = std::int64_t(h.p50);
   m.ulp_p99 = std::int64_t(h.p99);
-  m.ulp_max =
-      std::int64_t(h.nan_mismatch > 0 ? kUlpNanMismatch : std::min(h.max_ulp, kUlpNanMismatch - 1));
+  m.ulp_max = std::int64_t(h.nan_mismatch > 0 ? kUlpNanMismatch
+                                                : std::min(h.max_ulp, kUlpNanMismatch - 1));
   m.ulp_hist.assign(h.counts.begin(), h.counts.end());
+  const RowUlpStats rs = row_scaled_ulp(out, golden, n, row_len, parse_ulp_format(format));
+  m.ulp_row_p50 = rs.p50;
+  m.ulp_row_p99 = rs.p99;
+  m.ulp_row_max = rs.max;
   return m;
 }
 
-PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
-                       std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
-                       const std::vector<double>& golden) {
-  if (out.o.size() != golden.size()) {
-    throw UsageError("method " + method.canonical() + " returned " + std::to_string(out.o.size()) +
-                     " values, expected " + std::to_string(golden.size()));
-  }
+std::string resolved_text(const std::map<std::string, std::string>& resolved) {
+  std::string t;
+  for (const auto& [k, v] : resolved) t += (t.empty() ? "" : ",") + k + "=" + v;
+  return t;
+}
+
+namespace {
+
+// What a measured and a skipped row share: the point, the method, the input and its shape.
+PointRow row_head(std::int64_t point, const MethodConfig& method, const std::string& input,
+                  std::int64_t seed, const AttentionInput& in) {
   PointRow r;
   r.point = point;
   r.method = method.canonical();
   r.label = method.short_name();
   r.input = input;
-  r.out_format = out.format;
   r.seed = seed;
   const AttentionShape& s = in.shape;
   r.batch = s.batch;
@@ -52,16 +60,46 @@ PointRow measure_point(std::int64_t point, const MethodConfig& method, const std
   r.len_kv = s.len_kv;
   r.head_dim = s.head_dim;
   r.causal = in.causal ? 1 : 0;
-  r.m = measure(out.o.data(), golden.data(), golden.size(), out.format);
+  return r;
+}
+
+}  // namespace
+
+PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
+                       std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
+                       const std::vector<double>& golden) {
+  if (out.o.size() != golden.size()) {
+    throw UsageError("method " + method.canonical() + " returned " + std::to_string(out.o.size()) +
+                     " values, expected " + std::to_string(golden.size()));
+  }
+  PointRow r = row_head(point, method, input, seed, in);
+  r.out_format = out.format;
+  r.resolved = resolved_text(out.resolved);
+  const AttentionShape& s = in.shape;
+  const std::size_t dv = std::size_t(s.head_dim_v);
+  r.m = measure(out.o.data(), golden.data(), golden.size(), out.format, dv);
   // O is [batch, heads_q, len_q, head_dim_v]: one head is a contiguous block.
   const std::size_t per_head = std::size_t(s.len_q) * std::size_t(s.head_dim_v);
   for (int b = 0; b < s.batch; ++b) {
     for (int h = 0; h < s.heads_q; ++h) {
       const std::size_t off = (std::size_t(b) * std::size_t(s.heads_q) + std::size_t(h)) * per_head;
       r.heads.push_back(
-          {b, h, measure(out.o.data() + off, golden.data() + off, per_head, out.format)});
+          {b, h, measure(out.o.data() + off, golden.data() + off, per_head, out.format, dv)});
     }
   }
+  return r;
+}
+
+PointRow skipped_point(std::int64_t point, const MethodConfig& method, const std::string& input,
+                       std::int64_t seed, const AttentionInput& in, const std::string& why) {
+  PointRow r = row_head(point, method, input, seed, in);
+  r.skipped = why.empty() ? "refused" : why;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.m.cosine = r.m.rel_l1 = r.m.rmse = r.m.rel_fro = r.m.max_abs = nan;
+  r.m.ulp_row_p50 = r.m.ulp_row_p99 = r.m.ulp_row_max = nan;
+  r.m.nonfinite = 0;
+  r.m.ulp_p50 = r.m.ulp_p99 = r.m.ulp_max = std::int64_t(kUlpNanMismatch);
+  r.m.ulp_hist.assign(UlpHistogram::kBuckets, 0);
   return r;
 }
 

@@ -17,6 +17,8 @@
 #include "experiments/common/error.hpp"
 #include "experiments/common/memory_limit.hpp"
 #include "experiments/common/names.hpp"
+#include "experiments/common/progress.hpp"
+#include "experiments/common/warning.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/methods/memory_estimate.hpp"
@@ -30,7 +32,7 @@ namespace fs = std::filesystem;
 GridAxis parse_grid_axis(const std::string& text) {
   const auto eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 >= text.size()) {
-    throw UsageError("--grid '" + text + "' is not KEY=V1,V2,...");
+    throw UsageError("--grid '" + abbreviate(text) + "' is not KEY=V1,V2,...");
   }
   GridAxis a;
   a.key = text.substr(0, eq);
@@ -40,7 +42,7 @@ GridAxis parse_grid_axis(const std::string& text) {
     const std::string v =
         text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (v.empty()) throw UsageError("--grid '" + text + "' has an empty value");
+    if (v.empty()) throw UsageError("--grid '" + abbreviate(text) + "' has an empty value");
     if (std::find(a.values.begin(), a.values.end(), v) == a.values.end()) a.values.push_back(v);
   }
   return a;
@@ -51,7 +53,7 @@ std::vector<MethodConfig> expand_grid(const std::vector<MethodConfig>& methods,
   for (std::size_t i = 0; i < grid.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (grid[i].key == grid[j].key)
-        throw UsageError("--grid key '" + grid[i].key + "' given twice");
+        throw UsageError("--grid key '" + abbreviate(grid[i].key) + "' given twice");
     }
     bool used = false;
     for (const auto& m : methods) {
@@ -63,7 +65,8 @@ std::vector<MethodConfig> expand_grid(const std::vector<MethodConfig>& methods,
         for (const auto& p : m.spec->params) keys.insert(p.key);
       }
       throw UsageError(
-          "--grid key '" + grid[i].key + "' is an option of none of the methods (their options: " +
+          "--grid key '" + abbreviate(grid[i].key) +
+          "' is an option of none of the methods (their options: " +
           (keys.empty() ? std::string("none") : join_choices({keys.begin(), keys.end()})) + ")");
     }
   }
@@ -81,7 +84,12 @@ std::vector<MethodConfig> expand_grid(const std::vector<MethodConfig>& methods,
     count += n;
   }
   char what[96];
-  std::snprintf(what, sizeof what, "--grid expanding to %.4g methods", count);
+  if (grid.empty())
+    std::snprintf(what, sizeof what, "parsing the sweep's %.4g method%s", count,
+                  count == 1 ? "" : "s");
+  else
+    std::snprintf(what, sizeof what, "--grid expanding to %.4g method%s", count,
+                  count == 1 ? "" : "s");
   check_memory(8192.0 * count, what);
   std::vector<MethodConfig> out;
   std::set<std::string> seen;
@@ -107,7 +115,12 @@ std::vector<MethodConfig> expand_grid(const std::vector<MethodConfig>& methods,
         first = false;
       }
       MethodConfig c = parse_method(text);  // validates grid values with the method's own message
-      if (seen.insert(c.canonical()).second) out.push_back(c);
+      if (seen.insert(c.canonical()).second) {
+        out.push_back(c);
+      } else if (!grid.empty()) {
+        warn("--grid makes " + abbreviate(c.short_name()) +
+             " more than once (the methods differ only in the grid's keys); it runs once");
+      }
       std::size_t a = axes.size();
       while (a > 0 && ++idx[a - 1] == axes[a - 1]->values.size()) idx[--a] = 0;
       if (a == 0) break;
@@ -142,28 +155,61 @@ SweepPlan make_plan(const std::vector<std::string>& method_lists,
   if (seeds < 1) throw UsageError("--seeds must be >= 1");
   SweepPlan plan;
   std::vector<MethodConfig> base;
+  // A method given twice (the same canonical string, however spelled) runs once, and says so;
+  // inputs given twice likewise (below): a results file never holds two rows of one point.
+  std::map<std::string, std::string> method_text;  // canonical -> as first given
   for (const auto& list : method_lists) {
-    for (const auto& m : split_method_list(list)) base.push_back(parse_method(m));
+    for (const auto& m : split_method_list(list)) {
+      MethodConfig c = parse_method(m);
+      const auto [it, fresh] = method_text.emplace(c.canonical(), m);
+      if (!fresh) {
+        warn("--methods gives " + abbreviate(c.short_name()) + " twice ('" +
+             abbreviate(it->second) + "' and '" + abbreviate(m) + "'); it runs once");
+        continue;
+      }
+      base.push_back(std::move(c));
+    }
   }
   // `--methods ""` (or only commas): a sweep of no points would write an empty results file.
   if (base.empty()) throw UsageError("--methods names no method");
   std::vector<GridAxis> axes;
   for (const auto& g : grid) axes.push_back(parse_grid_axis(g));
   plan.methods = expand_grid(base, axes);
-  // Inputs: every layer group of every dump; every synthetic spec at seeds base..base+N-1.
-  for (const auto& path : dumps) {
-    for (const auto& prefix : dump_prefixes(path)) {
-      plan.cases.push_back(
-          {path + (prefix.empty() ? "" : ":" + prefix.substr(0, prefix.size() - 1)), "dump", path,
-           prefix, "", 0});
+  // Inputs: every group of every dump (or the one FILE:GROUP names); every synthetic spec at seeds
+  // base..base+N-1. The same file and group twice (also through another spelling of the path)
+  // runs once.
+  std::set<std::pair<std::string, std::string>> seen_dumps;
+  for (const auto& text : dumps) {
+    const DumpSelection sel = select_dump_input(text);
+    std::error_code ec;
+    const std::string id = fs::weakly_canonical(sel.file, ec).string();
+    for (const auto& prefix : sel.prefixes) {
+      const std::string name = dump_input_name(sel.file, prefix);
+      if (!seen_dumps.insert({ec ? sel.file : id, prefix}).second) {
+        warn("--input gives " + abbreviate(name) + " more than once; it runs once");
+        continue;
+      }
+      if (const auto shape = dump_shape(sel.file, prefix))
+        check_causal_rows(*shape, dump_causal(sel.file, prefix), name);
+      plan.cases.push_back({name, "dump", sel.file, prefix, "", 0});
     }
   }
+  std::vector<std::string> specs;
   std::vector<std::uint64_t> first_seeds;
-  for (const auto& spec : synthetic) first_seeds.push_back(synthetic_seed(spec));  // validates
-  check_plan_memory(plan, synthetic, seeds);
-  for (std::size_t i = 0; i < synthetic.size(); ++i) {
+  for (const auto& spec : synthetic) {
+    const std::uint64_t seed = synthetic_seed(spec);  // validates
+    if (std::find(specs.begin(), specs.end(), spec) != specs.end()) {
+      warn("--synthetic gives " + abbreviate(spec) + " more than once; it runs once");
+      continue;
+    }
+    check_causal_rows(synthetic_shape(spec), synthetic_causal(spec), "synthetic:" + spec);
+    specs.push_back(spec);
+    first_seeds.push_back(seed);
+  }
+  check_plan_memory(plan, specs, seeds);
+  for (std::size_t i = 0; i < specs.size(); ++i) {
     for (int s = 0; s < seeds; ++s)
-      plan.cases.push_back({"synthetic:" + synthetic[i], "synthetic", "", "", synthetic[i],
+      plan.cases.push_back({"synthetic:" + specs[i], "synthetic", "", "", specs[i],
                             first_seeds[i] + std::uint64_t(s)});
   }
   return plan;
@@ -187,7 +233,7 @@ void check_plan_memory(const SweepPlan& plan, const std::vector<std::string>& sy
     if (shape) {
       heads = double(shape->batch) * shape->heads_q;
       for (const auto& m : plan.methods)
-        peak = std::max(peak, point_memory_bytes(m, *shape, 1) - fixed_memory_bytes());
+        peak = std::max(peak, point_memory_bytes(m, *shape, 1) - fixed_memory_bytes(m));
     }
     cases.push_back({1, peak, heads, double(c.name.size())});
   }
@@ -195,7 +241,7 @@ void check_plan_memory(const SweepPlan& plan, const std::vector<std::string>& sy
     const AttentionShape shape = synthetic_shape(spec);
     double peak = 0;
     for (const auto& m : plan.methods)
-      peak = std::max(peak, point_memory_bytes(m, shape, 1) - fixed_memory_bytes());
+      peak = std::max(peak, point_memory_bytes(m, shape, 1) - fixed_memory_bytes(m));
     cases.push_back({double(seeds), peak, double(shape.batch) * shape.heads_q,
                      10.0 + double(spec.size())});
   }
@@ -209,11 +255,12 @@ void check_plan_memory(const SweepPlan& plan, const std::vector<std::string>& sy
                        nmethods * ((1.0 + c.heads) * 2048.0 + 3.0 * c.name) + method_chars);
   }
   const double in_flight = std::min(double(threads), ncases * nmethods);
-  const double need = in_flight * worst + rows + fixed_memory_bytes();
+  const double need = in_flight * worst + rows + fixed_memory_bytes(plan.methods);
   char what[160];
-  std::snprintf(what, sizeof what, "sweep of %.0f points (%.0f method%s x %.0f input%s, %d threads)",
-                ncases * nmethods, nmethods, nmethods == 1 ? "" : "s", ncases,
-                ncases == 1 ? "" : "s", threads);
+  std::snprintf(
+      what, sizeof what, "sweep of %.0f point%s (%.0f method%s x %.0f input%s, %d thread%s)",
+      ncases * nmethods, ncases * nmethods == 1 ? "" : "s", nmethods, nmethods == 1 ? "" : "s",
+      ncases, ncases == 1 ? "" : "s", threads, threads == 1 ? "" : "s");
   check_memory(need, what);
 }
 
@@ -359,24 +406,37 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
   std::string error;
   int error_code = 0;
   std::int64_t finished = std::int64_t(rows.size());
-  auto last_draw = std::chrono::steady_clock::now() - std::chrono::seconds(1);
-  auto draw = [&](bool force) {
-    if (!opt.progress || rank != 0) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (!force && now - last_draw < std::chrono::milliseconds(100)) return;
-    last_draw = now;
-    const double el = std::chrono::duration<double>(now - t0).count();
-    const std::int64_t fresh = finished - outcome.restored;
-    const double eta = fresh > 0 ? el / double(fresh) * double(local_total - finished) : 0.0;
+  // The progress line (rank 0, a terminal): points done, what the current chunk of cases is
+  // doing, and the work the simulators report (sim/progress.hpp: golden attention's row blocks).
+  std::atomic<std::int64_t> shown{finished};
+  std::atomic<int> phase{0};  // 0 reading inputs, 1 golden references, 2 methods
+  std::atomic<int> chunk_cases_shown{0};
+  WorkSince work;
+  ProgressLine line(opt.progress && rank == 0, "sweep", [&] {
+    const std::int64_t done = shown.load();
     const int width = 30;
-    const int fill =
-        local_total ? int(double(width) * double(finished) / double(local_total)) : width;
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld points%s  %.1fs elapsed  ETA %.1fs   ",
-                 std::string(std::size_t(fill), '#').c_str(),
-                 std::string(std::size_t(width - fill), '.').c_str(), (long long)finished,
-                 (long long)local_total,
-                 size > 1 ? (" (rank 0 of " + std::to_string(size) + ")").c_str() : "", el, eta);
-  };
+    const int fill = local_total ? int(double(width) * double(done) / double(local_total)) : width;
+    std::string st = "[" + std::string(std::size_t(fill), '#') +
+                     std::string(std::size_t(width - fill), '.') + "] " + std::to_string(done) +
+                     "/" + std::to_string(local_total) + " points";
+    if (size > 1) st += " (rank 0 of " + std::to_string(size) + ")";
+    const int ph = phase.load();
+    const std::string w = work.text();
+    if (done < local_total) {
+      const int nc = chunk_cases_shown.load();
+      st += std::string("  ") +
+            (ph == 0   ? "reading"
+             : ph == 1 ? "golden"
+                       : "methods") +
+            " of " + std::to_string(nc) + " input" + (nc == 1 ? "" : "s") +
+            (w.empty() ? "" : " " + w);
+    }
+    const std::int64_t fresh = done - outcome.restored;
+    const double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (fresh > 0 && done < local_total)
+      st += "  ETA " + std::to_string(int(el / double(fresh) * double(local_total - done))) + "s";
+    return st;
+  });
   auto capture = [&](const std::string& what, int code) {
 #pragma omp critical(attnsim_sweep_error)
     if (error.empty()) {
@@ -400,6 +460,9 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
       ++end;
     }
     const int ncases = int(chunk_cases.size());
+    chunk_cases_shown = ncases;
+    phase = 0;
+    work.restart();
     std::vector<AttentionInput> inputs(static_cast<std::size_t>(ncases));
     std::vector<std::vector<double>> goldens(static_cast<std::size_t>(ncases));
     // Dumps are read here, one at a time on this thread: libhdf5 may be built without thread
@@ -417,6 +480,8 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
         capture(describe_exception(e), 2);
       }
     }
+    phase = 1;
+    work.restart();
 #pragma omp parallel for schedule(dynamic, 1) if (ncases > 1)
     for (int k = 0; k < ncases; ++k) {
       if (failed) continue;
@@ -431,6 +496,8 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
       }
     }
     if (failed) break;
+    phase = 2;
+    work.restart();
     const std::int64_t npts = std::int64_t(end - next);
 #pragma omp parallel for schedule(dynamic, 1) if (npts > 1)
     for (std::int64_t j = 0; j < npts; ++j) {
@@ -446,9 +513,20 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
                                           chunk_cases.begin());
         const SweepCase& c = plan.cases[std::size_t(ci)];
         const MethodConfig& m = plan.methods[std::size_t(point % nmethods)];
-        const MethodOutput out = m.run(inputs[k]);
-        PointRow row =
-            measure_point(point, m, c.name, std::int64_t(c.seed), inputs[k], out, goldens[k]);
+        PointRow row;
+        bool computed = true;
+        MethodOutput out;
+        try {
+          out = m.run(inputs[k]);
+        } catch (const UsageError& e) {
+          // --skip-unsupported: the method refuses this input (its kernel does not take the
+          // shape or the head_dim); options were validated when the plan was made.
+          if (!opt.skip_unsupported || e.code() != 2) throw;
+          row = skipped_point(point, m, c.name, std::int64_t(c.seed), inputs[k], e.what());
+          computed = false;
+        }
+        if (computed)
+          row = measure_point(point, m, c.name, std::int64_t(c.seed), inputs[k], out, goldens[k]);
         const std::string line = serialize_row(row);
         // No exception may leave a critical section either: the append's error is captured.
         std::string append_error;
@@ -459,7 +537,7 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
             rows.push_back(std::move(row));
             ++finished;
             ++outcome.computed;
-            draw(false);
+            shown = finished;
           } catch (const std::exception& e) {
             append_error = describe_exception(e);
           }
@@ -473,8 +551,7 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
     }
     next = end;
   }
-  draw(true);
-  if (opt.progress && rank == 0) std::fprintf(stderr, "\n");
+  line.stop();
   if (failed) {
     // A checkpoint this run created and added no point to records nothing worth resuming.
     if (ckpt.f && fresh_checkpoint && outcome.computed == 0) {

@@ -54,7 +54,11 @@ void check_plan_memory(const SweepPlan& plan, const std::vector<std::string>& sy
 
 struct SweepRunOptions {
   bool allow_nonfinite = false;
-  bool progress = false;         // progress bar on stderr (rank 0)
+  bool progress = false;  // progress line on stderr (rank 0; experiments/common/progress.hpp)
+  // A point whose method refuses its input (a UsageError from the method: a shape or head_dim
+  // its kernel does not take) becomes a row with `skipped` set and NaN metrics, instead of
+  // ending the sweep.
+  bool skip_unsupported = false;
   std::string checkpoint_base;   // "" for none; else checkpoints are CHECKPOINT_BASE.ckpt.<rank>
   bool resume = false;           // reuse the rows of existing checkpoints
   std::int64_t max_points = -1;  // stop after computing this many points on each rank (then resume)

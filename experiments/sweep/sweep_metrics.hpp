@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ class ResultTable {
   void sort_by_point();
   const std::vector<PointRow>& rows() const { return rows_; }
   void print(std::FILE* f) const;
+  // A method x input table of one metric (rows: labels in point order; columns: inputs, the mean
+  // over seeds), "n/a" for skipped points, their reasons under the table.
+  void print_summary(std::FILE* f, const std::string& metric) const;
   // Columns under `prefix` ("" or "metrics/"), per-head columns under `prefix + "per_head/"`.
   void write(H5Writer& w, const std::string& prefix = "") const;
 
@@ -34,5 +38,7 @@ class ResultTable {
 
 // Metric column names and what they mean, for `attnsim gate` and `attnsim compare`.
 const std::vector<std::string>& metric_columns();
+// The metrics print_summary takes (rel_l1 first: SageAttention2's headline metric).
+const std::vector<std::string>& summary_metrics();
 
 }  // namespace attnsim

@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <limits>
 
+#include "sim/progress.hpp"
+
 namespace attnsim {
 
 namespace {
@@ -28,6 +30,7 @@ GoldenResult golden_attention(const AttentionInput& in) {
   const int kChunk = chunk_rows(s.len_kv);
   const int chunks = (s.len_q + kChunk - 1) / kChunk;
   const std::int64_t items = std::int64_t(s.batch) * s.heads_q * chunks;
+  work_planned(items);  // progress display: one unit per block of query rows of a head
   // Eigen must not spawn its own threads inside ours (and its GEMM stays deterministic per call).
   Eigen::setNbThreads(1);
   // Eigen sizes its GEMM blocks from the cache sizes it detects at run time, and the blocking
@@ -83,6 +86,7 @@ GoldenResult golden_attention(const AttentionInput& in) {
       }
       out.noalias() = scores * v_d;
       Eigen::Map<RowMatD>(r.o.data() + row0 * s.head_dim_v, rows, s.head_dim_v) = out;
+      work_done();
     }
   }
   return r;

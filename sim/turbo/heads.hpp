@@ -1,5 +1,5 @@
-// Head-wise mixed precision of TurboAttention (§3.2, Eq. 11-12, M:190-205; the selectors of
-// Fig. 7b, M:322): per-layer statistics of each KV head over the prompt, and which heads'
+// Head-wise mixed precision of TurboAttention (§3.2, Eq. 11-12; the selectors of Fig. 7b and
+// §5.6): per-layer statistics of each KV head over the prompt, and which heads'
 // caches are compressed to 2 bits instead of 4.
 #pragma once
 
@@ -19,18 +19,18 @@ namespace attnsim {
 //
 // With X the prompt's K (or V) of head h, [tokens, channels]:
 //   gap_c   = max_t X[t,c] − min_t X[t,c]                 per channel
-//   gap^(h) = max_{t,c} X − min_{t,c} X                    M:195 "difference between the maximum
+//   gap^(h) = max_{t,c} X − min_{t,c} X                    §3.2 "difference between the maximum
 //                                                          and minimum values across all channels"
-//   std^(h) = population std over c of gap_c               M:195 "standard deviation of the
+//   std^(h) = population std over c of gap_c               §3.2 "standard deviation of the
 //                                                          channel-wise gaps"
 //  kPriority   gap^(h) · std^(h)                           Eq. 11
-//  kMinMax     gap^(h)                                     M:322 "Min-Max: the range between
+//  kMinMax     gap^(h)                                     §5.6 "Min-Max: the range between
 //                                                          minimum and maximum values"
-//  kVariation  std^(h)                                     M:322 "Variation: variation in
+//  kVariation  std^(h)                                     §5.6 "Variation: variation in
 //                                                          channelwise value ranges"
 //  kEntropy    the mean over the head's query group (every batch entry, every query head that
 //              reads KV head h) of the Shannon entropy −Σ_j p_j ln p_j of the FP64 softmax row of
-//              scale·q·kᵀ over the prompt's keys; k and v hold the same value. M:322 only says
+//              scale·q·kᵀ over the prompt's keys; k and v hold the same value. §5.6 only says
 //              "the entropy of each head". Rows: the queries at prompt positions (row i is
 //              position i + len_kv − len_q, bottom-right aligned, positions < prefill) with the
 //              input's causal mask; an input without prompt queries (decode-only: len_q ≤ len_kv
@@ -47,15 +47,15 @@ HeadScores head_scores(const AttentionInput& in, int prefill, HeadSelector selec
 //  kHead        one candidate per KV head, importance k[h] + v[h] (kEntropy: the head's entropy),
 //               the same width for its K and V; n_h in [0, heads_kv].
 //  kKvSeparate  2·heads_kv candidates, K and V of each head ranked on their own scores; n_h in
-//               [0, 2·heads_kv] (M:322: "8-head configuration ... 0 to 16 heads").
-// Importance is the score for kPriority, kMinMax and kVariation (M:205: "the least critical heads
+//               [0, 2·heads_kv] (§5.6: "8-head configuration ... 0 to 16 heads").
+// Importance is the score for kPriority, kMinMax and kVariation (§3.2: "the least critical heads
 // (i.e., those with the smallest priority)" get 2 bits). For kEntropy it is the negated entropy:
 // the HIGHEST-entropy heads get 2 bits (our choice; the paper does not say). A high-entropy head
 // spreads its attention over many keys, so its output is an average in which independent
 // quantization errors of the keys' scores and values partly cancel, and head-pruning work finds
 // such diffuse heads the least important (Voita et al., 2019, outside the paper: the heads that
 // matter are "confident", their largest weight near 1; the paper motivates its heads from pruning
-// too, M:190); a low-entropy head concentrates on a few keys, and an error on those keys' scores or
+// too, §3.2); a low-entropy head concentrates on a few keys, and an error on those keys' scores or
 // values reaches its output undiluted.
 // Ties go to the lower candidate index: kHead orders candidates by head, kKvSeparate as K of head
 // 0, V of head 0, K of head 1, ... (so equal K and V scores, as kEntropy gives, pick both caches

@@ -1,4 +1,4 @@
-// KIVI (Liu et al., 2024), TurboAttention's KV-cache baseline (M:271, Table 2 M:277-283): K
+// KIVI (Liu et al., 2024), TurboAttention's KV-cache baseline (§5.3, Table 2): K
 // quantized per channel and V per token in groups of g with an FP16 scale and minimum, the last R
 // tokens kept in FP16, and decode attention that dequantizes to FP16 and runs FlashAttention-2
 // FP16 (sim/flash) on the result. Semantics from jy-yuan/KIVI quant/new_pack.py and
@@ -15,9 +15,9 @@
 namespace attnsim {
 
 struct KiviOptions {
-  int bits = 4;       // 1..8 (KIVI packs 2, 4, 8; Table 2 also lists KIVI-3, M:281)
-  int group = 64;     // g: K's tokens per channel group, V's channels per token group (M:278)
-  int residual = 64;  // R: FP16 tokens (M:271 "residual tokens of length n_b"); a multiple of g
+  int bits = 4;       // 1..8 (KIVI packs 2, 4, 8; Table 2 also lists KIVI-3)
+  int group = 64;     // g: K's tokens per channel group, V's channels per token group (Table 2)
+  int residual = 64;  // R: FP16 tokens (§5.3 "residual tokens of length n_b"); a multiple of g
   // kPrefill: every row attends the FP16 K and V (KIVI's prefill never reads its quantized
   // cache). kDecode: rows at positions below `prefill` as kPrefill over the prompt, every later
   // query teacher-forced as one decode step over the cache. kAuto: decode for causal inputs and

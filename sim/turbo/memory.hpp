@@ -1,6 +1,6 @@
 // KV-cache memory of TurboAttention (compressed blocks, head-wise mixed precision, the INT8
 // buffer), KIVI (codes, FP16 scale and minimum per group, the FP16 residual) and FP16, in bits:
-// the accounting behind the paper's ">4.4×" (M:9) and Table 2's "Bit" column (M:285).
+// the accounting behind the paper's ">4.4×" (abstract) and Table 2's "Bit" column.
 #pragma once
 
 #include <cstdint>
@@ -11,16 +11,16 @@ namespace attnsim {
 
 // How a Turbo cache stores what is not a code.
 struct TurboMemoryFormat {
-  // B_c = n_b: tokens per compressed block and the buffer's capacity (M:257: "we fix block size
+  // B_c = n_b: tokens per compressed block and the buffer's capacity (§5.2: "we fix block size
   // B_c, B_r, and n_b to 64").
   int block = 64;
-  // s^int and z^int of stage 2, one each per channel per block (M:133: "s^int and z^int are
+  // s^int and z^int of stage 2, one each per channel per block (§2.3: "s^int and z^int are
   // stored in INT8"; 16 prices them as FP16).
   int sz_bits = 8;
-  // The stage-1 scale of each block (K and V one each) and the buffer's universal scales (M:133:
+  // The stage-1 scale of each block (K and V one each) and the buffer's universal scales (§2.3:
   // "s_a and s_b are the (FP16) scales"; 32 prices them as FP32).
   int scale_bits = 16;
-  // A buffered token's elements (M:209: "quantized using 8-bit symmetric quantization").
+  // A buffered token's elements (§3.3: "quantized using 8-bit symmetric quantization").
   int buffer_bits = 8;
 };
 
@@ -35,7 +35,7 @@ double turbo_bits_per_token(int dim_k, int dim_v, int bits_k, int bits_v,
 double turbo_bits_per_token(int dim_k, int dim_v, const HeadBits& bits,
                             const TurboMemoryFormat& f = {});
 // A fraction `frac_2bit` of the layer's K and V caches at 2 bits, the rest at 4 (d=128, 0.5:
-// 832.5 bits, 4.920× FP16: the paper's default n_h = half the heads, M:257).
+// 832.5 bits, 4.920× FP16: the paper's default n_h = half the heads, §5.2).
 double turbo_mixed_bits_per_token(int dim_k, int dim_v, double frac_2bit,
                                   const TurboMemoryFormat& f = {});
 
@@ -49,7 +49,7 @@ double turbo_mixed_bits_per_token(int dim_k, int dim_v, double frac_2bit,
 enum class KiviResidualCount : std::uint8_t { kAfterStep, kWindow };
 struct KiviMemoryFormat {
   int bits = 4;
-  int group = 64;     // g (M:278: "KIVI_{g = 64, n_b = 64}")
+  int group = 64;     // g (Table 2: "KIVI_{g = 64, n_b = 64}")
   int residual = 64;  // R, a multiple of g
   int scale_bits = 16;
   KiviResidualCount residual_count = KiviResidualCount::kAfterStep;

@@ -1,8 +1,8 @@
 // formats/float8.hpp (e4m3fn, e5m2): hand-written golden tables as bit patterns, each row naming
 // its rounding case: the overflow and subnormal boundaries under all five rounding modes and
 // every overflow policy, +-0, NaN of both signs with several payloads, +-Inf under each policy,
-// the rows of shared/research/numerics-anchors.md tables 3.4 and 3.5 (CUDA satfinite vs NOSAT vs
-// ml_dtypes), FP64 sources that a convert-through-FP32 implementation gets wrong, and the named
+// the special-value rows where CUDA satfinite, NOSAT (cuda_fp8.hpp) and ml_dtypes (float8.h)
+// disagree, FP64 sources that a convert-through-FP32 implementation gets wrong, and the named
 // satfinite entry points. The generic midpoint sweeps live in convert_oracle_test.cpp and
 // exmy_test.cpp; this file is the human-checkable layer.
 #include "formats/float8.hpp"

@@ -1,6 +1,6 @@
 // formats/: hand-picked cases written as bit patterns, each naming its rounding case, and the
-// special-value tables of shared/research/numerics-anchors.md 3.4 and 3.5 (CUDA satfinite vs
-// ml_dtypes vs OCP non-saturating).
+// special values where CUDA satfinite (cuda_fp8.hpp), ml_dtypes (float8.h) and OCP's
+// non-saturating conversion (OCP 8-bit Floating Point Specification, 2023) disagree.
 #include <gtest/gtest.h>
 
 #include <cmath>

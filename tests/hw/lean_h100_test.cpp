@@ -140,11 +140,12 @@ TEST(LeanH100, PlansPartialsAndOutputsBitForBit) {
     for (std::size_t i = 0; i < lo.size(); ++i) bad += std::uint32_t(lo[i]) != bits_of(x.dtype, lean.o[i]);
     EXPECT_EQ(bad, 0) << "lean outputs differ";
     const int S = int(r.attr_f64(c + "/lean", "num_splits"));
-    if (!lean.partials.empty())
+    if (!lean.partials.empty()) {  // braces: EXPECT_EQ is an if/else (-Wdangling-else)
       EXPECT_EQ(partial_mismatches(x, lean, r.read_i64(c + "/lean/o_partial"),
                                    r.read_i64(c + "/lean/lse_partial"), S, true),
                 0)
           << "lean partials differ";
+    }
     outputs += long(lo.size());
     // 3. FlashDecoding with each recorded split count (our kernel: ORT's build, no fast math).
     for (const std::string& grp : r.members(c)) {

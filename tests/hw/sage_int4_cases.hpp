@@ -76,8 +76,11 @@ inline std::vector<std::uint8_t> int4_operand_bytes(const AttentionInput& in, En
   const AttentionShape& s = in.shape;
   std::vector<std::uint8_t> out;
   auto put = [&](const void* x, std::size_t n) {
-    const auto* b = static_cast<const std::uint8_t*>(x);
-    out.insert(out.end(), b, b + n);
+    // resize + memcpy, not a range insert: GCC 12 reports a false -Wstringop-overflow for the
+    // first insert into the empty vector.
+    const std::size_t at = out.size();
+    out.resize(at + n);
+    std::memcpy(out.data() + at, x, n);
   };
   const std::int32_t hdr[10] = {s.batch, s.heads_q, s.heads_kv, s.len_q, s.len_kv, s.head_dim,
                                 in.causal ? 1 : 0, dtype == Encoding::kBf16 ? 1 : 0, 0, 0};

@@ -1,5 +1,5 @@
 // sim/turbo against our CUDA kernels of TurboAttention on an H100 (data/hw/h100/turbo/turbo_h100.h5,
-// cuda_check/turbo/turbo_attention.cu, the contract /work/notes/turbo_kernel_spec.md): the prefill
+// cuda_check/turbo/turbo_attention.cu, the contract cuda_check/turbo/README.md): the prefill
 // rows (INT8 mma.sync Q·Kᵀ and P̃·V, fp16 SAS, one P scale per 64x64 tile), every teacher-forced
 // decode row over the BPQ-compressed cache and the buffer, and the final cache of every
 // (batch, KV head), bit for bit.

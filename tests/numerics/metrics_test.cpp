@@ -271,5 +271,47 @@ TEST(Metrics, CosineOfAnOutputWithItselfIsExactlyOne) {
   }
 }
 
+// ulp_at: the spacing of each format at a magnitude, from the field formula (significand bits p,
+// smallest normal exponent), written out as constants.
+TEST(Metrics, UlpAtIsTheFormatsSpacing) {
+  EXPECT_EQ(ulp_at(1.0, UlpFormat::kFp32), 0x1p-23);
+  EXPECT_EQ(ulp_at(1.999, UlpFormat::kFp32), 0x1p-23);
+  EXPECT_EQ(ulp_at(2.0, UlpFormat::kFp32), 0x1p-22);
+  EXPECT_EQ(ulp_at(-3.0, UlpFormat::kBf16), 0x1p-6);  // 2^1 * 2^-7
+  EXPECT_EQ(ulp_at(1.0, UlpFormat::kFp16), 0x1p-10);
+  EXPECT_EQ(ulp_at(0.0, UlpFormat::kFp16), 0x1p-24);     // subnormal spacing
+  EXPECT_EQ(ulp_at(1e-30, UlpFormat::kFp32), 0x1p-123);  // 1e-30 = 1.26 * 2^-100
+  EXPECT_EQ(ulp_at(1e-40, UlpFormat::kFp32), 0x1p-149);  // subnormal
+  EXPECT_EQ(ulp_at(1.0, UlpFormat::kFp64), 0x1p-52);
+  EXPECT_EQ(ulp_at(1.0, UlpFormat::kE4m3fn), 0x1p-3);
+  EXPECT_EQ(ulp_at(1.0, UlpFormat::kE5m2), 0x1p-2);
+}
+
+// The issue-28 case: an output element near zero whose golden value has the other sign is millions
+// of FP32 encodings away, while its error is a fraction of the row's storage step; the row-scaled
+// figure says the latter.
+TEST(Metrics, RowScaledUlpIsMeaningfulNearZero) {
+  // One row of 4: magnitude 1 (spacing 2^-23 in FP32).
+  const std::vector<double> r{1.0, 0.5, 1e-12, -0.25};
+  const std::vector<double> o{1.0 + 0x1p-23, 0.5, -1e-12, -0.25 - 0x1p-24};
+  const UlpHistogram h = ulp_histogram(o.data(), r.data(), r.size(), UlpFormat::kFp32);
+  EXPECT_GT(h.max_ulp, 1000000u);  // -1e-12 vs 1e-12: far apart in encodings
+  const RowUlpStats st = row_scaled_ulp(o.data(), r.data(), r.size(), 4, UlpFormat::kFp32);
+  EXPECT_DOUBLE_EQ(st.max, 1.0);              // the first element, one step at the row's scale
+  EXPECT_DOUBLE_EQ(st.p50, 2e-12 / 0x1p-23);  // sorted: 0, 2e-12/u, 0.5, 1 -> 2nd
+  EXPECT_DOUBLE_EQ(st.p99, 1.0);
+  // Two rows of different scale are measured against their own magnitude.
+  const std::vector<double> r2{1.0, 0.0, 1024.0, 0.0};
+  const std::vector<double> o2{1.0 + 0x1p-23, 0.0, 1024.0 + 0x1p-13, 0.0};
+  const RowUlpStats s2 = row_scaled_ulp(o2.data(), r2.data(), r2.size(), 2, UlpFormat::kFp32);
+  EXPECT_DOUBLE_EQ(s2.max, 1.0);
+  // NaN on either side is +inf; empty is all zero.
+  const std::vector<double> o3{std::nan(""), 0.5, 1e-12, -0.25};
+  EXPECT_TRUE(std::isinf(row_scaled_ulp(o3.data(), r.data(), 4, 4, UlpFormat::kFp32).max));
+  const RowUlpStats e = row_scaled_ulp(nullptr, nullptr, 0, 4, UlpFormat::kFp32);
+  EXPECT_EQ(e.max, 0.0);
+  EXPECT_EQ(e.p99, 0.0);
+}
+
 }  // namespace
 }  // namespace attnsim

@@ -2,7 +2,7 @@
 // no Ada recording here, so these tests say that the model does what the published parameters
 // describe (two 16-product blocks in natural k order, 13-bit window, RNE to fp16 per block / RZ to
 // FP22), with expected bit patterns worked out by hand from that description
-// (shared/research/tensor-core-numerics.md sections 3, 5.3, 6.1), never by running the model; they
+// (Khattak & Mikaitis, arXiv 2512.07004; huweim/emulation_sys), never by running the model; they
 // claim nothing about the hardware.
 #include <gtest/gtest.h>
 

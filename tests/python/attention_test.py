@@ -60,7 +60,7 @@ def check_against_run(cli, repo, tmp_path, dump, method):
     np.testing.assert_array_equal(bits(r.o), bits(o), err_msg=method)
     m = attnsim.metrics(r, attnsim.golden(q, k, v, causal, sm_scale))
     for key in ("cosine", "rel_l1", "rmse", "rel_fro", "max_abs", "nonfinite", "ulp_p50",
-                "ulp_p99", "ulp_max"):
+                "ulp_p99", "ulp_max", "ulp_row_p50", "ulp_row_p99", "ulp_row_max"):
         assert m[key] == attrs[key] or (np.isnan(m[key]) and np.isnan(attrs[key])), (method, key)
     return r
 
@@ -159,7 +159,8 @@ def test_metrics_per_head_as_a_sweep(cli, repo, tmp_path):
     got = attnsim.metrics(attnsim.attention(q, k, v, method, causal), attnsim.golden(q, k, v, causal),
                           per_head=True)
     assert len(got) == len(want) == q.shape[0] * q.shape[1]
-    for col in ("cosine", "rel_l1", "rmse", "rel_fro", "max_abs", "ulp_p50", "ulp_p99", "ulp_max"):
+    for col in ("cosine", "rel_l1", "rmse", "rel_fro", "max_abs", "ulp_p50", "ulp_p99", "ulp_max",
+                "ulp_row_p50", "ulp_row_p99", "ulp_row_max"):
         np.testing.assert_array_equal(got[col].to_numpy(), want[col].to_numpy(), err_msg=col)
     # Arrays in, the output format from the dtype (bf16): the same numbers.
     r = attnsim.attention(q, k, v, method, causal)

@@ -145,7 +145,9 @@ def _values(x, name):
 def metrics(out, ref, *, format: str | None = None, per_head: bool = False):
     """The command line's metrics of ``out`` against ``ref`` (an AttentionResult or an array; ref
     normally :func:`golden`): cosine, rel_l1, rmse, rel_fro, max_abs, nonfinite, ulp_p50,
-    ulp_p99, ulp_max and ulp_hist (counts per ULP_BUCKETS), as a dict. ULP distances are counted in
+    ulp_p99, ulp_max, ulp_hist (counts per ULP_BUCKETS) and ulp_row_p50, ulp_row_p99, ulp_row_max
+    (the error in units of the format's spacing at the row's magnitude, max |ref| over the last
+    dimension: meaningful near zero, where ulp_* count sign flips), as a dict. ULP distances are counted in
     ``format`` (fp64 fp32 bf16 fp16 e4m3fn e5m2), by default out's: its method's output format or
     its dtype's. per_head: one row per (batch, head) of [batch, heads, tokens, dim] arrays, as a
     pandas DataFrame (the per-head table of a sweep)."""

@@ -163,6 +163,9 @@ nb::dict metric_dict(const MetricValues& m) {
   d["ulp_p99"] = m.ulp_p99;
   d["ulp_max"] = m.ulp_max;
   d["ulp_hist"] = m.ulp_hist;
+  d["ulp_row_p50"] = m.ulp_row_p50;
+  d["ulp_row_p99"] = m.ulp_row_p99;
+  d["ulp_row_max"] = m.ulp_row_max;
   return d;
 }
 
@@ -179,9 +182,9 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     canonical = m.canonical();
     // The input's FP32 copy, the method's working set and output, the special-function tables.
     const AttentionShape& s = p.in.shape;
-    check_memory_here(
-        input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) + fixed_memory_bytes(),
-        "attention of " + m.short_name() + " on the input");
+    check_memory_here(input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) +
+                          fixed_memory_bytes(m),
+                      "attention of " + m.short_name() + " on the input");
     p.fill();
     out = m.run(p.in);
   }
@@ -225,11 +228,14 @@ nb::list metrics(const AnyArray& out, const std::string& out_tag, const AnyArray
     const std::size_t n = o.size();
     if (blocks == 0 || n % blocks != 0) throw UsageError("internal error: metrics blocks");
     const std::size_t per = n / blocks;
+    // Rows (for the row-scaled ULP figures) run along the last dimension, head_dim_v.
+    const std::vector<std::uint64_t> dims = dims_of(out);
+    const std::size_t row = dims.empty() ? n : std::size_t(dims.back());
     if (blocks == 1) {
-      ms.push_back(measure(o.data(), r.data(), n, format));
+      ms.push_back(measure(o.data(), r.data(), n, format, row));
     } else {
       for (std::size_t b = 0; b < blocks; ++b)
-        ms.push_back(measure(o.data() + b * per, r.data() + b * per, per, format));
+        ms.push_back(measure(o.data() + b * per, r.data() + b * per, per, format, row));
     }
   }
   nb::list l;

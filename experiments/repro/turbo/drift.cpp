@@ -93,7 +93,7 @@ std::string e7_drift_rows(Summary& s, const Inputs& in, const std::vector<DriftJ
     notes += fmt("  %-16s %-13s %5d steps  %.4e -> %.4e  fill %.4e / %.4e  clamp %.2e / %.2e\n",
                  src.c_str(), j.cfg.label.c_str(), n, first, last, lo, hi, j.clamp_k, j.clamp_v);
   }
-  notes += "  (the paper prints no figure: M:211 says clamping \"ensure[s] stability\")";
+  notes += "  (the paper prints no figure: §3.3 says clamping \"ensure[s] stability\")";
 
   return notes;
 }

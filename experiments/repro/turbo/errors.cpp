@@ -13,8 +13,8 @@ namespace attnsim::turbo_repro {
 
 namespace {
 
-// Table 4 (A:160-166, LLaMA3-8B AQuA accuracy), Table 3 (M:326-335, GSM8K accuracy), Table 2
-// (M:277-283, LLaMA3-8B GSM8K): task accuracies, a different measure from ours.
+// Table 4 (LLaMA3-8B AQuA accuracy), Table 3 (GSM8K accuracy), Table 2 (LLaMA3-8B GSM8K) of
+// arXiv 2412.08585: task accuracies, a different measure from ours.
 struct PaperAcc {
   const char* key;
   double acc;
@@ -220,7 +220,7 @@ std::string e4_mixed_precision_rows(Summary& s, const ErrorRows& e, int hkv) {
     }
     notes += std::string("  Lowest mean rel_l1 over the interior n_h (") +
              (sep ? "K, V apart" : "per KV head") + "): " + best +
-             " (the paper, M:322: priority beats the others).\n";
+             " (the paper, §5.6 and Fig. 7b: priority beats the others).\n";
   }
   return notes;
 }

@@ -9,7 +9,7 @@ namespace attnsim::turbo_repro {
 
 std::vector<MemRow> e8_memory() {
   std::vector<MemRow> rows;
-  const int heads = 8;  // LLaMA3-8B: 8 KV heads (M:322)
+  const int heads = 8;  // LLaMA3-8B: 8 KV heads (§5.6)
   for (int d : {128, 64}) {
     TurboMemoryFormat f;
     TurboMemoryFormat f16 = f;
@@ -94,7 +94,7 @@ std::string e8_memory_rows(Summary& s, const std::vector<MemRow>& rows) {
   for (const char* c : {"turbo4", "turbo2", "turbo_mixed50", "turbo4_fp16sz",
                         "turbo_mixed50_fp16sz", "turbo_mixed50_codes_only", "kivi4", "kivi2"}) {
     const MemRow& r = find(c, 128, 0);
-    // The paper's "> 4.4×" (M:9) is the headline with head-wise mixed precision (M:257).
+    // The paper's "> 4.4×" (the abstract) is the headline with head-wise mixed precision (§5.2).
     const double paper = std::string(c) == "turbo_mixed50" ? 4.4 : kNaN;
     s.add(std::string("mem_bits_") + c + "_d128", r.bits_per_token);
     s.add(std::string("mem_ratio_") + c + "_d128", r.ratio, paper);

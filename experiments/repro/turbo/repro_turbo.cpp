@@ -1,4 +1,4 @@
-// Reproduction `turbo`: TurboAttention (Kang et al.; sim/turbo/README.md, /work/notes spec §7) on
+// Reproduction `turbo`: TurboAttention (Kang et al., arXiv 2412.08585; sim/turbo/README.md) on
 // the sim/turbo presets against FP64 golden. The --out table has one row per quantity,
 // `quantity,ours,paper` (paper empty/NaN where the paper prints no number); with --out FILE.ext
 // the detailed tables go next to it as FILE_errors.ext, FILE_drift.ext and FILE_memory.ext.
@@ -13,7 +13,7 @@
 //  E7  long decode: error per step, by buffer fill (t mod 64), universal-scale clamping (prompt's
 //      max, last prompt block, oracle) and the clamp rate, on SmolLM2 and a synthetic sequence
 //      whose K/V scale grows 4× over a few thousand steps
-//  E8  KV-cache bits per token and the ratio to FP16 (M:9 "> 4.4×")
+//  E8  KV-cache bits per token and the ratio to FP16 (abstract: "> 4.4×")
 //  E9  SAS inside the tiles (against the running max) against SAS and a plain truncated exp over
 //      the whole row, n_r ∈ {−4, −5, −6, −8}
 // --quick: E1, E2 and E8 only (a second). Full: about 2 minutes on two idle cores.
@@ -92,7 +92,7 @@ ReproTable turbo_repro_run(const ReproOptions& opt) {
 void register_turbo_repros(std::vector<Reproduction>& r) {
   r.push_back({"turbo",
                "TurboAttention (Kang et al.): Eq. 15's cubic, SAS error, Tables 2-4, Fig. 7b, "
-               "memory (M:9), on the bundled real-model dumps",
+               "memory (abstract), on the bundled real-model dumps",
                "quantity,ours,paper: the SAS cubic refit, SAS error, KV-cache memory; full run: "
                "stage errors, mixed precision per selector, block sizes, KIVI, decode drift and "
                "clamping, tiled vs untiled SAS (detail tables next to --out)",

@@ -191,7 +191,7 @@ std::string e9_sas_tiling_rows(Summary& s, const ErrorRows& e) {
             nr, ts.rel_l1_mean, tm.rel_l1_mean, us.rel_l1_mean, um.rel_l1_mean, nr, es.rel_l1_mean,
             em.rel_l1_mean);
   }
-  notes += "  (the paper: M:241 \"0 to -5\", M:257 n_r = -6)\n";
+  notes += "  (the paper: §4 \"0 to -5\", §5.2 n_r = -6)\n";
   return notes;
 }
 

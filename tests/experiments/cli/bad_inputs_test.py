@@ -492,6 +492,11 @@ def dump_mutations():
     add("q is an external link", h5(dump(q=lambda g, n: g.__setitem__(
         n, h5py.ExternalLink("elsewhere.h5", "/q")))))
     add("causal a string", h5(dump(attrs={"causal": "yes"})))
+    # Issue 28: attributes on a dataset are not where attnsim reads them; one that disagrees with
+    # what the run would use is refused (the run would silently be another problem).
+    add("causal = 1 on dataset q (root says 0)", h5(dump(q=ds(Q, causal=1))), {2})
+    add("causal = 1 on dataset k, no root attribute", h5(dump(k=ds(K, causal=1), attrs={})), {2})
+    add("sm_scale on dataset v differs", h5(dump(v=ds(V, sm_scale=0.125))), {2})
     add("sm_scale NaN", h5(dump(attrs={"sm_scale": np.nan})))
     add("sm_scale Inf", h5(dump(attrs={"sm_scale": np.inf})))
     add("sm_scale a string", h5(dump(attrs={"sm_scale": "0.5"})))
@@ -643,10 +648,15 @@ METHOD_MUTATIONS = [
     ("flash:q_block=0", {2}, ""), ("flash:pv_promote=2147483647", {0, 2}, ""),
     ("flash:max_offset=nan", {2}, ""), ("flash:max_offset=1e999", {2}, ""),
     ("flash:pv_dot=sm90.wgmma.e4m3.f32", {2}, ""), ("golden:qkv=bf16", {2}, ""),
-    ("golden:", {0}, ""), ("flash:qkv=bf16,,p=bf16", {0}, ""), (":qkv=bf16", {2}, ""),
+    ("golden:", {2}, "empty option list"), ("flash:", {2}, "empty option list"),
+    ("flash:,", {2}, "empty option list"), ("flash:qkv=bf16,,p=bf16", {0}, ""),
+    (":qkv=bf16", {2}, ""),
     ("flash::", {2}, ""), ("flash:qkv=bf16:p=bf16", {2}, ""), ("flash:qkv=bf16\n", {2}, ""),
     ("sage2:arch=bogus", {2}, ""), ("sage2:target=bogus", {2}, ""), ("sage1:smooth_k=2", {2}, ""),
     ("flash:" + ",".join(f"k{i}=1" for i in range(2000)), {2}, ""),
+    # A 10,000-character method string is not echoed whole (the message stays short).
+    ("x" * 10000, {2}, r"^.{0,400}$"),
+    ("flash:qkv=" + "y" * 10000, {2}, r"^.{0,500}$"),
 ]
 
 
@@ -693,6 +703,14 @@ SWEEP_CONFIGS = [
     ("empty file", ""),
     ("only a comment", "# nothing\n"),
     ("huge line", "# " + "x" * (1 << 20) + "\n"),
+    ("summary not a metric", 'methods = ["golden"]\nsynthetic = ["normal:nq=8"]\n'
+                             'summary = "bogus"\n'),
+    ("summary an integer", 'methods = ["golden"]\nsynthetic = ["normal:nq=8"]\nsummary = 3\n'),
+    ("skip_unsupported a string", 'methods = ["golden"]\nsynthetic = ["normal:nq=8"]\n'
+                                  'skip_unsupported = "yes"\n'),
+    # Paths are relative to the config's own directory: "dump.h5" beside a config in sub/ is
+    # sub/dump.h5, which does not exist.
+    ("input relative to the config's directory", 'methods = ["golden"]\ninput = ["sub/dump.h5"]\n'),
 ]
 
 
@@ -990,6 +1008,31 @@ def build_cases(long_mode, rng):
                       {"r.h5.ckpt.0": stopped}))
     cases.append(Case("sweep", "dump input and bad spec",
                       sw + ["--synthetic", "normal:nq=-1"], swf))
+    # Issue 28: causal inputs with rows that see no key, summaries, FILE:GROUP, duplicates.
+    more_q = h5(dump(k=K[:, :, :2], v=V[:, :, :2], attrs={"causal": 1}))
+    cases.append(Case("sweep", "causal dump with more queries than keys", sw, {"dump.h5": more_q},
+                      require="more queries .8. than keys .2.: .* first 6 query rows see no key"))
+    cases.append(Case("sweep", "causal spec with more queries than keys",
+                      replace_value(sws, "--synthetic", "normal:nq=16,nkv=4,d=4,causal=1"),
+                      require="first 12 query rows see no key"))
+    cases.append(Case("sweep", "--summary not a metric", sw + ["--summary", "bogus"], swf))
+    cases.append(Case("sweep", "--summary rel_l1", sw + ["--summary", "rel_l1"], swf, codes={0},
+                      outputs=("r.h5",)))
+    cases.append(Case("sweep", "FILE:GROUP input", replace_value(sw, "--input", "layers.h5:layer_01"),
+                      {"layers.h5": copy("layers.h5")}, codes={0}, outputs=("r.h5",)))
+    cases.append(Case("sweep", "FILE:GROUP of a group that does not exist",
+                      replace_value(sw, "--input", "layers.h5:layer_07"),
+                      {"layers.h5": copy("layers.h5")}, require="no group 'layer_07'"))
+    cases.append(Case("sweep", "method and input twice (warned, run once)",
+                      ["sweep", "--methods", "golden,flash,flash:acc=fp32", "--input", "dump.h5",
+                       "--input", "./dump.h5", "--out", "r.h5", "--quiet"], swf, codes={0},
+                      outputs=("r.h5",)))
+    cases.append(Case("sweep", "--skip-unsupported on a refused method",
+                      ["sweep", "--methods", "flash,lean", "--input", "dump.h5", "--out", "r.h5",
+                       "--quiet", "--skip-unsupported"], swf, codes={0}, outputs=("r.h5",)))
+    cases.append(Case("sweep", "a refused method without --skip-unsupported",
+                      ["sweep", "--methods", "lean", "--input", "dump.h5", "--out", "r.h5",
+                       "--quiet"], swf, require="lean: the input's head_dim 4 is not supported"))
     cases.append(Case("sweep", "good dump then a missing one", sw + ["--input", "nope.h5"], swf))
     cases += dump_command_cases(
         "sweep", lambda f: ["sweep", "--methods", "golden,flash", "--input", "dump.h5",
@@ -1100,6 +1143,30 @@ def build_cases(long_mode, rng):
     cases.append(Case("run", "neither --input nor --synthetic", drop_option(rn, "--input"), rnf))
     cases.append(Case("run", "--group with --synthetic", rns + ["--group", "layer_00"]))
     cases.append(Case("run", "--group that does not exist", rn + ["--group", "layer_09"], rnf))
+    # Issue 28: rows that see no key; messages in the method's own terms and the right source.
+    cases.append(Case("run", "causal dump with more queries than keys", rn,
+                      {"dump.h5": h5(dump(k=K[:, :, :2], v=V[:, :, :2], attrs={"causal": 1}))},
+                      require="first 6 query rows see no key"))
+    cases.append(Case("run", "causal spec with more queries than keys",
+                      replace_value(rns, "--synthetic", "normal:nq=256,nkv=64,d=8,causal=1"),
+                      require="first 192 query rows see no key"))
+    cases.append(Case("run", "nested group blocks/3 runs", rn,
+                      {"dump.h5": h5(dump(prefix="blocks/3"))}, codes={0}, outputs=("o.h5",)))
+    cases.append(Case("run", "splitkv on head_dim 200 names splitkv and no flag",
+                      replace_value(replace_value(rns, "--method", "splitkv"), "--synthetic",
+                                    "normal:nq=8,d=200"),
+                      require=r"^attnsim: error: splitkv: (?!.*--head-dim)"))
+    cases.append(Case("run", "kivi decode on a non-causal dump names kivi",
+                      replace_value(rn, "--method", "kivi:mode=decode,group=2,residual=4"), rnf,
+                      require=r"^attnsim: error: kivi decode"))
+    cases.append(Case("run", "sm_scale -1e-9 echoed as -1e-09", rn,
+                      {"dump.h5": h5(dump(attrs={"sm_scale": -1e-9}))}, require=r"-1e-09"))
+    cases.append(Case("run", "limit from ATTNSIM_MAX_MEMORY named as such", rns,
+                      env={"ATTNSIM_MAX_MEMORY": "1k"}, require=r"\(ATTNSIM_MAX_MEMORY\)$"))
+    cases.append(Case("run", "limit from --max-memory named as such", rns + ["--max-memory", "1k"],
+                      require=r"\(--max-memory\)$"))
+    cases.append(Case("run", "a trivial run fits in 40M (no 256 MiB floor)",
+                      rns + ["--max-memory", "40M"], codes={0}, outputs=("o.h5",)))
     for method, codes, req in sample(METHOD_MUTATIONS, 2):
         cases.append(Case("run", f"method {method[:40]!r}", replace_value(rns, "--method", method),
                           codes=codes, outputs=("o.h5",), require=req))

@@ -53,6 +53,16 @@ class Cli : public ::testing::Test {
     std::ifstream in(path(name), std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
   }
+  std::string read_text(const std::string& name) const {
+    std::ifstream in(path(name));
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  }
+  // A small flat dump (q [1, 2, 16, 64], k and v [1, 1, 16, 64]) written by attnsim itself.
+  void synth(const std::string& name, const std::string& extra = "") const {
+    ASSERT_EQ(
+        run("synth --synthetic normal:hq=2,hkv=1,nq=16,d=64" + extra + " --out " + path(name)).code,
+        0);
+  }
   fs::path dir_;
 };
 
@@ -418,8 +428,9 @@ TEST_F(Cli, CorruptDumpsAreOneLineWithoutTheHdf5Stack) {
   EXPECT_EQ(run("compare " + path("flip.h5") + " " + path("d.h5")).err.find("HDF5-DIAG"),
             std::string::npos);
   // Read on OpenMP worker threads (HDF5's error printing is per thread).
+  fs::copy_file(path("d.h5"), path("d2.h5"));  // a third input (the same file twice is a warning)
   r = run("sweep --quiet --methods golden --input " + path("d.h5") + " --input " + path("flip.h5") +
-          " --input " + path("d.h5") + " --output " + path("out.h5"));
+          " --input " + path("d2.h5") + " --output " + path("out.h5"));
   expect_one_line_error(r, mismatch, "sweep");
   // Truncated, not HDF5, a bfloat16 attribute on float32.
   fs::copy_file(path("d.h5"), path("trunc.h5"));
@@ -487,6 +498,143 @@ TEST_F(Cli, LeanPlanBadShapesAreOneLineErrors) {
     EXPECT_EQ(r.err.rfind("attnsim: error: ", 0), 0u) << r.err;
     EXPECT_FALSE(fs::exists(path("p.csv"))) << args;
   }
+}
+
+// ---- issue 28: what a newcomer hit --------------------------------------------------------------
+
+TEST_F(Cli, SweepConfigPathsAreRelativeToTheConfigFile) {
+  fs::create_directories(dir_ / "cfg");
+  synth("cfg/d.h5");
+  std::ofstream(path("cfg/c.toml")) << "methods = [\"flash\"]\ninput = [\"d.h5\"]\n"
+                                       "output = \"r.h5\"\n";
+  // Run from another directory: d.h5 and r.h5 are the config's neighbours.
+  const CliRun r = run("sweep --quiet --config " + path("cfg/c.toml"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  H5Reader h(path("cfg/r.h5"));
+  EXPECT_EQ(h.read_strings("input"), std::vector<std::string>{path("cfg/d.h5")});
+}
+
+TEST_F(Cli, SweepRunsDuplicatesOnceAndSaysSo) {
+  synth("d.h5");
+  const CliRun r = run("sweep --quiet --methods flash,flash:acc=fp32,golden --input " +
+                       path("d.h5") + " --input " + (dir_ / "." / "d.h5").string() +
+                       " --synthetic normal:nq=8 --synthetic normal:nq=8 --output " + path("r.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("attnsim: warning: --methods gives flash twice"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("attnsim: warning: --input gives"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("attnsim: warning: --synthetic gives normal:nq=8"), std::string::npos)
+      << r.err;
+  H5Reader h(path("r.h5"));
+  EXPECT_EQ(h.read_strings("label").size(), 4u);  // 2 methods x 2 inputs
+}
+
+TEST_F(Cli, NestedGroupsRunAndFileGroupSelectsOne) {
+  {
+    H5Writer w(path("n.h5"));
+    const std::vector<float> x(1 * 2 * 8 * 4, 0.25f);
+    for (const std::string g : {"blocks/0/", "blocks/1/", "top/"}) {
+      for (const char* t : {"q", "k", "v"}) w.write_f32(g + t, {1, 2, 8, 4}, x.data());
+    }
+    w.commit();
+  }
+  CliRun r =
+      run("run --quiet --method flash --input " + path("n.h5") + " --output " + path("o.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  {
+    H5Reader h(path("o.h5"));
+    EXPECT_TRUE(h.exists("blocks/0/o"));
+    EXPECT_TRUE(h.exists("blocks/1/o"));
+    EXPECT_TRUE(h.exists("top/o"));
+  }
+  r = run("sweep --quiet --methods flash --input " + path("n.h5") + ":blocks/1 --output " +
+          path("r.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  H5Reader h(path("r.h5"));
+  EXPECT_EQ(h.read_strings("input"), std::vector<std::string>{path("n.h5") + ":blocks/1"});
+}
+
+TEST_F(Cli, DatasetAttributesThatDisagreeAreRefused) {
+  {
+    H5Writer w(path("a.h5"));
+    const std::vector<float> x(1 * 1 * 8 * 4, 0.5f);
+    for (const char* t : {"q", "k", "v"}) w.write_f32(t, {1, 1, 8, 4}, x.data());
+    w.attr_i64("q", "causal", 1);  // the slip: on the dataset, not the root
+    w.commit();
+  }
+  const CliRun r = run("run --quiet --method flash --input " + path("a.h5"));
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("on dataset 'q'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("non-causal"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, SkippedMethodsResolvedValuesAndTheSummaryTable) {
+  synth("d.h5", ",causal=1");
+  const CliRun r =
+      run("sweep --methods flash,sage2,splitkv:splits=1000,kivi:mode=decode,group=16,"
+          "residual=16 --synthetic normal:nq=8,d=200 --input " +
+          path("d.h5") + " --skip-unsupported --summary rel_l1 --output " + path("r.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string out = read_text("stdout.txt");
+  EXPECT_NE(out.find("rel_l1 against FP64 golden attention"), std::string::npos) << out;
+  EXPECT_NE(out.find("n/a"), std::string::npos) << out;
+  EXPECT_NE(out.find("head_dim 200 > 128"), std::string::npos) << out;
+  H5Reader h(path("r.h5"));
+  const auto label = h.read_strings("label"), skipped = h.read_strings("skipped"),
+             resolved = h.read_strings("resolved");
+  ASSERT_EQ(label.size(), 8u);                                // 4 methods x (the dump, the spec)
+  EXPECT_TRUE(skipped[0].empty());                            // flash on the dump
+  EXPECT_EQ(resolved[2], "block_n=256,dtype=fp16,splits=1");  // splits=1000 on 16 keys: one tile
+  EXPECT_NE(resolved[3].find("mode=decode"), std::string::npos) << resolved[3];
+  EXPECT_NE(skipped[5].find("head_dim 200 > 128"), std::string::npos) << skipped[5];  // sage2
+  EXPECT_TRUE(std::isnan(h.read_f64("rel_l1")[5]));
+  EXPECT_NE(r.err.find("attnsim: warning: splitkv: every block ran as one split"),
+            std::string::npos)
+      << r.err;
+  // The row-scaled ULP columns are there, and small for FP32 flash.
+  EXPECT_LT(h.read_f64("ulp_row_p99")[0], 64.0);
+}
+
+TEST_F(Cli, RunWritesResolvedValuesAndKiviWarnsInPrefill) {
+  synth("d.h5");
+  CliRun r =
+      run("run --quiet --method turbo --input " + path("d.h5") + " --output " + path("o.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  {
+    H5Reader h(path("o.h5"));
+    EXPECT_EQ(h.attr_string("o", "resolved_mode"), "prefill");  // non-causal: Algorithm 1
+    EXPECT_NE(h.attr_string("o", "resolved").find("mode=prefill"), std::string::npos);
+  }
+  r = run("run --quiet --method kivi:group=16,residual=16 --input " + path("d.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("attnsim: warning: kivi ran in prefill mode"), std::string::npos) << r.err;
+}
+
+TEST_F(Cli, MessagesNameWhatTheUserGave) {
+  // The limit's source; no 256 MiB floor under a trivial run.
+  CliRun r = run("run --quiet --method flash --synthetic normal:nq=8 --max-memory 1k");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("(--max-memory)"), std::string::npos) << r.err;
+  r = run("run --quiet --method flash --synthetic normal:nq=8 --max-memory 40M");
+  EXPECT_EQ(r.code, 0) << r.err;
+  // One point, one thread: no "1 points".
+  r = run("sweep --quiet --methods flash --synthetic normal:nq=8 --max-memory 20k");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.find("1 points"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("--grid"), std::string::npos) << r.err;
+  r = run("sweep --quiet --methods flash --synthetic normal:nq=8 --output " + path("one.h5"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(read_text("stdout.txt").find("(1 point, 1 computed"), std::string::npos)
+      << read_text("stdout.txt");
+  // splitkv speaks in its own name and the input's terms.
+  r = run("run --quiet --method splitkv --synthetic normal:nq=8,d=200");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_EQ(r.err.find("--head-dim"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("splitkv: the input's head_dim 200"), std::string::npos) << r.err;
+  // A 10,000-character method string is not echoed whole.
+  r = run("run --quiet --method " + std::string(10000, 'x') + " --synthetic normal:nq=8");
+  EXPECT_EQ(r.code, 2);
+  EXPECT_LT(r.err.size(), 600u);
 }
 
 }  // namespace

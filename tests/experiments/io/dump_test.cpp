@@ -46,6 +46,52 @@ TEST(Dump, RoundTripKeepsEverything) {
   std::filesystem::remove(p);
 }
 
+// Issue 28: attributes on a dataset, groups at any depth, causal rows that see no key.
+TEST(Dump, DatasetAttributesNestedGroupsAndEmptyCausalRows) {
+  const std::string p = tmp("attrs.h5");
+  const std::vector<float> x(1 * 1 * 8 * 4, 0.5f);
+  {
+    H5Writer w(p);
+    for (const char* t : {"q", "k", "v"})
+      w.write_f32(std::string("a/b/") + t, {1, 1, 8, 4}, x.data());
+    for (const char* t : {"q", "k", "v"})
+      w.write_f32(std::string("c/") + t, {1, 1, 8, 4}, x.data());
+    w.attr_i64("a/b", "causal", 1);
+    w.attr_i64("a/b/q", "causal", 1);      // agrees with the group: harmless
+    w.attr_f64("c/k", "sm_scale", 0.125);  // disagrees with the default 1/sqrt(4)
+    w.commit();
+  }
+  EXPECT_EQ(dump_prefixes(p), (std::vector<std::string>{"a/b/", "c/"}));
+  EXPECT_EQ(select_dump_input(p + ":a/b").prefixes, std::vector<std::string>{"a/b/"});
+  EXPECT_EQ(select_dump_input(p).file, p);
+  EXPECT_THROW(select_dump_input(p + ":nope"), UsageError);
+  EXPECT_TRUE(read_attention_dump(p, "a/b/", false).causal);
+  EXPECT_TRUE(dump_causal(p, "a/b/"));
+  EXPECT_FALSE(dump_causal(p, "c/"));
+  try {
+    read_attention_dump(p, "c/", false);
+    ADD_FAILURE() << "a disagreeing sm_scale on a dataset must be refused";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("sm_scale = 0.125 on dataset 'c/k'"), std::string::npos)
+        << e.what();
+  }
+  // More queries than keys under the causal mask: refused with the count; equal is fine.
+  AttentionShape s;
+  s.len_q = 256;
+  s.len_kv = 64;
+  try {
+    check_causal_rows(s, true, "x.h5");
+    ADD_FAILURE();
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("first 192 query rows see no key"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(check_causal_rows(s, false, "x.h5"));
+  s.len_q = 64;
+  EXPECT_NO_THROW(check_causal_rows(s, true, "x.h5"));
+  std::filesystem::remove(p);
+}
+
 TEST(Dump, Bfloat16AndFloat16AndLayersAndErrors) {
   const std::string p = tmp("bf.h5");
   {

@@ -18,6 +18,20 @@ bool same(const LeanSegment& a, const LeanSegment& b) {
          a.finisher == b.finisher && a.split == b.split;
 }
 
+// A LeanShape from its six leading fields, the rest at their defaults. (A positional aggregate
+// would leave len_kv_per_batch without an initializer, which -Wmissing-field-initializers
+// reports.)
+LeanShape shape(int batch, int heads_q, int heads_kv, int len_q, int len_kv, int head_dim) {
+  LeanShape s;
+  s.batch = batch;
+  s.heads_q = heads_q;
+  s.heads_kv = heads_kv;
+  s.len_q = len_q;
+  s.len_kv = len_kv;
+  s.head_dim = head_dim;
+  return s;
+}
+
 // Every block's tiles covered once by contiguous segments with splits 0, 1, ...; every CTA's
 // tiles contiguous in the global order, max_tiles_per_tb or one fewer.
 void check_invariants(const LeanShape& s, const LeanPlan& p) {
@@ -55,7 +69,7 @@ TEST(LeanSchedule, HandComputedDecodeGqa) {
   // (1, 32, 8, 1, 8192, 128): folded to 8 KV heads of 4 rows; 64 n-tiles of 128 keys; 512 tiles
   // <= 4·132, grid = min(256, ceil(32·512/64) = 256) = 256, 2 tiles each, all high-load;
   // num_splits (exact division) = 1 + (64 + 0)/2 = 33.
-  LeanShape s{1, 32, 8, 1, 8192, 128};
+  LeanShape s = shape(1, 32, 8, 1, 8192, 128);
   const LeanPlan p = lean_plan(s);
   EXPECT_TRUE(p.folded);
   EXPECT_EQ(p.rows, 4);
@@ -76,7 +90,7 @@ TEST(LeanSchedule, HandComputedLargeDecode) {
   // per head; 4·64·118 = 30208 tiles > 528: grid = min(264, 32·64·4·1) = 264; 30208 / 264 =
   // 114.4 -> 115 per CTA, high_load = 30208 − 114·264 = 112; not exact: num_splits =
   // 1 + (118 + 115 − 3)/114 = 3.
-  LeanShape s{4, 64, 64, 1, 30000, 64};
+  LeanShape s = shape(4, 64, 64, 1, 30000, 64);
   const LeanPlan p = lean_plan(s);
   EXPECT_FALSE(p.folded);
   EXPECT_EQ(p.block_n, 256);
@@ -100,7 +114,7 @@ TEST(LeanSchedule, OrtWorkedExampleThreeHeads) {
   // (and by a Python transcription of that code): nb = 5, 15 tiles, grid min(8, ceil(32·15/5)) =
   // 8, mtpt 2, high_load 7, num_splits 1 + (5 + 2 − 3)/1 = 5. CTA 2 ends head 0 (tile 4, split 2)
   // and hosts head 1 (tile 0); CTA 7 holds head 2's last tile alone.
-  const LeanPlan p = lean_plan(LeanShape{1, 3, 3, 1, 640, 128});
+  const LeanPlan p = lean_plan(shape(1, 3, 3, 1, 640, 128));
   EXPECT_EQ(p.grid, 8);
   EXPECT_EQ(p.max_tiles_per_tb, 2);
   EXPECT_EQ(p.high_load_tbs, 7);
@@ -151,7 +165,7 @@ TEST(LeanSchedule, CausalPrefillTileCounts) {
   // len_q = len_kv = 300, block 64 x 128: ORT counts ceil(64(i+1) / 128) n-tiles for m-block i
   // (lean_api.cc L202-205, top-left); the corrected partition ceil(min(300, 64(i+1)) / 128): the
   // same here.
-  LeanShape s{1, 2, 2, 300, 300, 128};
+  LeanShape s = shape(1, 2, 2, 300, 300, 128);
   s.causal = true;
   const LeanPlan p = lean_plan(s);
   EXPECT_EQ(p.tiles_of_m_block, (std::vector<int>{1, 1, 2, 2, 3}));
@@ -165,7 +179,7 @@ TEST(LeanSchedule, CausalPrefillTileCounts) {
   s.m_blocks = LeanMBlocks::kAll;
   EXPECT_EQ(lean_plan(s).tiles_of_m_block, (std::vector<int>{6, 7, 7, 8, 8}));
   // Decode ignores the causal flag (ORT runs seqlen_q == 1 non-causal).
-  LeanShape d{1, 2, 2, 1, 300, 128};
+  LeanShape d = shape(1, 2, 2, 1, 300, 128);
   d.causal = true;
   EXPECT_FALSE(lean_plan(d).causal);
 }
@@ -173,7 +187,7 @@ TEST(LeanSchedule, CausalPrefillTileCounts) {
 TEST(LeanSchedule, WhatOrtLeavesOut) {
   // GQA prefill: the host counts h_k = 2 heads, the kernel indexes 8: of 2 batches x 8 heads only
   // the first 2·2 = 4 (batch, head) pairs, batch-major, get tiles (lean_api.cc L211, kernel L72-73).
-  LeanShape s{2, 8, 2, 64, 256, 128};
+  LeanShape s = shape(2, 8, 2, 64, 256, 128);
   s.causal = true;
   LeanPlan p = lean_plan(s);
   std::set<std::pair<int, int>> pairs;
@@ -181,18 +195,18 @@ TEST(LeanSchedule, WhatOrtLeavesOut) {
   EXPECT_EQ(pairs, (std::set<std::pair<int, int>>{{0, 0}, {0, 1}, {0, 2}, {0, 3}}));
   EXPECT_FALSE(p.coverage.empty());
   // GQA decode with 80 query heads per KV head: one m-block (the unfolded len_q), rows past 64 lost.
-  LeanShape d{1, 80, 1, 1, 1000, 128};
+  LeanShape d = shape(1, 80, 1, 1, 1000, 128);
   p = lean_plan(d);
   EXPECT_EQ(p.num_m_blocks, 1);
   EXPECT_EQ(p.coverage.size(), 1u);
   d.m_blocks = LeanMBlocks::kAll;
   EXPECT_EQ(lean_plan(d).num_m_blocks, 2);
   // MHA decode, the caller's only case: nothing lost.
-  EXPECT_TRUE(lean_plan(LeanShape{4, 32, 32, 1, 5000, 128}).coverage.empty());
+  EXPECT_TRUE(lean_plan(shape(4, 32, 32, 1, 5000, 128)).coverage.empty());
 }
 
 TEST(LeanSchedule, SplitKvPlansAndTheHeuristic) {
-  LeanShape s{2, 8, 8, 1, 5000, 128};  // 40 n-tiles per head
+  LeanShape s = shape(2, 8, 8, 1, 5000, 128);  // 40 n-tiles per head
   const LeanPlan p = splitkv_plan(s, 3);  // 14 + 14 + 12
   ASSERT_EQ(p.segments.size(), 2u * 8 * 3);
   EXPECT_TRUE(same(p.segments[1], LeanSegment{1, 0, 0, 0, 14, 28, false, false, 1}));
@@ -210,7 +224,7 @@ TEST(LeanSchedule, SplitKvPlansAndTheHeuristic) {
 }
 
 TEST(LeanSchedule, CsvContract) {
-  LeanShape s{1, 4, 4, 1, 300, 128};
+  LeanShape s = shape(1, 4, 4, 1, 300, 128);
   s.sms = 2;
   const std::string csv = plan_csv(lean_plan(s));
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
@@ -226,12 +240,12 @@ TEST(LeanSchedule, BadShapesAreOneLineErrors) {
     }
     return false;
   };
-  EXPECT_TRUE(bad(LeanShape{0, 1, 1, 1, 1, 128}));
-  EXPECT_TRUE(bad(LeanShape{1, 6, 4, 1, 1, 128}));
-  EXPECT_TRUE(bad(LeanShape{1, 4, 4, 0, 1, 128}));
-  EXPECT_TRUE(bad(LeanShape{1, 4, 4, 1, 0, 128}));
-  EXPECT_TRUE(bad(LeanShape{1, 4, 4, 1, 10, 96}));
-  LeanShape s{1, 4, 4, 1, 10, 128};
+  EXPECT_TRUE(bad(shape(0, 1, 1, 1, 1, 128)));
+  EXPECT_TRUE(bad(shape(1, 6, 4, 1, 1, 128)));
+  EXPECT_TRUE(bad(shape(1, 4, 4, 0, 1, 128)));
+  EXPECT_TRUE(bad(shape(1, 4, 4, 1, 0, 128)));
+  EXPECT_TRUE(bad(shape(1, 4, 4, 1, 10, 96)));
+  LeanShape s = shape(1, 4, 4, 1, 10, 128);
   s.sms = 0;
   EXPECT_TRUE(bad(s));
   s.sms = 132;

@@ -19,7 +19,7 @@ TEST(TurboMemoryTest, BitsPerTokenD128) {
   // 2-bit: 2·(256 + 32 + 0.25).
   EXPECT_DOUBLE_EQ(turbo_bits_per_token(128, 128, 2, 2), 576.5);
   EXPECT_NEAR(kFp16Token128 / 576.5, 7.105, 5e-4);
-  // Half the caches at 2 bits (M:257): (1088.5 + 576.5) / 2.
+  // Half the caches at 2 bits (§5.2): (1088.5 + 576.5) / 2.
   EXPECT_DOUBLE_EQ(turbo_mixed_bits_per_token(128, 128, 0.5), 832.5);
   EXPECT_NEAR(kFp16Token128 / 832.5, 4.920, 5e-4);
   // FP16 s and z: 2·(512 + 128·32/64 + 0.25) = 1152.5; mixed (1152.5 + 640.5) / 2 = 896.5.
