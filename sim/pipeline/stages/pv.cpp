@@ -4,6 +4,7 @@
 // (TurboAttention `s_P̃ · s_V · Q(P̃)V`: fl(s_P · s_V), then one multiply).
 #include <type_traits>
 
+#include "numerics/isa.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -86,10 +87,12 @@ template void pv_ref<double>(const PvStage&, const PStage&, const PreparedInput&
                              const TileIndex&, const BlockView&, TileState<double>&,
                              TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+// The dispatcher (stages.hpp): the AVX-512 kernel of the CUDA-core models, else the reference.
 template <class T>
 void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
             const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
+  if (st.dot.kind != DotModel::kMma && active_isa() >= Isa::kAvx512)
+    return pv_cuda_core(st, pst, in, ti, b, state, buf);
   pv_ref(st, pst, in, ti, b, state, buf);
 }
 template void pv_stage<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<float>&, TileBuffers<float>&);

@@ -1,6 +1,7 @@
 // The QKᵀ stage: S's accumulators of one tile and KV block under the product model
 // (numerics/dot.hpp: the FP32 CUDA-core loop, FP64, exact, or a tensor-core instruction chain on
 // the operands' encodings), an int32 accumulator converted to FP32 by int_cvt.
+#include "numerics/isa.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -38,10 +39,12 @@ template void qk_ref<float>(const QkStage&, const PreparedInput&, const TileInde
 template void qk_ref<double>(const QkStage&, const PreparedInput&, const TileIndex&,
                              const BlockView&, TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+// The dispatcher (stages.hpp): the AVX-512 kernel of the CUDA-core models, else the reference.
 template <class T>
 void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
             TileBuffers<T>& buf) {
+  if (st.dot.kind != DotModel::kMma && active_isa() >= Isa::kAvx512)
+    return qk_cuda_core(st, in, ti, b, buf);
   qk_ref(st, in, ti, b, buf);
 }
 template void qk_stage<float>(const QkStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileBuffers<float>&);
