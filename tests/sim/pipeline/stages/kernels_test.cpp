@@ -23,7 +23,7 @@ TEST(StageKernels, QkCudaCoreEqualsReference) {
     stagetest::check_qk<double>(g, t);
   }
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("compared %llu\n", (unsigned long long)t.compared);
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
 
 TEST(StageKernels, PvCudaCoreEqualsReference) {
@@ -35,7 +35,7 @@ TEST(StageKernels, PvCudaCoreEqualsReference) {
     stagetest::check_pv<double>(g, t);
   }
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("compared %llu\n", (unsigned long long)t.compared);
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
 
 TEST(StageKernels, ScoresAvx512EqualsReference) {
@@ -44,7 +44,7 @@ TEST(StageKernels, ScoresAvx512EqualsReference) {
   Tally t;
   for (int i = 0; i < 600; ++i) stagetest::check_scores(g, t);
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("compared %llu\n", (unsigned long long)t.compared);
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
 
 TEST(StageKernels, SoftmaxStepAvx512EqualsReference) {
@@ -53,7 +53,7 @@ TEST(StageKernels, SoftmaxStepAvx512EqualsReference) {
   Tally t;
   for (int i = 0; i < 600; ++i) stagetest::check_softmax_step(g, t);
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("compared %llu\n", (unsigned long long)t.compared);
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
 
 TEST(StageKernels, RowSumAvx512EqualsReference) {
@@ -62,7 +62,7 @@ TEST(StageKernels, RowSumAvx512EqualsReference) {
   Tally t;
   for (int i = 0; i < 600; ++i) stagetest::check_row_sum(g, t);
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("compared %llu\n", (unsigned long long)t.compared);
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
 
 TEST(StageKernels, RescaleAndChunkAddAvx512EqualsReference) {
@@ -71,7 +71,7 @@ TEST(StageKernels, RescaleAndChunkAddAvx512EqualsReference) {
   Tally t;
   for (int i = 0; i < 600; ++i) stagetest::check_rescale(g, t);
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("compared %llu\n", (unsigned long long)t.compared);
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
 
 TEST(StageKernels, EpilogueAvx512EqualsReference) {
@@ -80,7 +80,7 @@ TEST(StageKernels, EpilogueAvx512EqualsReference) {
   Tally t;
   for (int i = 0; i < 600; ++i) stagetest::check_epilogue(g, t);
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("compared %llu\n", (unsigned long long)t.compared);
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
 
 }  // namespace

@@ -35,7 +35,7 @@ class Values {
   bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
 
   float draw(Mix m) {
-    std::normal_distribution<float> n(0.0f, 1.0f);
+    std::normal_distribution<float>& n = normal_;
     switch (m) {
       case Mix::kNormal:
         return n(rng_);
@@ -67,6 +67,7 @@ class Values {
 
  private:
   std::mt19937_64 rng_;
+  std::normal_distribution<float> normal_{0.0f, 1.0f};
 };
 
 // Bitwise equality, except that two NaNs are equal: which of two NaN operands an x86 add or
@@ -133,17 +134,18 @@ inline BlockCase random_block(Values& g, int max_dim = 160) {
   c.ti.skv = 0;
   // The causal diagonal anywhere across the block (and beyond it on both sides).
   c.ti.offset_kv = c.b.j0 - c.ti.q_begin + g.uniform(-c.b.rows - 8, c.b.cols + 8);
-  auto operand = [&](PreparedOperand& o, int slices, int tokens, int dim) {
+  // Only the rows the block reads are drawn (the others stay 0).
+  auto operand = [&](PreparedOperand& o, int slices, int tokens, int dim, int slice, int t0, int n) {
     o.slices = slices;
     o.tokens = tokens;
     o.dim = dim;
-    o.values.resize(std::size_t(slices) * tokens * dim);
-    g.fill(o.values.data(), o.values.size(), g.chance(0.5) ? Mix::kNormal : g.any_mix(),
-           g.any_mix(), g.chance(0.5) ? 0.0 : 0.05);
+    o.values.assign(std::size_t(slices) * tokens * dim, 0.0f);
+    g.fill(o.values.data() + (std::size_t(slice) * tokens + t0) * dim, std::size_t(n) * dim,
+           g.chance(0.5) ? Mix::kNormal : g.any_mix(), g.any_mix(), g.chance(0.5) ? 0.0 : 0.05);
   };
-  operand(c.in.q, s.heads_q, s.len_q, s.head_dim);
-  operand(c.in.k, 1, s.len_kv, s.head_dim);
-  operand(c.in.v, 1, s.len_kv, s.head_dim_v);
+  operand(c.in.q, s.heads_q, s.len_q, s.head_dim, c.ti.sq, c.ti.q_begin, c.b.rows);
+  operand(c.in.k, 1, s.len_kv, s.head_dim, 0, c.b.j0, c.b.cols);
+  operand(c.in.v, 1, s.len_kv, s.head_dim_v, 0, c.b.j0, c.b.cols);
   return c;
 }
 
