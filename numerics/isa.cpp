@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -27,21 +28,51 @@ bool amx_permitted() {
 #endif
 }
 
-Isa detect() {
+// The CPU's features from CPUID (Intel SDM vol. 2A, CPUID leaf 07H), each only where the OS saves
+// the registers it needs (XCR0: SSE/AVX state bits 1-2, AVX-512 state bits 5-7). CPUID directly
+// rather than __builtin_cpu_supports, whose feature names differ between compilers.
+struct CpuFeatures {
+  bool avx2 = false, fma = false, avx512 = false, vnni = false, bf16 = false, fp16 = false,
+       amx_int8 = false;
+};
+
+CpuFeatures read_cpu() {
+  CpuFeatures f;
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  __builtin_cpu_init();
-  Isa best = Isa::kScalar;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) best = Isa::kAvx2;
-  if (best == Isa::kAvx2 && __builtin_cpu_supports("avx512f") &&
-      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl"))
-    best = Isa::kAvx512;
-  if (best == Isa::kAvx512 && __builtin_cpu_supports("amx-int8") && amx_permitted())
-    best = Isa::kAmx;
-  return best;
-#else
-  return Isa::kScalar;
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+  const bool osxsave = (c >> 27) & 1u;
+  f.fma = (c >> 12) & 1u;
+  if (!osxsave) return f;
+  unsigned xlo = 0, xhi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
+  const bool os_avx = (xlo & 0x6u) == 0x6u, os_avx512 = os_avx && (xlo & 0xe0u) == 0xe0u;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
+  f.avx2 = os_avx && ((b >> 5) & 1u);
+  // AVX512F (bit 16), DQ (17), BW (30), VL (31).
+  f.avx512 = os_avx512 && ((b >> 16) & 1u) && ((b >> 17) & 1u) && ((b >> 30) & 1u) &&
+             ((b >> 31) & 1u);
+  f.vnni = f.avx512 && ((c >> 11) & 1u);
+  f.fp16 = f.avx512 && ((d >> 23) & 1u);
+  f.amx_int8 = ((d >> 24) & 1u) && ((d >> 25) & 1u);  // AMX-TILE and AMX-INT8
+  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
+  if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.bf16 = f.avx512 && ((a1 >> 5) & 1u);
 #endif
+  return f;
+}
+
+const CpuFeatures& cpu() {
+  static const CpuFeatures f = read_cpu();
+  return f;
+}
+
+Isa detect() {
+  const CpuFeatures& f = cpu();
+  Isa best = Isa::kScalar;
+  if (f.avx2 && f.fma) best = Isa::kAvx2;
+  if (best == Isa::kAvx2 && f.avx512) best = Isa::kAvx512;
+  if (best == Isa::kAvx512 && f.amx_int8 && amx_permitted()) best = Isa::kAmx;
+  return best;
 }
 
 Isa from_env(Isa detected) {
@@ -93,15 +124,12 @@ bool parse_isa(const std::string& name, Isa* out) {
 }
 
 bool has_isa_feature(const char* f) {
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
   const Isa a = active_isa();
   if (std::strcmp(f, "amx-int8") == 0) return a >= Isa::kAmx;
   if (a < Isa::kAvx512) return false;
-  if (std::strcmp(f, "avx512fp16") == 0) return __builtin_cpu_supports("avx512fp16");
-  if (std::strcmp(f, "avx512bf16") == 0) return __builtin_cpu_supports("avx512bf16");
-  if (std::strcmp(f, "avx512vnni") == 0) return __builtin_cpu_supports("avx512vnni");
-#endif
-  (void)f;
+  if (std::strcmp(f, "avx512fp16") == 0) return cpu().fp16;
+  if (std::strcmp(f, "avx512bf16") == 0) return cpu().bf16;
+  if (std::strcmp(f, "avx512vnni") == 0) return cpu().vnni;
   return false;
 }
 

@@ -17,6 +17,16 @@
 namespace attnsim {
 
 namespace {
+std::string& data_dir_setting() {
+  static std::string dir = ATTNSIM_DATA_DIR;
+  return dir;
+}
+}  // namespace
+
+void set_special_data_dir(const std::string& data_dir) { data_dir_setting() = data_dir; }
+const std::string& special_data_dir() { return data_dir_setting(); }
+
+namespace {
 // The 2^23 two-bit codes of a table file (entry i in bits 2·(i%4) of byte i/4).
 std::vector<unsigned char> read_2bit_codes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -42,8 +52,7 @@ RcpApproxFtz::RcpApproxFtz(const std::string& delta_path) : t_(std::size_t{1} <<
 }
 
 const RcpApproxFtz& RcpApproxFtz::h100() {
-  static const RcpApproxFtz table(std::string(ATTNSIM_DATA_DIR) +
-                                  "/hw/h100/rcp_approx_ftz_delta.bin");
+  static const RcpApproxFtz table(special_data_dir() + "/hw/h100/rcp_approx_ftz_delta.bin");
   return table;
 }
 
@@ -77,9 +86,8 @@ Ex2ApproxFtz::Ex2ApproxFtz(const std::string& pos_steps_path, const std::string&
     : pos_(load_steps(pos_steps_path, +1)), neg_(load_steps(neg_steps_path, -1)) {}
 
 const Ex2ApproxFtz& Ex2ApproxFtz::h100() {
-  static const Ex2ApproxFtz table(
-      std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_pos_steps.bin",
-      std::string(ATTNSIM_DATA_DIR) + "/hw/h100/ex2_approx_ftz_neg_steps.bin");
+  static const Ex2ApproxFtz table(special_data_dir() + "/hw/h100/ex2_approx_ftz_pos_steps.bin",
+                                  special_data_dir() + "/hw/h100/ex2_approx_ftz_neg_steps.bin");
   return table;
 }
 
@@ -156,8 +164,7 @@ std::vector<std::uint64_t> load_l36(const std::string& path) {
 Lg2ApproxFtz::Lg2ApproxFtz(const std::string& l36_path) : l_(load_l36(l36_path)) {}
 
 const Lg2ApproxFtz& Lg2ApproxFtz::h100() {
-  static const Lg2ApproxFtz table(std::string(ATTNSIM_DATA_DIR) +
-                                  "/hw/h100/lg2_approx_ftz_l36.bin");
+  static const Lg2ApproxFtz table(special_data_dir() + "/hw/h100/lg2_approx_ftz_l36.bin");
   return table;
 }
 
@@ -179,18 +186,47 @@ std::uint32_t Lg2ApproxFtz::bits(std::uint32_t x) const {
 
 float Lg2ApproxFtz::operator()(float x) const { return f32_from_bits(bits(f32_bits(x))); }
 
+namespace {
+
+// A subnormal operand of an .ftz instruction: a zero of its sign.
+float flush(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
+
+// The GPU's NaN result (every FMUL/FFMA/FADD NaN, whatever the operands: data/hw/h100/ftz/).
+float canonical_nan() { return f32_from_bits(0x7FFFFFFFu); }
+
+// The result of an .ftz multiply or FMA whose IEEE result (subnormals kept, rounded in `round`) is
+// r: r when it is normal, Inf or an exact zero; a zero of r's sign when r is subnormal, or when r is
+// FLT_MIN but the exact value, rounded to 24 bits with an unbounded exponent, lies below FLT_MIN
+// (tininess after rounding, as x86's MXCSR.FTZ: 0x3F7FFFFF × 0x00800000 = (1 − 2^-24)·2^-126
+// exactly, which the subnormal grid rounds up to FLT_MIN, gives +0). `exact_tiny(scale)` returns
+// the same operation on the operands scaled so that the exact value is multiplied by 2^100 (no
+// rounding below FLT_MIN, no overflow: a tiny non-zero FMA result bounds |a|, |b| < 2^49 and
+// |c| < 2^-75, see fma_f32). Measured on the H100 (cuda_check/ftz_probe.cu, data/hw/h100/ftz/):
+// mul.rn.ftz.f32 and fma.rn.ftz.f32 follow this rule on every one of 29,360,128 cases; rounding
+// first and flushing subnormal results (the earlier model) misses 2.9 and 3.6 million of them,
+// flushing every exact value below FLT_MIN (tininess before rounding) misses more.
+template <class ExactScaled>
+float ftz_result(float r, ExactScaled exact_scaled) {
+  const float m = std::fabs(r);
+  if (m > 0x1p-126f || m == 0.0f || std::isnan(r)) return r;
+  if (m < 0x1p-126f) return std::copysign(0.0f, r);
+  return std::fabs(exact_scaled()) < 0x1p-26f ? std::copysign(0.0f, r) : r;
+}
+
+}  // namespace
+
 float fmul_ftz(float a, float b) {
-  auto flush = [](float v) {
-    return std::fpclassify(v) == FP_SUBNORMAL ? std::copysign(0.0f, v) : v;
-  };
-  return flush(flush(a) * flush(b));
+  const float fa = flush(a), fb = flush(b);
+  const float r = fa * fb;
+  if (std::isnan(r)) return canonical_nan();
+  // The exact product in double (48 bits), rounded to binary32 with the exponent moved up by 100.
+  return ftz_result(r, [=] { return float(double(fa) * double(fb) * 0x1p100); });
 }
 
 float div_approx_ftz(float a, float b, const RcpApproxFtz& rcp) { return fmul_ftz(a, rcp(b)); }
 
 namespace {
-float flush(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
-float fma_ftz(float a, float b, float c) { return flush(std::fma(flush(a), flush(b), flush(c))); }
+float fma_ftz(float a, float b, float c) { return fma_f32(a, b, c, Round::kNearestEven, true); }
 }  // namespace
 
 float log2f_libdevice(float x) {
@@ -328,7 +364,11 @@ float fma_f32(float a, float b, float c, Round round, bool ftz) {
       }
     }
   }
-  return ftz ? flush(r) : r;
+  if (std::isnan(r)) return canonical_nan();
+  if (!ftz) return r;
+  // With an exponent range moved up by 100 (a·2^50, b·2^50, c·2^100: exact, see ftz_result) the
+  // exact value is rounded in `round` at 24 bits as with an unbounded exponent.
+  return ftz_result(r, [=] { return fma_f32(a * 0x1p50f, b * 0x1p50f, c * 0x1p100f, round, false); });
 }
 
 float expf_libdevice(float x, bool ftz) {

@@ -9,6 +9,12 @@
 
 namespace attnsim {
 
+// The data/ folder whose hw/h100/*.bin tables the h100() models below load on first use: the
+// repository's (fixed at build time) unless set before that first use (the Python wheel ships the
+// four tables inside the package and points here at them).
+void set_special_data_dir(const std::string& data_dir);
+const std::string& special_data_dir();
+
 // rcp.approx.ftz.f32 (MUFU.RCP on sm_90). Measured on the H100 over all 2^32 inputs
 // (cuda_check/special_probe.cu, data/hw/README.md): for a normal x = s · 2^e · 1.m the result is
 // s · 2^-e · T[m], where T[m] = rcp.approx.ftz(1.m) is a table of 2^23 values; T[m] differs from
@@ -20,7 +26,7 @@ class RcpApproxFtz {
  public:
   // Loads the delta table; throws std::runtime_error with the path if it is missing or short.
   explicit RcpApproxFtz(const std::string& delta_path);
-  // The H100 table shipped in data/hw/h100 (path fixed at build time).
+  // The H100 table shipped in data/hw/h100 (under special_data_dir()).
   static const RcpApproxFtz& h100();
   std::uint32_t bits(std::uint32_t x) const;
   float operator()(float x) const;
@@ -91,8 +97,13 @@ std::uint32_t ex2_approx_bits(std::uint32_t x, const Ex2ApproxFtz& ex2 = Ex2Appr
 std::uint32_t rcp_approx_bits(std::uint32_t x, const RcpApproxFtz& rcp = RcpApproxFtz::h100());
 std::uint32_t lg2_approx_bits(std::uint32_t x, const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100());
 
-// FMUL.FTZ: IEEE binary32 product, round to nearest even, subnormal inputs and results flushed
-// to a zero of the right sign.
+// FMUL.FTZ (mul.rn.ftz.f32): IEEE binary32 product, round to nearest even, subnormal inputs read
+// as zeros of their sign; the result is flushed to a zero of its sign when it is tiny after
+// rounding with an unbounded exponent (x86 MXCSR.FTZ's rule): a subnormal IEEE result, and also
+// FLT_MIN when the exact product lies below FLT_MIN by more than half a 24-bit ulp
+// (0x3F7FFFFF × 0x00800000 → +0; rounding first and flushing subnormals would give 0x00800000).
+// NaN results are the GPU's 0x7FFFFFFF. Measured on the H100 over 29,360,128 designed operand
+// pairs next to FLT_MIN (cuda_check/ftz_probe.cu, data/hw/h100/ftz/, tests/hw/ftz_h100_test.cpp).
 float fmul_ftz(float a, float b);
 
 // div.approx.ftz.f32 (and __fdividef): a * rcp.approx.ftz(b), as the SASS shows (MUFU.RCP then
@@ -118,8 +129,13 @@ float log2f_libdevice(float x);
 // fma.{rn,rz,rm,rp}.f32 and their .ftz forms (SASS FFMA, FFMA.RZ/.RM/.RP, .FTZ): a·b + c with one
 // rounding in the mode `round` (kNearestEven, kTowardZero, kDown, kUp; PTX has no ties-away FMA,
 // so kNearestAway throws std::invalid_argument). With ftz, subnormal inputs act as zeros of their
-// sign and a subnormal rounded result becomes a zero of its sign (PTX ISA, fma: "subnormal
-// numbers are flushed to sign-preserving zero"). Round to nearest is std::fma, correctly rounded
+// sign and a tiny result becomes a zero of its sign (PTX ISA, fma: "subnormal numbers are flushed
+// to sign-preserving zero"), tininess being detected after rounding with an unbounded exponent:
+// a subnormal rounded result, and FLT_MIN when the exact value rounded to 24 bits without an
+// exponent floor lies below FLT_MIN (fma.rn.ftz.f32 on the H100, every one of 29,360,128 designed
+// cases, data/hw/h100/ftz/; the directed modes with .ftz follow the same rule by assumption:
+// UNVERIFIED, only .rn was probed). NaN results are the GPU's 0x7FFFFFFF (every NaN the H100's
+// FFMA wrote in the probe). Round to nearest is std::fma, correctly rounded
 // by C's definition. The directed modes are exact in software, with no use of the host's rounding
 // mode: a·b is exact in double (24 + 24 significant bits); Knuth's TwoSum gives p + c = s + e
 // exactly, s the double nearest the exact sum (|e| <= half an ulp of s); every binary32 value lies
@@ -127,7 +143,7 @@ float log2f_libdevice(float x);
 // result is s's floor or ceiling on the binary32 grid, or, when s is itself a binary32 value, s or
 // its neighbour on e's side. Overflow follows IEEE 754-2019 7.4 (toward zero gives the largest
 // finite value, away gives Inf); an exact zero sum of operands of opposite sign is +0, or -0 when
-// rounding down. NaN results are whatever the host gives. Checked against the host's fmaf under
+// rounding down. Checked against the host's fmaf under
 // fesetround on a million random and nearly cancelling triples per mode
 // (tests/numerics/special_test.cpp), and through expf's FFMA.RM on the H100.
 float fma_f32(float a, float b, float c, Round round, bool ftz);

@@ -1,7 +1,7 @@
 // Records digests of the FlashAttention-2 reference (sim/flash before it became a preset of
 // sim/pipeline) for many configurations and inputs: data/regression/flash_pre_pipeline.txt.
 // Built against commit 441bad6 (the last commit with the stand-alone flash loop), not part of the
-// build; data/regression/README.md has the command. tests/sim/flash_recorded_test.cpp replays it.
+// build; data/regression/README.md has the command. tests/sim/flash/flash_recorded_test.cpp replays it.
 #include <cstdint>
 #include <cstdio>
 #include <random>

@@ -52,36 +52,63 @@ const std::map<std::string, std::function<GroupMap()>>& named_maps() {
   return m;
 }
 
+// The codes, scales and x̂ of one quantizer on one head.
+struct Roundtrip {
+  std::string code_format;
+  std::vector<std::int32_t> codes;
+  std::vector<float> scales, xh;
+};
+
 // FP8 with one FP32 scale per group: scale = amax / max finite (an all-zero group keeps scale 1),
 // v = x / scale (one FP32 division), code = cvt.rn.satfinite(v), x̂ = float(code) * scale.
 template <class Fmt>
-std::vector<float> fp8_roundtrip(const float* x, int tokens, int channels, const GroupMap& map) {
+Roundtrip fp8_roundtrip(const float* x, int tokens, int channels, const GroupMap& map) {
   const std::vector<float> amax = group_amax(x, tokens, channels, map);
   const float fmax = decode_f32<Fmt>(typename Fmt::Storage(Fmt::kMaxFinite));
-  std::vector<float> scale(amax.size());
-  for (std::size_t g = 0; g < amax.size(); ++g) scale[g] = amax[g] > 0 ? amax[g] / fmax : 1.0f;
-  std::vector<float> out(std::size_t(tokens) * channels);
+  Roundtrip r;
+  r.scales.resize(amax.size());
+  for (std::size_t g = 0; g < amax.size(); ++g) r.scales[g] = amax[g] > 0 ? amax[g] / fmax : 1.0f;
+  r.xh.resize(std::size_t(tokens) * channels);
+  r.codes.resize(r.xh.size());
   for (int t = 0; t < tokens; ++t) {
     for (int c = 0; c < channels; ++c) {
-      const float s = scale[map.group(t, c, tokens, channels)];
+      const float s = r.scales[map.group(t, c, tokens, channels)];
       const std::size_t i = std::size_t(t) * channels + c;
-      out[i] = decode_f32<Fmt>(encode<Fmt>(x[i] / s, kCudaSatfinite)) * s;
+      const auto code = encode<Fmt>(x[i] / s, kCudaSatfinite);
+      r.codes[i] = std::int32_t(code);
+      r.xh[i] = decode_f32<Fmt>(code) * s;
     }
   }
-  return out;
+  return r;
 }
 
-std::vector<float> roundtrip(const float* x, int tokens, int channels, const std::string& name,
-                             const GroupMap& map) {
+Roundtrip roundtrip(const float* x, int tokens, int channels, const std::string& name,
+                    const GroupMap& map) {
   if (auto it = symmetric().find(name); it != symmetric().end()) {
-    return quantize_symmetric(x, tokens, channels, map, it->second).dequantize();
+    QuantizedTensor q = quantize_symmetric(x, tokens, channels, map, it->second);
+    Roundtrip r;
+    r.code_format = "int" + std::to_string(q.bits);
+    r.xh = q.dequantize();
+    r.codes = std::move(q.q);
+    r.scales = std::move(q.scale);
+    return r;
   }
-  if (name == "e4m3fn") return fp8_roundtrip<e4m3fn>(x, tokens, channels, map);
-  if (name == "e5m2") return fp8_roundtrip<e5m2>(x, tokens, channels, map);
+  if (name == "e4m3fn") {
+    Roundtrip r = fp8_roundtrip<e4m3fn>(x, tokens, channels, map);
+    r.code_format = "e4m3fn";
+    return r;
+  }
+  if (name == "e5m2") {
+    Roundtrip r = fp8_roundtrip<e5m2>(x, tokens, channels, map);
+    r.code_format = "e5m2";
+    return r;
+  }
   if (name == "turbo_bpq4" || name == "turbo_bpq2") {
     const QuantizedTensor s1 = quantize_symmetric(x, tokens, channels, map, kTurboInt8Alg);
     const GroupMap stage2{Granularity::kPerBlockChannel, 64};
-    return quantize_progressive(s1, stage2, name == "turbo_bpq4" ? 4 : 2, kBpqOffset).dequantize();
+    Roundtrip r;
+    r.xh = quantize_progressive(s1, stage2, name == "turbo_bpq4" ? 4 : 2, kBpqOffset).dequantize();
+    return r;
   }
   throw UsageError("unknown quantizer '" + name + "' (attnsim quantize --help lists them)");
 }
@@ -120,10 +147,12 @@ GroupMap parse_granularity(const std::string& name) {
   throw UsageError("unknown granularity '" + name + "' (attnsim quantize --help lists them)");
 }
 
-QuantError quantization_error(const float* x, int tokens, int channels,
-                              const std::string& quantizer, const GroupMap& map, bool smooth) {
+QuantizeResult quantize_tensor(const float* x, int tokens, int channels,
+                               const std::string& quantizer, const GroupMap& map, bool smooth) {
   const std::size_t n = std::size_t(tokens) * channels;
-  std::vector<double> mean(channels, 0.0);
+  QuantizeResult res;
+  std::vector<double>& mean = res.mean;
+  mean.assign(std::size_t(channels), 0.0);
   std::vector<float> src(x, x + n);
   if (smooth) {
     for (int t = 0; t < tokens; ++t)
@@ -131,13 +160,16 @@ QuantError quantization_error(const float* x, int tokens, int channels,
     for (int c = 0; c < channels; ++c) mean[c] = double(float(mean[c] / tokens));
     for (std::size_t i = 0; i < n; ++i) src[i] = float(double(x[i]) - mean[i % channels]);
   }
-  const std::vector<float> xh = roundtrip(src.data(), tokens, channels, quantizer, map);
-  QuantError e;
+  Roundtrip rt = roundtrip(src.data(), tokens, channels, quantizer, map);
+  const std::vector<float>& xh = rt.xh;
+  QuantError& e = res.error;
   e.groups = map.count(tokens, channels);
+  res.dequantized.resize(n);
   double d2 = 0, x2 = 0, d1 = 0, x1 = 0, dot = 0, h2 = 0;
   for (std::size_t i = 0; i < n; ++i) {
     const double ref = x[i];
     const double got = double(xh[i]) + mean[i % channels];
+    res.dequantized[i] = got;
     const double d = got - ref;
     d2 += d * d;
     x2 += ref * ref;
@@ -151,7 +183,19 @@ QuantError quantization_error(const float* x, int tokens, int channels,
   e.rel_l1 = x1 > 0 ? d1 / x1 : d1;
   e.cosine = (x2 > 0 && h2 > 0) ? dot / std::sqrt(x2 * h2) : (d2 == 0 ? 1.0 : 0.0);
   e.sqnr_db = d2 > 0 ? 10.0 * std::log10(x2 / d2) : INFINITY;
-  return e;
+  res.code_format = std::move(rt.code_format);
+  res.codes = std::move(rt.codes);
+  res.scales = std::move(rt.scales);
+  res.group.resize(n);
+  for (int t = 0; t < tokens; ++t)
+    for (int c = 0; c < channels; ++c)
+      res.group[std::size_t(t) * channels + c] = map.group(t, c, tokens, channels);
+  return res;
+}
+
+QuantError quantization_error(const float* x, int tokens, int channels,
+                              const std::string& quantizer, const GroupMap& map, bool smooth) {
+  return quantize_tensor(x, tokens, channels, quantizer, map, smooth).error;
 }
 
 }  // namespace attnsim

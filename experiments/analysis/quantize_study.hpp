@@ -3,6 +3,7 @@
 // TurboAttention Fig. 4/20, computed with numerics/quantize and formats/.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,23 @@ struct QuantError {
   double rel_fro = 0, rel_l1 = 0, max_abs = 0, cosine = 0, sqnr_db = 0;
   long long groups = 0;
 };
+
+// What quantize_tensor made of one head: the codes (integers, or the FP8 encodings 0..255; empty
+// for the progressive quantizers turbo_bpq4/2, whose two stages have their own), one scale per
+// group (empty likewise), each element's group, x̂ with the smoothing mean added back (FP64), the
+// mean per channel (zeros without smoothing) and the error quantization_error reports.
+struct QuantizeResult {
+  std::string code_format;          // int8 int4 int2 e4m3fn e5m2, or "" (progressive)
+  std::vector<std::int32_t> codes;  // [tokens, channels]
+  std::vector<float> scales;        // [groups]
+  std::vector<std::int32_t> group;  // [tokens, channels]
+  std::vector<double> dequantized;  // [tokens, channels]
+  std::vector<double> mean;         // [channels]
+  QuantError error;
+};
+
+QuantizeResult quantize_tensor(const float* x, int tokens, int channels,
+                               const std::string& quantizer, const GroupMap& map, bool smooth);
 
 // Quantizes one head's [tokens, channels] tensor x (after subtracting the per-channel mean over
 // tokens when `smooth`, SageAttention's smooth-K, whose mean is added back exactly in FP64 before

@@ -23,9 +23,11 @@ void add_special_command(CLI::App& app) {
       "special",
       "Evaluate the H100's approximate special functions bit-exactly on raw little-endian float32: "
       "ex2 = ex2.approx.ftz.f32, rcp = rcp.approx.ftz.f32, lg2 = lg2.approx.ftz.f32, "
-      "or with --no-ftz the variants without .ftz (models proven over all 2^32 inputs)");
+      "or with --no-ftz the variants without .ftz; CUDA's expf, logf, __expf and __logf as nvcc "
+      "compiles them with -ftz=true, or with --no-ftz without it (models proven over all 2^32 "
+      "inputs)");
   auto no_ftz = std::make_shared<bool>(false);
-  cmd->add_option("--fn", *fn, "ex2, rcp or lg2")->required();
+  cmd->add_option("--fn", *fn, "ex2, rcp, lg2, expf, logf, __expf or __logf")->required();
   cmd->add_flag(
       "--no-ftz", *no_ftz,
       "the variants without .ftz (ex2.approx.f32 etc.: range scaling around the same MUFU, "
@@ -38,8 +40,10 @@ void add_special_command(CLI::App& app) {
       ->check(output_name());
   add_max_memory_option(cmd);
   cmd->callback([fn, in, out, no_ftz]() {
-    if (*fn != "ex2" && *fn != "rcp" && *fn != "lg2")
-      throw UsageError("unknown --fn '" + *fn + "' (expected ex2, rcp or lg2)");
+    const bool libm = *fn == "expf" || *fn == "logf" || *fn == "__expf" || *fn == "__logf";
+    if (*fn != "ex2" && *fn != "rcp" && *fn != "lg2" && !libm)
+      throw UsageError("unknown --fn '" + *fn +
+                       "' (expected ex2, rcp, lg2, expf, logf, __expf or __logf)");
     check_output_path(*out, {*in});
     // The file's bytes, its values, and the function's table (at most 96 MiB, measured).
     struct stat st;
@@ -48,7 +52,15 @@ void add_special_command(CLI::App& app) {
     }
     std::vector<float> x = read_f32_file(*in);
     try {
-      if (*no_ftz) {
+      if (libm) {
+        // numerics/special: libdevice's accurate expf/logf, __expf/__logf (fast_expf/fast_logf).
+        const bool ftz = !*no_ftz;
+        float (*model)(float, bool) = *fn == "expf"   ? expf_libdevice
+                                      : *fn == "logf" ? logf_libdevice
+                                      : *fn == "__expf" ? fast_expf
+                                                        : fast_logf;
+        for (float& v : x) v = model(v, ftz);
+      } else if (*no_ftz) {
         std::uint32_t (*model)(std::uint32_t) =
             *fn == "ex2"   ? [](std::uint32_t b) { return ex2_approx_bits(b); }
             : *fn == "rcp" ? [](std::uint32_t b) { return rcp_approx_bits(b); }

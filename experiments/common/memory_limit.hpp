@@ -1,8 +1,8 @@
 // The memory limit every computing command checks its estimate against before allocating:
-// `--max-memory SIZE` (or ATTNSIM_MAX_MEMORY), by default the memory of the machine.
+// `--max-memory SIZE` (or ATTNSIM_MAX_MEMORY), by default the memory of the machine. No CLI11
+// here (the option itself is in option_checks.hpp): the Python module links this too.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
 #include <string>
 
@@ -20,8 +20,5 @@ std::uint64_t memory_limit();
 std::string format_bytes(double bytes);
 // UsageError naming `what`, the estimate and the limit when `bytes` exceeds the limit.
 void check_memory(double bytes, const std::string& what);
-// Adds --max-memory SIZE (environment: ATTNSIM_MAX_MEMORY) to a command; it sets the limit while
-// the command line is parsed, before the command's callback runs.
-void add_max_memory_option(CLI::App* cmd);
 
 }  // namespace attnsim

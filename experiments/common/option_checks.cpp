@@ -1,6 +1,8 @@
 // Checks of option values (see option_checks.hpp).
 #include "experiments/common/option_checks.hpp"
 
+#include "experiments/common/memory_limit.hpp"
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +66,22 @@ CLI::Validator output_name() {
         return "";
       },
       "");
+}
+
+void add_max_memory_option(CLI::App* cmd) {
+  // CLI11 reads the environment variable into this option of every subcommand, the ones not
+  // invoked included, and runs their callbacks: only the invoked command's value may set the one
+  // process-wide limit (else another command's ATTNSIM_MAX_MEMORY overrides `--max-memory`).
+  cmd->add_option_function<std::string>(
+         "--max-memory",
+         [cmd](const std::string& s) {
+           if (cmd->parsed()) set_memory_limit(parse_memory_size(s));
+         },
+         "refuse, before allocating, work whose memory estimate exceeds SIZE (512M, 8G, ...); "
+         "default: this machine's memory (" +
+             format_bytes(double(machine_memory_bytes())) + ")")
+      ->envname("ATTNSIM_MAX_MEMORY")
+      ->type_name("SIZE");
 }
 
 }  // namespace attnsim

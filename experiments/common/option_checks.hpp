@@ -20,4 +20,8 @@ CLI::Validator non_empty();
 // "--quiet"; a file of such a name is still reachable as ./-name.
 CLI::Validator output_name();
 
+// Adds --max-memory SIZE (environment: ATTNSIM_MAX_MEMORY) to a command; it sets the limit while
+// the command line is parsed, before the command's callback runs.
+void add_max_memory_option(CLI::App* cmd);
+
 }  // namespace attnsim

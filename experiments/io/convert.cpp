@@ -63,20 +63,20 @@ std::int64_t round_exact_quotient(double x, double scale, Round r) {
 namespace {
 
 template <class Fmt, class T>
-void encode_float(const std::vector<T>& x, Policy p, std::vector<std::uint8_t>& out) {
+void encode_float(const T* x, std::size_t count, Policy p, std::vector<std::uint8_t>& out) {
   using S = typename Fmt::Storage;
-  out.resize(x.size() * sizeof(S));
+  out.resize(count * sizeof(S));
   S* dst = reinterpret_cast<S*>(out.data());
-  const std::int64_t n = std::int64_t(x.size());
+  const std::int64_t n = std::int64_t(count);
 #pragma omp parallel for schedule(static)
   for (std::int64_t i = 0; i < n; ++i) dst[i] = encode<Fmt>(x[i], p);
 }
 
 template <class IntFmt, class T>
-void encode_int(const std::vector<T>& x, const ConvertRequest& req,
+void encode_int(const T* x, std::size_t count, const ConvertRequest& req,
                 std::vector<std::uint8_t>& out) {
-  std::vector<std::int32_t> q(x.size());
-  for (std::size_t i = 0; i < x.size(); ++i) {
+  std::vector<std::int32_t> q(count);
+  for (std::size_t i = 0; i < count; ++i) {
     const double v = double(x[i]);
     if (std::isnan(v)) {
       throw UsageError("input element " + std::to_string(i) +
@@ -98,7 +98,7 @@ void encode_int(const std::vector<T>& x, const ConvertRequest& req,
 }
 
 template <class T>
-std::vector<std::uint8_t> encode_any(const std::vector<T>& x, const ConvertRequest& req) {
+std::vector<std::uint8_t> encode_any(const T* x, std::size_t n, const ConvertRequest& req) {
   std::vector<std::uint8_t> out;
   const std::string& f = req.format;
   const bool is_int = f == "int8" || f == "int4" || f == "int2";
@@ -119,19 +119,19 @@ std::vector<std::uint8_t> encode_any(const std::vector<T>& x, const ConvertReque
       throw UsageError(
           "e4m3fn has no infinity; choose --overflow saturate, saturate-finite or nan");
     }
-    encode_float<e4m3fn>(x, req.policy, out);
+    encode_float<e4m3fn>(x, n, req.policy, out);
   } else if (f == "e5m2") {
-    encode_float<e5m2>(x, req.policy, out);
+    encode_float<e5m2>(x, n, req.policy, out);
   } else if (f == "bf16") {
-    encode_float<bf16>(x, req.policy, out);
+    encode_float<bf16>(x, n, req.policy, out);
   } else if (f == "fp16") {
-    encode_float<fp16>(x, req.policy, out);
+    encode_float<fp16>(x, n, req.policy, out);
   } else if (f == "int8") {
-    encode_int<s8>(x, req, out);
+    encode_int<s8>(x, n, req, out);
   } else if (f == "int4") {
-    encode_int<s4>(x, req, out);
+    encode_int<s4>(x, n, req, out);
   } else if (f == "int2") {
-    encode_int<s2>(x, req, out);
+    encode_int<s2>(x, n, req, out);
   } else {
     throw UsageError("unknown format '" + f + "' (expected " +
                      join_choices(convert_format_names()) + ")");
@@ -140,38 +140,37 @@ std::vector<std::uint8_t> encode_any(const std::vector<T>& x, const ConvertReque
 }
 
 template <class Fmt>
-std::vector<float> decode_float(const std::vector<std::uint8_t>& bytes) {
+std::vector<float> decode_float(const std::uint8_t* bytes, std::size_t size) {
   using S = typename Fmt::Storage;
-  if (bytes.size() % sizeof(S) != 0) {
-    throw UsageError("input has " + std::to_string(bytes.size()) +
-                     " bytes, not a whole number of " + std::to_string(sizeof(S)) +
-                     "-byte encodings");
+  if (size % sizeof(S) != 0) {
+    throw UsageError("input has " + std::to_string(size) + " bytes, not a whole number of " +
+                     std::to_string(sizeof(S)) + "-byte encodings");
   }
-  std::vector<float> out(bytes.size() / sizeof(S));
+  std::vector<float> out(size / sizeof(S));
   for (std::size_t i = 0; i < out.size(); ++i) {
     S s;
-    std::memcpy(&s, bytes.data() + i * sizeof(S), sizeof(S));
+    std::memcpy(&s, bytes + i * sizeof(S), sizeof(S));
     out[i] = decode_f32<Fmt>(s);
   }
   return out;
 }
 
 template <class IntFmt>
-std::vector<float> decode_int(const std::vector<std::uint8_t>& bytes, const ConvertRequest& req,
-                              std::size_t count) {
+std::vector<float> decode_int(const std::uint8_t* bytes, std::size_t size,
+                              const ConvertRequest& req, std::size_t count) {
   std::vector<std::int32_t> q;
   if (req.packed) {
-    const std::size_t capacity = bytes.size() * IntFmt::kPerByte;
+    const std::size_t capacity = size * IntFmt::kPerByte;
     const std::size_t n = count == 0 ? capacity : count;
     if (n > capacity) {
       throw UsageError("--count " + std::to_string(n) + " exceeds the " + std::to_string(capacity) +
                        " packed elements in the input");
     }
     q.resize(n);
-    unpack<IntFmt>(bytes.data(), n, q.data());
+    unpack<IntFmt>(bytes, n, q.data());
   } else {
-    q.resize(bytes.size());
-    for (std::size_t i = 0; i < bytes.size(); ++i) {
+    q.resize(size);
+    for (std::size_t i = 0; i < size; ++i) {
       const std::int32_t v = std::int8_t(bytes[i]);
       if (v < IntFmt::kMin || v > IntFmt::kMax) {
         throw UsageError("input byte " + std::to_string(i) + " holds " + std::to_string(v) +
@@ -189,14 +188,25 @@ std::vector<float> decode_int(const std::vector<std::uint8_t>& bytes, const Conv
 }  // namespace
 
 std::vector<std::uint8_t> encode_array(const std::vector<float>& x, const ConvertRequest& req) {
-  return encode_any(x, req);
+  return encode_any(x.data(), x.size(), req);
 }
 std::vector<std::uint8_t> encode_array(const std::vector<double>& x, const ConvertRequest& req) {
-  return encode_any(x, req);
+  return encode_any(x.data(), x.size(), req);
+}
+std::vector<std::uint8_t> encode_array(const float* x, std::size_t n, const ConvertRequest& req) {
+  return encode_any(x, n, req);
+}
+std::vector<std::uint8_t> encode_array(const double* x, std::size_t n, const ConvertRequest& req) {
+  return encode_any(x, n, req);
 }
 
 std::vector<float> decode_array(const std::vector<std::uint8_t>& bytes, const ConvertRequest& req,
                                 std::size_t count) {
+  return decode_array(bytes.data(), bytes.size(), req, count);
+}
+
+std::vector<float> decode_array(const std::uint8_t* bytes, std::size_t size,
+                                const ConvertRequest& req, std::size_t count) {
   const std::string& f = req.format;
   const bool is_int = f == "int8" || f == "int4" || f == "int2";
   if (is_int && (!(req.scale > 0.0) || !std::isfinite(req.scale))) {
@@ -205,13 +215,13 @@ std::vector<float> decode_array(const std::vector<std::uint8_t>& bytes, const Co
   if (req.packed && f != "int4" && f != "int2")
     throw UsageError("--packed applies to int4 and int2 only");
   if (count != 0 && !req.packed) throw UsageError("--count applies to packed input only");
-  if (f == "e4m3fn") return decode_float<e4m3fn>(bytes);
-  if (f == "e5m2") return decode_float<e5m2>(bytes);
-  if (f == "bf16") return decode_float<bf16>(bytes);
-  if (f == "fp16") return decode_float<fp16>(bytes);
-  if (f == "int8") return decode_int<s8>(bytes, req, count);
-  if (f == "int4") return decode_int<s4>(bytes, req, count);
-  if (f == "int2") return decode_int<s2>(bytes, req, count);
+  if (f == "e4m3fn") return decode_float<e4m3fn>(bytes, size);
+  if (f == "e5m2") return decode_float<e5m2>(bytes, size);
+  if (f == "bf16") return decode_float<bf16>(bytes, size);
+  if (f == "fp16") return decode_float<fp16>(bytes, size);
+  if (f == "int8") return decode_int<s8>(bytes, size, req, count);
+  if (f == "int4") return decode_int<s4>(bytes, size, req, count);
+  if (f == "int2") return decode_int<s2>(bytes, size, req, count);
   throw UsageError("unknown format '" + f + "' (expected " + join_choices(convert_format_names()) +
                    ")");
 }

@@ -1,6 +1,7 @@
 // Array conversions behind `attnsim convert`: float -> encodings and back, for every format.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -26,9 +27,14 @@ struct ConvertRequest {
 // one byte per int element unless packed). Inputs as float (from f32) or double (from f64).
 std::vector<std::uint8_t> encode_array(const std::vector<float>& x, const ConvertRequest& req);
 std::vector<std::uint8_t> encode_array(const std::vector<double>& x, const ConvertRequest& req);
+// The same on n values in place (the Python module's arrays, read without a copy).
+std::vector<std::uint8_t> encode_array(const float* x, std::size_t n, const ConvertRequest& req);
+std::vector<std::uint8_t> encode_array(const double* x, std::size_t n, const ConvertRequest& req);
 // Decode raw encodings back to float32 (integers: float(q) * float(scale), one FP32 rounding, as a
 // kernel's dequantization does). `count` limits the elements read from packed input (0 = all).
 std::vector<float> decode_array(const std::vector<std::uint8_t>& bytes, const ConvertRequest& req,
                                 std::size_t count);
+std::vector<float> decode_array(const std::uint8_t* bytes, std::size_t size,
+                                const ConvertRequest& req, std::size_t count);
 
 }  // namespace attnsim

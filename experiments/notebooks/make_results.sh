@@ -33,8 +33,7 @@ mkdir -p "$tmp"
 
 python3 - "$tmp" <<'PY'
 import sys
-sys.path.insert(0, "experiments/python")
-import attnsim_results as ar
+import attnsim.results as ar
 tmp = sys.argv[1]
 for n in (128, 256, 512, 1024):
     ar.derive_dump("data/real/smollm2_gpl3.h5", "layer_15", f"{tmp}/ctx_n{n:04d}.h5", tokens=n)

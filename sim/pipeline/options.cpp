@@ -685,166 +685,214 @@ OptionList pipeline_options(const Pipeline& p0) {
   return r;
 }
 
-void apply_options(Pipeline& p, const OptionMap& given, const HookRegistry& hooks) {
-  const std::vector<OptionKey> keys = pipeline_keys(hooks);
-  for (const auto& [k, v] : given) {
-    const OptionKey* key = find_key(keys, k);
-    if (!key) fail("'" + k + "' is not a pipeline option");
-    check_value(*key, v);
+namespace {
+
+// The options given, read by key.
+struct Given {
+  const OptionMap& map;
+  bool has(const std::string& k) const { return map.count(k) != 0; }
+  const std::string& get(const std::string& k) const { return map.at(k); }
+  double num(const std::string& k) const { return std::strtod(get(k).c_str(), nullptr); }
+  int integer(const std::string& k) const { return int(std::strtol(get(k).c_str(), nullptr, 10)); }
+  // A key given and not "auto" (the *_cvt, *_mean_fmt and *_center_fmt keys).
+  bool set(const std::string& k) const { return has(k) && get(k) != "auto"; }
+};
+
+void apply_quant(OperandSpec& s, const std::string& q) {
+  if (q == "none") {
+    s.scale = ScaleMode::kNone;
+  } else if (q.rfind("amax", 0) == 0) {
+    s.scale = ScaleMode::kFloat;
+    s.float_max = float(std::strtod(q.c_str() + 4, nullptr));
+  } else {
+    s.scale = ScaleMode::kInteger;
+    s.quantizer = quantizer(q, "quant");
   }
-  auto has = [&](const char* k) { return given.count(k) != 0; };
-  auto get = [&](const char* k) -> const std::string& { return given.at(k); };
-  auto num = [&](const char* k) { return std::strtod(get(k).c_str(), nullptr); };
-  auto integer_of = [&](const char* k) { return int(std::strtol(get(k).c_str(), nullptr, 10)); };
+}
 
-  // Tiles.
-  if (has("bq")) p.tile.block_q = integer_of("bq");
-  if (has("bk")) p.tile.block_kv = integer_of("bk");
-  if (has("kv_order")) p.tile.kv_order = value_of(kKvOrder, get("kv_order"), "kv_order");
-  if (has("causal")) p.tile.causal = value_of(kCausal, get("causal"), "causal");
-  // Softmax state first: qk_dot=acc and pv_dot=acc follow it.
-  if (has("acc")) p.softmax.state = value_of(kState, get("acc"), "acc");
-
-  // Operands.
-  bool enc_set[3] = {false, false, false};
-  for (Operand o : {Operand::kQ, Operand::kK, Operand::kV}) {
-    OperandSpec& s = o == Operand::kQ ? p.q : o == Operand::kK ? p.k : p.v;
-    const std::string n = operand_key(o);
-    auto key = [&](const char* suffix) { return n + suffix; };
-    auto has_k = [&](const std::string& k) { return given.count(k) != 0; };
-    auto get_k = [&](const std::string& k) -> const std::string& { return given.at(k); };
-    if (has_k(key("_in"))) s.input = encoding(get_k(key("_in")), "in");
-    if (has_k(n) && get_k(n) != "qkv") {
-      s.enc = encoding(get_k(n), n.c_str());
-      enc_set[int(o)] = true;
-    } else if (has("qkv")) {
-      s.enc = encoding(get("qkv"), "qkv");
-      enc_set[int(o)] = true;
+void apply_groups(OperandSpec& s, Operand o, const Given& g, const std::string& n) {
+  if (!g.has(n + "_gran") && !g.has(n + "_block") && !g.has(n + "_tile")) return;
+  const int block = g.has(n + "_block") ? g.integer(n + "_block")
+                                        : (s.scale == ScaleMode::kNone ? 64 : s.groups.block);
+  if (g.has(n + "_gran")) {
+    const std::string gn = g.get(n + "_gran");
+    if (gn == "per_thread") {
+      if (o == Operand::kV)
+        fail("v_gran=per_thread: the per-thread groups are SageAttention2's Q and K maps");
+      s.groups.kind = o == Operand::kQ ? Granularity::kSagePerThreadQ : Granularity::kSagePerThreadK;
+    } else {
+      s.groups.kind = value_of(kGran, gn, "gran");
     }
-    if (has_k(key("_quant"))) {
-      const std::string q = get_k(key("_quant"));
-      if (q == "none") {
-        s.scale = ScaleMode::kNone;
-      } else if (q.rfind("amax", 0) == 0) {
-        s.scale = ScaleMode::kFloat;
-        s.float_max = float(std::strtod(q.c_str() + 4, nullptr));
-      } else {
-        s.scale = ScaleMode::kInteger;
-        s.quantizer = quantizer(q, "quant");
-      }
-    }
-    if (has_k(key("_gran")) || has_k(key("_block")) || has_k(key("_tile"))) {
-      const int block = has_k(key("_block")) ? int(std::strtol(get_k(key("_block")).c_str(), nullptr, 10))
-                                             : (s.scale == ScaleMode::kNone ? 64 : s.groups.block);
-      Granularity g = s.groups.kind;
-      if (has_k(key("_gran"))) {
-        const std::string gn = get_k(key("_gran"));
-        if (gn == "per_thread") {
-          if (o == Operand::kV)
-            fail("v_gran=per_thread: the per-thread groups are SageAttention2's Q and K maps");
-          g = o == Operand::kQ ? Granularity::kSagePerThreadQ : Granularity::kSagePerThreadK;
-        } else {
-          g = value_of(kGran, gn, "gran");
-        }
-      }
-      s.groups.kind = g;
-      s.groups.block = block;
-      if (has_k(key("_tile"))) s.groups.pad = int(std::strtol(get_k(key("_tile")).c_str(), nullptr, 10));
-    }
-    if (has_k(key("_scale_rcp"))) s.float_rule = value_of(kScaleRcp, get_k(key("_scale_rcp")), "scale_rcp");
-    if (has_k(key("_dequant"))) {
-      const std::string d = get_k(key("_dequant"));
-      if (d == "product") {
-        s.apply = ScaleAt::kProduct;
-      } else {
-        s.apply = ScaleAt::kOperand;
-        s.dequant_to = encoding(d, "dequant");
-      }
-    }
-    if (has_k(key("_mean"))) {
-      const std::string m = get_k(key("_mean"));
-      s.mean = m == "block" ? MeanMode::kBlock : m == "none" ? MeanMode::kNone : MeanMode::kTokens;
-      s.mean_rule = m == "sage_channel" ? MeanRule::kSageChannel : MeanRule::kFp64;
-    }
-    if (o == Operand::kQ && has("q_mean_block")) s.mean_block = integer_of("q_mean_block");
-    const bool mean_fmt = has("mean_fmt");
-    if (has_k(key("_mean_fmt")) && get_k(key("_mean_fmt")) != "auto") {
-      s.mean_enc = encoding(get_k(key("_mean_fmt")), "mean_fmt");
-    } else if (mean_fmt) {
-      s.mean_enc = encoding(get("mean_fmt"), "mean_fmt");
-    }
-    if (has_k(key("_center_fmt")) && get_k(key("_center_fmt")) != "auto") {
-      s.centered_enc = encoding(get_k(key("_center_fmt")), "center_fmt");
-    } else if (mean_fmt) {
-      s.centered_enc = encoding(get("mean_fmt"), "mean_fmt");
-    }
-    if (o == Operand::kQ && has("q_prescale"))
-      s.prescale = value_of(kPrescale, get("q_prescale"), "q_prescale");
   }
+  s.groups.block = block;
+  if (g.has(n + "_tile")) s.groups.pad = g.integer(n + "_tile");
+}
 
-  // Products.
-  auto apply_dot = [&](DotModel& m, const char* dot_key, const char* promote_key) {
-    if (has(dot_key)) {
-      const std::string d = get(dot_key);
-      m = d == "acc" ? DotModel{p.softmax.state == StateType::kFp32 ? DotModel::kFp32
-                                                                     : DotModel::kFp64}
-                     : parse_dot(d, dot_key);
+void apply_mean(OperandSpec& s, Operand o, const Given& g, const std::string& n) {
+  if (g.has(n + "_mean")) {
+    const std::string m = g.get(n + "_mean");
+    s.mean = m == "block" ? MeanMode::kBlock : m == "none" ? MeanMode::kNone : MeanMode::kTokens;
+    s.mean_rule = m == "sage_channel" ? MeanRule::kSageChannel : MeanRule::kFp64;
+  }
+  if (o == Operand::kQ && g.has("q_mean_block")) s.mean_block = g.integer("q_mean_block");
+  if (g.set(n + "_mean_fmt")) {
+    s.mean_enc = encoding(g.get(n + "_mean_fmt"), "mean_fmt");
+  } else if (g.has("mean_fmt")) {
+    s.mean_enc = encoding(g.get("mean_fmt"), "mean_fmt");
+  }
+  if (g.set(n + "_center_fmt")) {
+    s.centered_enc = encoding(g.get(n + "_center_fmt"), "center_fmt");
+  } else if (g.has("mean_fmt")) {
+    s.centered_enc = encoding(g.get("mean_fmt"), "mean_fmt");
+  }
+}
+
+// One operand's keys (q_*, k_*, v_*, and qkv for its encoding); returns whether its encoding was
+// given (its cast then follows cvt8/cvt16).
+bool apply_operand(OperandSpec& s, Operand o, const Given& g) {
+  const std::string n = operand_key(o);
+  bool enc_given = false;
+  if (g.has(n + "_in")) s.input = encoding(g.get(n + "_in"), "in");
+  if (g.has(n) && g.get(n) != "qkv") {
+    s.enc = encoding(g.get(n), n.c_str());
+    enc_given = true;
+  } else if (g.has("qkv")) {
+    s.enc = encoding(g.get("qkv"), "qkv");
+    enc_given = true;
+  }
+  if (g.has(n + "_quant")) apply_quant(s, g.get(n + "_quant"));
+  apply_groups(s, o, g, n);
+  if (g.has(n + "_scale_rcp"))
+    s.float_rule = value_of(kScaleRcp, g.get(n + "_scale_rcp"), "scale_rcp");
+  if (g.has(n + "_dequant")) {
+    const std::string d = g.get(n + "_dequant");
+    if (d == "product") {
+      s.apply = ScaleAt::kProduct;
+    } else {
+      s.apply = ScaleAt::kOperand;
+      s.dequant_to = encoding(d, "dequant");
     }
-    if (has(promote_key)) m.promote = integer_of(promote_key);
-  };
-  apply_dot(p.qk.dot, "qk_dot", "qk_promote");
-  if (has("int_cvt")) p.qk.int_cvt = value_of(kIntCvt, get("int_cvt"), "int_cvt");
+  }
+  apply_mean(s, o, g, n);
+  if (o == Operand::kQ && g.has("q_prescale"))
+    s.prescale = value_of(kPrescale, g.get("q_prescale"), "q_prescale");
+  return enc_given;
+}
 
-  // Softmax and exp.
-  if (has("exp")) {
-    const std::string e = get("exp");
-    bool found = false;
+// A product's model (dot_key; "acc" follows the softmax state) and promotion interval.
+void apply_dot(DotModel& m, StateType state, const Given& g, const char* dot_key,
+               const char* promote_key) {
+  if (g.has(dot_key)) {
+    const std::string d = g.get(dot_key);
+    m = d == "acc" ? DotModel{state == StateType::kFp32 ? DotModel::kFp32 : DotModel::kFp64}
+                   : parse_dot(d, dot_key);
+  }
+  if (g.has(promote_key)) m.promote = g.integer(promote_key);
+}
+
+// A hook stage's choice (exp=, rescale=): `choose(builtin)` for one of the stage's own names, the
+// hook built from its keys (given, else their defaults) for a hook's name. Without the stage key,
+// a hook the preset chose is rebuilt when any of its keys is given. Returns the hook to install
+// (empty: keep `current`) and whether a built-in name was chosen.
+template <class Spec, class Ref>
+Ref choose_hook(const std::vector<Spec>& specs, const Given& g, const char* stage_key,
+                const Ref& current, bool current_is_hook, const std::function<bool()>& builtin,
+                const Spec** chosen) {
+  *chosen = nullptr;
+  if (g.has(stage_key)) {
+    const std::string name = g.get(stage_key);
+    if (builtin()) return Ref{};
+    for (const Spec& h : specs)
+      if (name == h.name) {
+        OptionMap hv;
+        for (const OptionKey& k : h.keys) hv[k.key] = g.has(k.key) ? g.get(k.key) : k.default_value;
+        *chosen = &h;
+        return h.make(hv);
+      }
+    fail(std::string("pipeline option ") + stage_key + "=" + name + " is not one of its choices");
+  }
+  if (!current_is_hook || !current) return current;
+  for (const Spec& h : specs) {
+    if (h.name != current->name()) continue;
+    bool any = false;
+    OptionMap hv;
+    for (const auto& [k, v] : current->options()) hv[k] = v;
+    for (const OptionKey& k : h.keys)
+      if (g.has(k.key)) hv[k.key] = g.get(k.key), any = true;
+    if (any) {
+      *chosen = &h;
+      return h.make(hv);
+    }
+  }
+  return current;
+}
+
+void apply_exp(Pipeline& p, const Given& g, const HookRegistry& hooks) {
+  auto builtin = [&] {
     for (const ExpName& x : kExp)
-      if (e == x.name) {
+      if (g.get("exp") == x.name) {
         p.softmax.base = x.base;
         p.exp.fn = x.fn;
-        p.exp.hook = {};
-        found = true;
+        return true;
       }
-    for (const ExpHookSpec& h : hooks.exp)
-      if (e == h.name) {
-        OptionMap hv;
-        for (const OptionKey& k : h.keys) hv[k.key] = given.count(k.key) ? given.at(k.key) : k.default_value;
-        p.softmax.base = h.base;
-        p.exp.fn = ExpFn::kHook;
-        p.exp.hook = h.make(hv);
-        found = true;
-      }
-    if (!found) fail("pipeline option exp=" + e + " is not one of its choices");
-  } else if (p.exp.fn == ExpFn::kHook && p.exp.hook) {
-    // The hook's own keys given without exp=: rebuild the preset's hook with them.
-    for (const ExpHookSpec& h : hooks.exp) {
-      if (h.name != p.exp.hook->name()) continue;
-      bool any = false;
-      OptionMap hv;
-      for (const auto& [k, v] : p.exp.hook->options()) hv[k] = v;
-      for (const OptionKey& k : h.keys)
-        if (given.count(k.key)) hv[k.key] = given.at(k.key), any = true;
-      if (any) p.exp.hook = h.make(hv);
-    }
+    return false;
+  };
+  const ExpHookSpec* chosen = nullptr;
+  HookRef<ExpHook> hook = choose_hook(hooks.exp, g, "exp", p.exp.hook,
+                                      p.exp.fn == ExpFn::kHook, builtin, &chosen);
+  if (g.has("exp") && !chosen) {
+    p.exp.hook = {};
+    return;
   }
-  if (has("fma")) p.softmax.fma = get("fma") == "on";
-  if (has("scale_log2")) p.softmax.scale_log2 = value_of(kScaleLog2, get("scale_log2"), "scale_log2");
-  if (has("sm_scale")) p.softmax.sm_scale = value_of(kSmScale, get("sm_scale"), "sm_scale");
-  if (has("dequant")) p.softmax.dequant = value_of(kDequant, get("dequant"), "dequant");
-  if (has("dequant_tail")) p.softmax.dequant_tail = integer_of("dequant_tail");
-  if (has("max")) p.softmax.max_domain = value_of(kMax, get("max"), "max");
-  if (has("max_offset")) p.softmax.max_offset = num("max_offset");
-  if (has("mask")) p.softmax.mask_value = num("mask");
-  if (has("rowsum")) p.softmax.row_sum = value_of(kRowSum, get("rowsum"), "rowsum");
-  if (has("rowsum_dot")) p.softmax.row_sum_dot = parse_dot(get("rowsum_dot"), "rowsum_dot");
-  if (has("lse")) p.softmax.lse = value_of(kLse, get("lse"), "lse");
+  if (g.has("exp")) {  // a hook chosen by name (else the preset's hook, perhaps rebuilt)
+    p.softmax.base = chosen->base;
+    p.exp.fn = ExpFn::kHook;
+  }
+  p.exp.hook = std::move(hook);
+}
 
-  // P.
-  if (has("p")) p.p.enc = encoding(get("p"), "p");
-  if (has("p_scale")) p.p.scale = value_of(kPScale, get("p_scale"), "p_scale");
-  if (has("p_quant") || has("p")) {
-    const std::string pq = has("p_quant") ? get("p_quant") : std::string("same");
+void apply_rescale(Pipeline& p, const Given& g, const HookRegistry& hooks) {
+  auto builtin = [&] {
+    for (const Name<Rescale>& x : kRescale)
+      if (g.get("rescale") == x.name) {
+        p.rescale.kind = x.value;
+        return true;
+      }
+    return false;
+  };
+  const RescaleHookSpec* chosen = nullptr;
+  HookRef<RescaleHook> hook = choose_hook(hooks.rescale, g, "rescale", p.rescale.hook,
+                                          p.rescale.kind == Rescale::kHook, builtin, &chosen);
+  if (g.has("rescale") && !chosen) {
+    p.rescale.hook = {};
+  } else {
+    if (g.has("rescale")) p.rescale.kind = Rescale::kHook;
+    p.rescale.hook = std::move(hook);
+  }
+  if (g.has("max_round")) p.rescale.max_round = value_of(kMaxRound, g.get("max_round"), "max_round");
+  if (g.has("rescale_fused")) p.rescale.fused = g.get("rescale_fused") == "on";
+}
+
+void apply_softmax(Pipeline& p, const Given& g) {
+  SoftmaxStage& s = p.softmax;
+  if (g.has("fma")) s.fma = g.get("fma") == "on";
+  if (g.has("scale_log2")) s.scale_log2 = value_of(kScaleLog2, g.get("scale_log2"), "scale_log2");
+  if (g.has("sm_scale")) s.sm_scale = value_of(kSmScale, g.get("sm_scale"), "sm_scale");
+  if (g.has("dequant")) s.dequant = value_of(kDequant, g.get("dequant"), "dequant");
+  if (g.has("dequant_tail")) s.dequant_tail = g.integer("dequant_tail");
+  if (g.has("max")) s.max_domain = value_of(kMax, g.get("max"), "max");
+  if (g.has("max_offset")) s.max_offset = g.num("max_offset");
+  if (g.has("mask")) s.mask_value = g.num("mask");
+  if (g.has("rowsum")) s.row_sum = value_of(kRowSum, g.get("rowsum"), "rowsum");
+  if (g.has("rowsum_dot")) s.row_sum_dot = parse_dot(g.get("rowsum_dot"), "rowsum_dot");
+  if (g.has("lse")) s.lse = value_of(kLse, g.get("lse"), "lse");
+}
+
+void apply_p(Pipeline& p, const Given& g) {
+  if (g.has("p")) p.p.enc = encoding(g.get("p"), "p");
+  if (g.has("p_scale")) p.p.scale = value_of(kPScale, g.get("p_scale"), "p_scale");
+  if (g.has("p_quant") || g.has("p")) {
+    const std::string pq = g.has("p_quant") ? g.get("p_quant") : std::string("same");
     if (pq == "same" || pq == "none" || pq.rfind("amax", 0) == 0) {
       const int bits = is_float_encoding(p.p.enc) ? 8 : encoding_traits(p.p.enc).bits;
       p.p.quantizer = bits == 4 ? kSymmetricInt4 : bits == 2 ? kSymmetricInt2 : kSymmetricInt8;
@@ -854,92 +902,91 @@ void apply_options(Pipeline& p, const OptionMap& given, const HookRegistry& hook
       p.p.quantizer = quantizer(pq, "p_quant");
     }
   }
-  if (has("p_static")) p.p.static_scale = num("p_static");
+  if (g.has("p_static")) p.p.static_scale = g.num("p_static");
+}
 
-  // The cast policies of every narrow site: its own *_cvt, else its class's cvt8/cvt16 when that
-  // or the site's encoding was given.
-  const Policy cvt8 = has("cvt8") ? parse_policy(get("cvt8"), "cvt8") : kCudaSatfinite;
-  const Policy cvt16 = has("cvt16") ? parse_policy(get("cvt16"), "cvt16") : kCudaRn;
-  auto site = [&](Encoding e, Policy& pol, const char* own, bool enc_given) {
-    if (has(own) && get(own) != "auto") {
-      pol = parse_policy(get(own), own);
+void apply_pv(Pipeline& p, const Given& g) {
+  apply_dot(p.pv.dot, p.softmax.state, g, "pv_dot", "pv_promote");
+  if (g.has("pv_int_cvt")) p.pv.int_cvt = value_of(kIntCvt, g.get("pv_int_cvt"), "pv_int_cvt");
+  if (g.has("pv_acc")) p.pv.acc = value_of(kPvAcc, g.get("pv_acc"), "pv_acc");
+  if (g.has("chunk_add")) p.pv.chunk_add = value_of(kChunkAdd, g.get("chunk_add"), "chunk_add");
+  if (g.has("pv_perm")) p.pv.perm16 = g.get("pv_perm") == "sage16";
+  if (g.has("o_acc")) p.pv.o_accum = encoding(g.get("o_acc"), "o_acc");
+}
+
+// The cast policies of every narrow site: its own *_cvt, else its class's cvt8/cvt16 when that
+// or the site's encoding was given; the output's the same with cvt16.
+void apply_casts(Pipeline& p, const Given& g, const bool enc_given[3]) {
+  const Policy cvt8 = g.has("cvt8") ? parse_policy(g.get("cvt8"), "cvt8") : kCudaSatfinite;
+  const Policy cvt16 = g.has("cvt16") ? parse_policy(g.get("cvt16"), "cvt16") : kCudaRn;
+  auto site = [&](Encoding e, Policy& pol, const char* own, bool given_enc) {
+    if (g.set(own)) {
+      pol = parse_policy(g.get(own), own);
       return;
     }
-    if (is_fp8(e) && (has("cvt8") || enc_given)) pol = cvt8;
-    if (is_16(e) && (has("cvt16") || enc_given)) pol = cvt16;
+    if (is_fp8(e) && (g.has("cvt8") || given_enc)) pol = cvt8;
+    if (is_16(e) && (g.has("cvt16") || given_enc)) pol = cvt16;
   };
-  site(p.q.enc, p.q.cast, "q_cvt", enc_set[0]);
-  site(p.k.enc, p.k.cast, "k_cvt", enc_set[1]);
-  site(p.v.enc, p.v.cast, "v_cvt", enc_set[2]);
-  site(p.p.enc, p.p.cast, "p_cvt", has("p"));
-
-  // P·V.
-  apply_dot(p.pv.dot, "pv_dot", "pv_promote");
-  if (has("pv_int_cvt")) p.pv.int_cvt = value_of(kIntCvt, get("pv_int_cvt"), "pv_int_cvt");
-  if (has("pv_acc")) p.pv.acc = value_of(kPvAcc, get("pv_acc"), "pv_acc");
-  if (has("chunk_add")) p.pv.chunk_add = value_of(kChunkAdd, get("chunk_add"), "chunk_add");
-  if (has("pv_perm")) p.pv.perm16 = get("pv_perm") == "sage16";
-  if (has("o_acc")) p.pv.o_accum = encoding(get("o_acc"), "o_acc");
-
-  // Rescale.
-  if (has("rescale")) {
-    const std::string r = get("rescale");
-    bool found = false;
-    for (const Name<Rescale>& x : kRescale)
-      if (r == x.name) {
-        p.rescale.kind = x.value;
-        p.rescale.hook = {};
-        found = true;
-      }
-    for (const RescaleHookSpec& h : hooks.rescale)
-      if (r == h.name) {
-        OptionMap hv;
-        for (const OptionKey& k : h.keys) hv[k.key] = given.count(k.key) ? given.at(k.key) : k.default_value;
-        p.rescale.kind = Rescale::kHook;
-        p.rescale.hook = h.make(hv);
-        found = true;
-      }
-    if (!found) fail("pipeline option rescale=" + r + " is not one of its choices");
-  } else if (p.rescale.kind == Rescale::kHook && p.rescale.hook) {
-    for (const RescaleHookSpec& h : hooks.rescale) {
-      if (h.name != p.rescale.hook->name()) continue;
-      bool any = false;
-      OptionMap hv;
-      for (const auto& [k, v] : p.rescale.hook->options()) hv[k] = v;
-      for (const OptionKey& k : h.keys)
-        if (given.count(k.key)) hv[k.key] = given.at(k.key), any = true;
-      if (any) p.rescale.hook = h.make(hv);
-    }
-  }
-  if (has("max_round")) p.rescale.max_round = value_of(kMaxRound, get("max_round"), "max_round");
-  if (has("rescale_fused")) p.rescale.fused = get("rescale_fused") == "on";
-
-  // Epilogue and output.
-  if (has("norm")) p.normalize.kind = value_of(kNorm, get("norm"), "norm");
-  if (has("out")) p.out.enc = encoding(get("out"), "out");
-  if (has("out_cvt") && get("out_cvt") != "auto") {
-    p.out.cast = parse_policy(get("out_cvt"), "out_cvt");
-  } else if (is_16(p.out.enc) && (has("cvt16") || has("out"))) {
+  site(p.q.enc, p.q.cast, "q_cvt", enc_given[0]);
+  site(p.k.enc, p.k.cast, "k_cvt", enc_given[1]);
+  site(p.v.enc, p.v.cast, "v_cvt", enc_given[2]);
+  site(p.p.enc, p.p.cast, "p_cvt", g.has("p"));
+  if (g.set("out_cvt")) {
+    p.out.cast = parse_policy(g.get("out_cvt"), "out_cvt");
+  } else if (is_16(p.out.enc) && (g.has("cvt16") || g.has("out"))) {
     p.out.cast = cvt16;
   }
+}
 
-  // A hook key given without its hook chosen (hooks may share keys: AMLA's two variants).
+// A hook key given without its hook chosen (hooks may share keys: AMLA's two variants).
+void check_hook_keys(const Pipeline& p, const Given& g, const HookRegistry& hooks) {
   std::vector<std::string> chosen;
   if (p.exp.fn == ExpFn::kHook && p.exp.hook)
     for (const auto& kv : p.exp.hook->options()) chosen.push_back(kv.first);
   if (p.rescale.kind == Rescale::kHook && p.rescale.hook)
     for (const auto& kv : p.rescale.hook->options()) chosen.push_back(kv.first);
-  auto is_chosen = [&](const std::string& k) {
-    return std::find(chosen.begin(), chosen.end(), k) != chosen.end();
+  auto unchosen = [&](const std::string& k) {
+    return g.has(k) && std::find(chosen.begin(), chosen.end(), k) == chosen.end();
   };
   for (const ExpHookSpec& h : hooks.exp)
     for (const OptionKey& k : h.keys)
-      if (given.count(k.key) && !is_chosen(k.key))
+      if (unchosen(k.key))
         fail("pipeline option " + k.key + " belongs to exp=" + h.name + ", which is not chosen");
   for (const RescaleHookSpec& h : hooks.rescale)
     for (const OptionKey& k : h.keys)
-      if (given.count(k.key) && !is_chosen(k.key))
+      if (unchosen(k.key))
         fail("pipeline option " + k.key + " belongs to rescale=" + h.name + ", which is not chosen");
+}
+
+}  // namespace
+
+void apply_options(Pipeline& p, const OptionMap& given, const HookRegistry& hooks) {
+  const std::vector<OptionKey> keys = pipeline_keys(hooks);
+  for (const auto& [k, v] : given) {
+    const OptionKey* key = find_key(keys, k);
+    if (!key) fail("'" + k + "' is not a pipeline option");
+    check_value(*key, v);
+  }
+  const Given g{given};
+  if (g.has("bq")) p.tile.block_q = g.integer("bq");
+  if (g.has("bk")) p.tile.block_kv = g.integer("bk");
+  if (g.has("kv_order")) p.tile.kv_order = value_of(kKvOrder, g.get("kv_order"), "kv_order");
+  if (g.has("causal")) p.tile.causal = value_of(kCausal, g.get("causal"), "causal");
+  // The softmax state first: qk_dot=acc and pv_dot=acc follow it.
+  if (g.has("acc")) p.softmax.state = value_of(kState, g.get("acc"), "acc");
+  const bool enc_given[3] = {apply_operand(p.q, Operand::kQ, g), apply_operand(p.k, Operand::kK, g),
+                             apply_operand(p.v, Operand::kV, g)};
+  apply_dot(p.qk.dot, p.softmax.state, g, "qk_dot", "qk_promote");
+  if (g.has("int_cvt")) p.qk.int_cvt = value_of(kIntCvt, g.get("int_cvt"), "int_cvt");
+  apply_exp(p, g, hooks);
+  apply_softmax(p, g);
+  apply_p(p, g);
+  apply_pv(p, g);
+  apply_rescale(p, g, hooks);
+  if (g.has("norm")) p.normalize.kind = value_of(kNorm, g.get("norm"), "norm");
+  if (g.has("out")) p.out.enc = encoding(g.get("out"), "out");
+  apply_casts(p, g, enc_given);
+  check_hook_keys(p, g, hooks);
   p = canonical(p);
 }
 

@@ -217,6 +217,199 @@ Encoding sage_input_encoding(const AttentionInput& in, const SageOptions& o) {
   return o.in;
 }
 
+namespace {
+
+// What sage_pipeline resolved from the options before the architecture's stages.
+struct SageResolved {
+  Encoding qk, pv, in;
+  SagePvAccum acc;
+  std::string gran;
+  int dpad;
+};
+
+// sage1's stages (the Triton kernel).
+void sage1_stages(Pipeline& p, const SageOptions&, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // sageattn_qk_int8_pv_fp16_triton: attn_qk_int8_per_block(_causal).py, BLOCK_M 128, BLOCK_N 64.
+  check_pv_accum(acc, {SagePvAccum::kFp16}, "sage1 (an fp16 block product added to fp32)");
+  if (pv != Encoding::kFp16) fail("sage1 computes P·V in fp16 (pv=fp16)");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
+  // quant_per_block.py: q · (sm_scale · 1.44269504) before quantization; exponent scale 1.
+  p.q.prescale = Prescale::kSmScaleLog2e;
+  p.v.enc = Encoding::kFp16;  // core.py: v.to(float16)
+  p.v.cast = kCudaRn;
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);  // IGMMA
+  p.qk.int_cvt = Round::kNearestEven;  // cvt.rn.f32.s32
+  p.softmax.dequant = Dequant::kScore;      // fma(f32(S), qs·ks, bias)
+  p.softmax.max_domain = MaxDomain::kRaw;
+  p.softmax.mask_value = -std::numeric_limits<double>::infinity();  // causal kernel: −inf
+  p.softmax.base = ExpKind::kExp2;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;  // tl.math.exp2 -> ex2.approx.ftz.f32
+  p.softmax.fma = false;                    // p = ex2(f32(x − m)): a separate FADD (SASS)
+  p.softmax.row_sum = RowSum::kTritonTree;  // tl.sum, l = fma(l, alpha, l_blk)
+  p.p.enc = Encoding::kFp16;
+  p.p.cast = kCudaRn;
+  p.pv.dot = mma(MmaInstr::kWgmmaF16F16);  // HGMMA.64xDx16.F16 ×4 per block, first zeroed
+  p.pv.acc = PvAccumulate::kChunk;
+  p.rescale.fused = true;  // acc = fma(acc, alpha, f32(D16))
+  p.normalize.kind = Normalize::kDivFull;  // acc / l_i -> div.full.f32
+  p.softmax.lse = LseModel::kLog2Libdevice;   // tl.log2 -> libdevice __nv_log2f
+}
+
+// arch=sm80's stages.
+void sm80_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv, in = r.in;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  const int dpad = r.dpad;
+  // sageattn_qk_int8_pv_fp16_cuda: qk_int_sv_f16_cuda_sm80.cu, CTA 128×64.
+  check_pv_accum(acc, {SagePvAccum::kFp32, SagePvAccum::kFp16PlusFp32, SagePvAccum::kFp16},
+                 "sm80");
+  if (pv != Encoding::kFp16) fail("arch=sm80 computes P·V in fp16 (pv=fp16)");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  // core.py:603: WARPQ 16 for head_dim 128 with "fp16+fp32", else 32.
+  const int warp_q = dpad == 128 && acc == SagePvAccum::kFp16PlusFp32 ? 16 : 32;
+  set_qk_quant(p, gran, qk, true, 128, warp_q, 64, 64);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+  set_cuda_softmax(p, 2, 0.0);
+  p.softmax.row_sum = RowSum::kMma;  // mma(P16, ones, C = d·o): DenominatorAccumUnit::kTensorCore
+  p.softmax.row_sum_dot = mma(MmaInstr::kHmmaF16F32);
+  p.p.enc = Encoding::kFp16;
+  p.p.cast = kCudaRn;  // __float22half2_rn
+  p.v.enc = Encoding::kFp16;
+  p.v.cast = kCudaRn;
+  if (acc == SagePvAccum::kFp32) {
+    p.pv.dot = mma(MmaInstr::kHmmaF16F32);  // RO = mma(P, V, C = RO·o) over all blocks
+    p.pv.acc = PvAccumulate::kIntoC;
+  } else if (acc == SagePvAccum::kFp16PlusFp32) {
+    p.pv.dot = mma(MmaInstr::kHmmaF16F16);  // B = HMMA.F16 chain from 0; RO = fma(o, RO, f32(B))
+    p.pv.acc = PvAccumulate::kChunk;
+    p.rescale.fused = true;
+  } else {
+    p.pv.dot = mma(MmaInstr::kHmmaF16F16);  // RO_h = HMMA.F16(P, V, C = HMUL2(RO_h, f16(o)))
+    p.pv.acc = PvAccumulate::kIntoC;
+    p.pv.o_accum = Encoding::kFp16;
+  }
+  if (o.smooth_v) {
+    // core.py:616: only "fp16" honours smooth_v: quant.py sub_mean, vm = v.mean() in the input
+    // dtype, __hsub2 in that dtype then fp16; the epilogue adds vm with __hadd2.
+    if (acc != SagePvAccum::kFp16) fail("arch=sm80 smooth_v=1 needs pv_accum=fp16 (core.py:608)");
+    p.v.mean = MeanMode::kTokens;
+    p.v.mean_enc = in;
+    p.v.centered_enc = in;
+  }
+}
+
+// arch=sm89's stages.
+void sm89_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // sageattn_qk_int8_pv_fp8_cuda: qk_int_sv_f8_cuda_sm89.cuh, CTA 128×64, WARPQ 32.
+  check_pv_accum(acc,
+                 {SagePvAccum::kFp32, SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32PlusFp16},
+                 "sm89");
+  if (pv != Encoding::kE4m3fn) fail("arch=sm89 computes P·V in e4m3 (pv=e4m3)");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+  set_cuda_softmax(p, 2, 8.807);
+  p.softmax.row_sum = RowSum::kSageLanes;  // kCudaCore: fp32 p, d = fma(o, d, T0) + T1 + ...
+  // core.py:805: scale_max 2.25 for "fp32+fp16" (SageAttention2++), else 448.
+  set_v_fp8(p, Encoding::kE4m3fn, acc == SagePvAccum::kFp32PlusFp16 ? 2.25f : 448.0f,
+            FloatScaleRule::kMufuRcp);
+  p.p.enc = Encoding::kE4m3fn;
+  p.p.cast = kCudaSatfinite;
+  p.pv.perm16 = true;  // TransposePadPermute's in-16 order meets the P packing
+  const bool ada = o.target == SageTarget::kAda;
+  if (acc == SagePvAccum::kFp32PlusFp16) {
+    p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F16 : MmaInstr::kMmaSyncE4m3F16);
+  } else {
+    p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F32 : MmaInstr::kMmaSyncE4m3F32);
+  }
+  if (acc == SagePvAccum::kFp32) {
+    p.pv.acc = PvAccumulate::kIntoC;  // RO = mma(P, V, C = RO·o): FMUL then the FADD of C
+  } else {
+    p.pv.acc = PvAccumulate::kChunk;  // B from 0 over 64 keys; RO = fma(o, RO, f32(B))
+    p.rescale.fused = true;
+  }
+  if (o.smooth_v) {
+    // core.py:797-803: smooth_v only with "fp32"; MeanScaleKernel<64, true>, the mean in FP32
+    // over the padded tokens; epilogue fma(RO·r, v_scale, vm).
+    if (acc != SagePvAccum::kFp32) fail("arch=sm89 smooth_v=1 needs pv_accum=fp32 (core.py:797)");
+    p.v.mean = MeanMode::kTokens;
+    p.v.mean_rule = MeanRule::kSageChannel;
+    p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
+  }
+}
+
+// arch=sm90's stages.
+void sm90_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // sageattn_qk_int8_pv_fp8_cuda_sm90: qk_int_sv_f8_cuda_sm90.cu, CTA 64×128, one warpgroup.
+  // "fp32" raises NotImplementedError in core.py:985; it is kept here (into C, no flush) for
+  // the two-level accumulation study (paper Fig. 17).
+  check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "sm90");
+  if (pv != Encoding::kE4m3fn) fail("arch=sm90 computes P·V in e4m3 (pv=e4m3)");
+  if (o.smooth_v) fail("arch=sm90 has no smooth_v (core.py never passes it)");
+  p.tile.block_q = 64;
+  p.tile.block_kv = 128;
+  set_qk_quant(p, gran, qk, true, 64, 16, 128, 128);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);
+  set_cuda_softmax(p, 1, 8.807);
+  p.softmax.row_sum = RowSum::kSageLanes;
+  set_v_fp8(p, Encoding::kE4m3fn, 448.0f, FloatScaleRule::kMufuRcp);
+  p.p.enc = Encoding::kE4m3fn;
+  p.p.cast = kCudaSatfinite;
+  p.pv.perm16 = true;
+  p.pv.dot = mma(MmaInstr::kWgmmaE4m3F32);  // QGMMA.64xDx32.F32.E4M3.E4M3 ×4 per block
+  if (acc == SagePvAccum::kFp32PlusFp32) {
+    p.pv.acc = PvAccumulate::kChunk;  // RT from 0 over 128 keys; RO = fma(o, RO, RT)
+    p.rescale.fused = true;
+  } else {
+    p.pv.acc = PvAccumulate::kIntoC;
+  }
+}
+
+// the paper's stages (arch=paper).
+void paper_stages(Pipeline& p, const SageOptions& o, const SageResolved& r) {
+  const Encoding qk = r.qk, pv = r.pv;
+  const SagePvAccum acc = r.acc;
+  const std::string& gran = r.gran;
+  // SageAttention2 (arXiv 2411.10958) Alg. 1 as written: Q/K INT4 per thread (§3.1),
+  // smooth Q by block mean with ΔS and smooth K (§3.2), FP8 P and V with P·448 (§3.3),
+  // two-level FP32 accumulation every block (§3.4), exact exponent in FP32.
+  check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "paper");
+  p.tile.block_q = 128;
+  p.tile.block_kv = 64;
+  p.tile.causal = CausalAlign::kBottomRight;  // the paper does not say; golden's convention
+  set_qk_quant(p, gran, qk, false, 128, 32, 64, 64);
+  p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
+  if (o.smooth_k) p.k.mean_enc = p.k.centered_enc = Encoding::kFp32;
+  p.qk.int_cvt = Round::kNearestEven;
+  p.softmax.dequant = Dequant::kScore;  // S = ψ⁻¹(Q̂ K̂ᵀ) + ΔS (Alg. 1 line 5)
+  p.softmax.max_domain = MaxDomain::kRaw;
+  p.softmax.base = ExpKind::kExp2;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;  // an FP8 kernel's exp2 on the GPU
+  p.softmax.row_sum = RowSum::kSingle;
+  p.normalize.kind = Normalize::kDiv;
+  set_paper_pv(p, pv, o.pv_int_static, o.target == SageTarget::kAda, acc);
+  if (o.smooth_v) {
+    p.v.mean = MeanMode::kTokens;  // §3.2 smooth V: the mean added back in the epilogue
+    p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
+  }
+}
+
+}  // namespace
+
 Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
   if (o.in != Encoding::kFp16 && o.in != Encoding::kBf16)
     fail("in is fp16 or bf16 (the kernels take 16-bit inputs)");
@@ -249,167 +442,13 @@ Pipeline sage_pipeline(const SageOptions& o, const AttentionShape& shape) {
     p.k.centered_enc = gran == "per_warp" && o.arch != SageArch::kPaper ? Encoding::kFp32 : in;
   }
 
+  const SageResolved r{qk, pv, in, acc, gran, dpad};
   switch (o.arch) {
-    case SageArch::kSage1: {
-      // sageattn_qk_int8_pv_fp16_triton: attn_qk_int8_per_block(_causal).py, BLOCK_M 128, BLOCK_N 64.
-      check_pv_accum(acc, {SagePvAccum::kFp16}, "sage1 (an fp16 block product added to fp32)");
-      if (pv != Encoding::kFp16) fail("sage1 computes P·V in fp16 (pv=fp16)");
-      p.tile.block_q = 128;
-      p.tile.block_kv = 64;
-      set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
-      // quant_per_block.py: q · (sm_scale · 1.44269504) before quantization; exponent scale 1.
-      p.q.prescale = Prescale::kSmScaleLog2e;
-      p.v.enc = Encoding::kFp16;  // core.py: v.to(float16)
-      p.v.cast = kCudaRn;
-      p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);  // IGMMA
-      p.qk.int_cvt = Round::kNearestEven;  // cvt.rn.f32.s32
-      p.softmax.dequant = Dequant::kScore;      // fma(f32(S), qs·ks, bias)
-      p.softmax.max_domain = MaxDomain::kRaw;
-      p.softmax.mask_value = -std::numeric_limits<double>::infinity();  // causal kernel: −inf
-      p.softmax.base = ExpKind::kExp2;
-      p.exp.fn = ExpFn::kEx2ApproxFtz;  // tl.math.exp2 -> ex2.approx.ftz.f32
-      p.softmax.fma = false;                    // p = ex2(f32(x − m)): a separate FADD (SASS)
-      p.softmax.row_sum = RowSum::kTritonTree;  // tl.sum, l = fma(l, alpha, l_blk)
-      p.p.enc = Encoding::kFp16;
-      p.p.cast = kCudaRn;
-      p.pv.dot = mma(MmaInstr::kWgmmaF16F16);  // HGMMA.64xDx16.F16 ×4 per block, first zeroed
-      p.pv.acc = PvAccumulate::kChunk;
-      p.rescale.fused = true;  // acc = fma(acc, alpha, f32(D16))
-      p.normalize.kind = Normalize::kDivFull;  // acc / l_i -> div.full.f32
-      p.softmax.lse = LseModel::kLog2Libdevice;   // tl.log2 -> libdevice __nv_log2f
-      break;
-    }
-    case SageArch::kSm80: {
-      // sageattn_qk_int8_pv_fp16_cuda: qk_int_sv_f16_cuda_sm80.cu, CTA 128×64.
-      check_pv_accum(acc, {SagePvAccum::kFp32, SagePvAccum::kFp16PlusFp32, SagePvAccum::kFp16},
-                     "sm80");
-      if (pv != Encoding::kFp16) fail("arch=sm80 computes P·V in fp16 (pv=fp16)");
-      p.tile.block_q = 128;
-      p.tile.block_kv = 64;
-      // core.py:603: WARPQ 16 for head_dim 128 with "fp16+fp32", else 32.
-      const int warp_q = dpad == 128 && acc == SagePvAccum::kFp16PlusFp32 ? 16 : 32;
-      set_qk_quant(p, gran, qk, true, 128, warp_q, 64, 64);
-      p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
-      set_cuda_softmax(p, 2, 0.0);
-      p.softmax.row_sum = RowSum::kMma;  // mma(P16, ones, C = d·o): DenominatorAccumUnit::kTensorCore
-      p.softmax.row_sum_dot = mma(MmaInstr::kHmmaF16F32);
-      p.p.enc = Encoding::kFp16;
-      p.p.cast = kCudaRn;  // __float22half2_rn
-      p.v.enc = Encoding::kFp16;
-      p.v.cast = kCudaRn;
-      if (acc == SagePvAccum::kFp32) {
-        p.pv.dot = mma(MmaInstr::kHmmaF16F32);  // RO = mma(P, V, C = RO·o) over all blocks
-        p.pv.acc = PvAccumulate::kIntoC;
-      } else if (acc == SagePvAccum::kFp16PlusFp32) {
-        p.pv.dot = mma(MmaInstr::kHmmaF16F16);  // B = HMMA.F16 chain from 0; RO = fma(o, RO, f32(B))
-        p.pv.acc = PvAccumulate::kChunk;
-        p.rescale.fused = true;
-      } else {
-        p.pv.dot = mma(MmaInstr::kHmmaF16F16);  // RO_h = HMMA.F16(P, V, C = HMUL2(RO_h, f16(o)))
-        p.pv.acc = PvAccumulate::kIntoC;
-        p.pv.o_accum = Encoding::kFp16;
-      }
-      if (o.smooth_v) {
-        // core.py:616: only "fp16" honours smooth_v: quant.py sub_mean, vm = v.mean() in the input
-        // dtype, __hsub2 in that dtype then fp16; the epilogue adds vm with __hadd2.
-        if (acc != SagePvAccum::kFp16) fail("arch=sm80 smooth_v=1 needs pv_accum=fp16 (core.py:608)");
-        p.v.mean = MeanMode::kTokens;
-        p.v.mean_enc = in;
-        p.v.centered_enc = in;
-      }
-      break;
-    }
-    case SageArch::kSm89: {
-      // sageattn_qk_int8_pv_fp8_cuda: qk_int_sv_f8_cuda_sm89.cuh, CTA 128×64, WARPQ 32.
-      check_pv_accum(acc,
-                     {SagePvAccum::kFp32, SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32PlusFp16},
-                     "sm89");
-      if (pv != Encoding::kE4m3fn) fail("arch=sm89 computes P·V in e4m3 (pv=e4m3)");
-      p.tile.block_q = 128;
-      p.tile.block_kv = 64;
-      set_qk_quant(p, gran, qk, true, 128, 32, 64, 64);
-      p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
-      set_cuda_softmax(p, 2, 8.807);
-      p.softmax.row_sum = RowSum::kSageLanes;  // kCudaCore: fp32 p, d = fma(o, d, T0) + T1 + ...
-      // core.py:805: scale_max 2.25 for "fp32+fp16" (SageAttention2++), else 448.
-      set_v_fp8(p, Encoding::kE4m3fn, acc == SagePvAccum::kFp32PlusFp16 ? 2.25f : 448.0f,
-                FloatScaleRule::kMufuRcp);
-      p.p.enc = Encoding::kE4m3fn;
-      p.p.cast = kCudaSatfinite;
-      p.pv.perm16 = true;  // TransposePadPermute's in-16 order meets the P packing
-      const bool ada = o.target == SageTarget::kAda;
-      if (acc == SagePvAccum::kFp32PlusFp16) {
-        p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F16 : MmaInstr::kMmaSyncE4m3F16);
-      } else {
-        p.pv.dot = mma(ada ? MmaInstr::kSm89MmaSyncE4m3F32 : MmaInstr::kMmaSyncE4m3F32);
-      }
-      if (acc == SagePvAccum::kFp32) {
-        p.pv.acc = PvAccumulate::kIntoC;  // RO = mma(P, V, C = RO·o): FMUL then the FADD of C
-      } else {
-        p.pv.acc = PvAccumulate::kChunk;  // B from 0 over 64 keys; RO = fma(o, RO, f32(B))
-        p.rescale.fused = true;
-      }
-      if (o.smooth_v) {
-        // core.py:797-803: smooth_v only with "fp32"; MeanScaleKernel<64, true>, the mean in FP32
-        // over the padded tokens; epilogue fma(RO·r, v_scale, vm).
-        if (acc != SagePvAccum::kFp32) fail("arch=sm89 smooth_v=1 needs pv_accum=fp32 (core.py:797)");
-        p.v.mean = MeanMode::kTokens;
-        p.v.mean_rule = MeanRule::kSageChannel;
-        p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
-      }
-      break;
-    }
-    case SageArch::kSm90: {
-      // sageattn_qk_int8_pv_fp8_cuda_sm90: qk_int_sv_f8_cuda_sm90.cu, CTA 64×128, one warpgroup.
-      // "fp32" raises NotImplementedError in core.py:985; it is kept here (into C, no flush) for
-      // the two-level accumulation study (paper Fig. 17).
-      check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "sm90");
-      if (pv != Encoding::kE4m3fn) fail("arch=sm90 computes P·V in e4m3 (pv=e4m3)");
-      if (o.smooth_v) fail("arch=sm90 has no smooth_v (core.py never passes it)");
-      p.tile.block_q = 64;
-      p.tile.block_kv = 128;
-      set_qk_quant(p, gran, qk, true, 64, 16, 128, 128);
-      p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kWgmmaS8);
-      set_cuda_softmax(p, 1, 8.807);
-      p.softmax.row_sum = RowSum::kSageLanes;
-      set_v_fp8(p, Encoding::kE4m3fn, 448.0f, FloatScaleRule::kMufuRcp);
-      p.p.enc = Encoding::kE4m3fn;
-      p.p.cast = kCudaSatfinite;
-      p.pv.perm16 = true;
-      p.pv.dot = mma(MmaInstr::kWgmmaE4m3F32);  // QGMMA.64xDx32.F32.E4M3.E4M3 ×4 per block
-      if (acc == SagePvAccum::kFp32PlusFp32) {
-        p.pv.acc = PvAccumulate::kChunk;  // RT from 0 over 128 keys; RO = fma(o, RO, RT)
-        p.rescale.fused = true;
-      } else {
-        p.pv.acc = PvAccumulate::kIntoC;
-      }
-      break;
-    }
-    case SageArch::kPaper: {
-      // SageAttention2 (arXiv 2411.10958) Alg. 1 as written: Q/K INT4 per thread (§3.1),
-      // smooth Q by block mean with ΔS and smooth K (§3.2), FP8 P and V with P·448 (§3.3),
-      // two-level FP32 accumulation every block (§3.4), exact exponent in FP32.
-      check_pv_accum(acc, {SagePvAccum::kFp32PlusFp32, SagePvAccum::kFp32}, "paper");
-      p.tile.block_q = 128;
-      p.tile.block_kv = 64;
-      p.tile.causal = CausalAlign::kBottomRight;  // the paper does not say; golden's convention
-      set_qk_quant(p, gran, qk, false, 128, 32, 64, 64);
-      p.qk.dot = mma(qk == Encoding::kS4 ? MmaInstr::kImmaS4 : MmaInstr::kImmaS8);
-      if (o.smooth_k) p.k.mean_enc = p.k.centered_enc = Encoding::kFp32;
-      p.qk.int_cvt = Round::kNearestEven;
-      p.softmax.dequant = Dequant::kScore;  // S = ψ⁻¹(Q̂ K̂ᵀ) + ΔS (Alg. 1 line 5)
-      p.softmax.max_domain = MaxDomain::kRaw;
-      p.softmax.base = ExpKind::kExp2;
-      p.exp.fn = ExpFn::kEx2ApproxFtz;  // an FP8 kernel's exp2 on the GPU
-      p.softmax.row_sum = RowSum::kSingle;
-      p.normalize.kind = Normalize::kDiv;
-      set_paper_pv(p, pv, o.pv_int_static, o.target == SageTarget::kAda, acc);
-      if (o.smooth_v) {
-        p.v.mean = MeanMode::kTokens;  // §3.2 smooth V: the mean added back in the epilogue
-        p.v.mean_enc = p.v.centered_enc = Encoding::kFp32;
-      }
-      break;
-    }
+    case SageArch::kSage1: sage1_stages(p, o, r); break;
+    case SageArch::kSm80: sm80_stages(p, o, r); break;
+    case SageArch::kSm89: sm89_stages(p, o, r); break;
+    case SageArch::kSm90: sm90_stages(p, o, r); break;
+    case SageArch::kPaper: paper_stages(p, o, r); break;
   }
   if (smooth_q) {
     // SageAttention2 §3.2: Q minus the mean of its block (block_q rows), S += ΔS = mean_q · K̃ᵀ.

@@ -194,6 +194,165 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o) {
   return turbo_attention(in, o, turbo_pipeline(o));
 }
 
+namespace {
+
+// The rows [first_row, first_row + nq) of every (batch, head) from a run over nq query rows.
+void place_rows(const AttentionShape& s, const PipelineResult& r, int nq, int first_row,
+                PipelineResult& out) {
+  const int dv = s.head_dim_v;
+  for (int bh = 0; bh < s.batch * s.heads_q; ++bh) {
+    std::copy_n(r.o.begin() + std::ptrdiff_t(bh) * nq * dv, std::size_t(nq) * dv,
+                out.o.begin() + (std::ptrdiff_t(bh) * s.len_q + first_row) * dv);
+    std::copy_n(r.lse.begin() + std::ptrdiff_t(bh) * nq, std::size_t(nq),
+                out.lse.begin() + std::ptrdiff_t(bh) * s.len_q + first_row);
+  }
+}
+
+// The bits of every KV head: the options' explicit lists, else the head-priority rule (§3.4).
+HeadBits resolve_head_bits(const AttentionInput& in, const TurboOptions& o, int prefill) {
+  if (o.head_bits_k.empty() && o.head_bits_v.empty()) return turbo_head_bits(in, o, prefill);
+  const int heads_kv = in.shape.heads_kv;
+  if (int(o.head_bits_k.size()) != heads_kv || int(o.head_bits_v.size()) != heads_kv)
+    throw std::invalid_argument("turbo: head_bits needs one value per KV head for K and V");
+  for (const std::vector<int>* bits : {&o.head_bits_k, &o.head_bits_v})
+    for (int b : *bits)
+      if (b != 4 && b != 2) throw std::invalid_argument("turbo: head bits must be 4 or 2");
+  return HeadBits{o.head_bits_k, o.head_bits_v};
+}
+
+// The INT8 keys and values the decode groups of one (batch, KV head) slice read: blocks [0, k)
+// reconstructed from the cache, block k from the buffer; and the buffer's scale of every block.
+struct SliceState {
+  std::vector<float> k8, v8;    // [len_kv][d] the buffer's INT8 values as the products see them
+  std::vector<float> ks, vs;    // [blocks] the buffer's scale of each decode block
+  std::vector<float> kc8, vc8;  // [compressed tokens][d] the cache's INT8 reconstruction
+};
+
+// One slice's cache after the whole schedule: the prompt's complete blocks compressed with the
+// scales Algorithm 1 used (lines 13-14), every later token through the buffer with the universal
+// scale, a full buffer compressed after the step that reads it; `st` what each decode group reads.
+// K and V hold the slice's tokens in the input format.
+void build_slice_cache(const float* K, const float* V, int len_kv, int prefill, int bits_k,
+                       int bits_v, const TurboOptions& o, int dk, int dv, TurboKvCache& c,
+                       SliceState& st) {
+  const int bc = o.bc, nblocks = cdiv(len_kv, bc);
+  c.dim_k = dk;
+  c.dim_v = dv;
+  c.n_b = bc;
+  c.bpq = o.compress ? o.bpq : kBpqOffset;
+  c.bits_k = o.compress ? bits_k : 8;
+  c.bits_v = o.compress ? bits_v : 8;
+  c.block_begin.push_back(0);
+  st.k8.assign(std::size_t(len_kv) * dk, 0.0f);
+  st.v8.assign(std::size_t(len_kv) * dv, 0.0f);
+  st.ks.assign(std::size_t(nblocks), 0.0f);
+  st.vs.assign(std::size_t(nblocks), 0.0f);
+  // Prompt blocks: stage 1 (the scales Alg. 1 used), complete ones compressed (lines 13-14).
+  float su_k = 0, su_v = 0, last_k = 0, last_v = 0;
+  for (int b = 0; b < cdiv(prefill, bc); ++b) {
+    const int t0 = b * bc, len = std::min(bc, prefill - t0);
+    const Block8 kb = stage1(K + std::size_t(t0) * dk, len, dk, o.q8);
+    const Block8 vb = stage1(V + std::size_t(t0) * dv, len, dv, o.q8);
+    su_k = std::max(su_k, kb.scale);
+    su_v = std::max(su_v, vb.scale);
+    if (len == bc || b == 0) {
+      last_k = kb.scale;
+      last_v = vb.scale;
+    }
+    if (len == bc) {
+      c.append_block(false, kb.q.data(), len, kb.scale);
+      c.append_block(true, vb.q.data(), len, vb.scale);
+      c.block_begin.push_back(t0 + len);
+    }
+  }
+  // The universal scale (§3.3, README §buffer).
+  c.su_k = o.buffer_scale == BufferScale::kLast ? last_k : su_k;
+  c.su_v = o.buffer_scale == BufferScale::kLast ? last_v : su_v;
+  // Decode steps: every token from the prompt's partial block on goes through the buffer; a full
+  // buffer is compressed (after the step's attention, which reads the block as INT8).
+  for (int b = prefill / bc; b < nblocks; ++b) {
+    const int t0 = b * bc, len = std::min(bc, len_kv - t0);
+    if (o.buffer_scale == BufferScale::kOracle) {
+      // The counterfactual: the block's own scale, known in advance (no clamping).
+      c.su_k = stage1(K + std::size_t(t0) * dk, len, dk, o.q8).scale;
+      c.su_v = stage1(V + std::size_t(t0) * dv, len, dv, o.q8).scale;
+    }
+    for (int t = t0; t < t0 + len; ++t)
+      c.buffer_push(K + std::size_t(t) * dk, V + std::size_t(t) * dv, o.buffer_clamp);
+    // What the block's queries read: the buffer's INT8 values with the universal scale.
+    std::copy(c.buf_k.begin(), c.buf_k.end(), st.k8.begin() + std::ptrdiff_t(t0) * dk);
+    std::copy(c.buf_v.begin(), c.buf_v.end(), st.v8.begin() + std::ptrdiff_t(t0) * dv);
+    st.ks[std::size_t(b)] = c.su_k;
+    st.vs[std::size_t(b)] = c.su_v;
+    if (len == bc) c.flush(c.su_k, c.su_v);
+  }
+  // Compressed blocks as later queries read them: the integer dequantization of the cache.
+  st.kc8.resize(std::size_t(c.compressed_tokens()) * dk);
+  st.vc8.resize(std::size_t(c.compressed_tokens()) * dv);
+  for (int b = 0; b < c.blocks(); ++b) {
+    const int t0 = c.block_begin[std::size_t(b)];
+    const std::vector<std::int32_t> kr = c.block_int8(false, b), vr = c.block_int8(true, b);
+    std::copy(kr.begin(), kr.end(), st.kc8.begin() + std::ptrdiff_t(t0) * dk);
+    std::copy(vr.begin(), vr.end(), st.vc8.begin() + std::ptrdiff_t(t0) * dv);
+  }
+}
+
+// The input of one decode group: queries at positions [first_pos, e) over keys [0, e), causal;
+// K and V copied from the input only when `with_kv` (an operand the cache does not feed).
+AttentionInput decode_group_input(const AttentionInput& in, int first_pos, int e, bool with_kv) {
+  const AttentionShape& s = in.shape;
+  const int off = s.len_kv - s.len_q, nq = e - first_pos, dk = s.head_dim, dv = s.head_dim_v;
+  AttentionInput g;
+  g.shape = s;
+  g.shape.len_q = nq;
+  g.shape.len_kv = e;
+  g.causal = true;
+  g.sm_scale = in.sm_scale;
+  g.dtype = in.dtype;
+  g.q.resize(g.shape.q_size());
+  for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
+    std::copy_n(in.q.begin() + (std::ptrdiff_t(bh) * s.len_q + (first_pos - off)) * dk,
+                std::size_t(nq) * dk, g.q.begin() + std::ptrdiff_t(bh) * nq * dk);
+  if (!with_kv) return g;
+  g.k.resize(g.shape.k_size());
+  g.v.resize(g.shape.v_size());
+  for (int bh = 0; bh < s.batch * s.heads_kv; ++bh) {
+    std::copy_n(in.k.begin() + std::ptrdiff_t(bh) * s.len_kv * dk, std::size_t(e) * dk,
+                g.k.begin() + std::ptrdiff_t(bh) * e * dk);
+    std::copy_n(in.v.begin() + std::ptrdiff_t(bh) * s.len_kv * dv, std::size_t(e) * dv,
+                g.v.begin() + std::ptrdiff_t(bh) * e * dv);
+  }
+  return g;
+}
+
+// The cache's K (value = false) or V operand of decode group k (keys [0, e), block k starting at
+// t0) for every slice: blocks [0, k) reconstructed with their compressed scales, block k the
+// buffer with its scale; prepared as the decode pipeline's operand with one scale per block.
+PreparedOperand cached_operand(const Pipeline& dec, bool value, int k, int t0, int e, int d,
+                               const std::vector<TurboKvCache>& caches,
+                               const std::vector<SliceState>& slices) {
+  const int n = int(caches.size());
+  std::vector<float> vals(std::size_t(n) * e * d), scales(std::size_t(n) * (k + 1));
+  for (int sl = 0; sl < n; ++sl) {
+    const TurboKvCache& c = caches[std::size_t(sl)];
+    const SliceState& st = slices[std::size_t(sl)];
+    const std::vector<float>& compressed = value ? st.vc8 : st.kc8;
+    const std::vector<float>& buffered = value ? st.v8 : st.k8;
+    float* out = vals.data() + std::size_t(sl) * e * d;
+    std::copy_n(compressed.begin(), std::size_t(t0) * d, out);
+    std::copy_n(buffered.begin() + std::ptrdiff_t(t0) * d, std::size_t(e - t0) * d,
+                out + std::size_t(t0) * d);
+    float* sc = scales.data() + std::size_t(sl) * (k + 1);
+    for (int b = 0; b < k; ++b) sc[b] = (value ? c.v_scale : c.k_scale)[std::size_t(b)];
+    sc[k] = (value ? st.vs : st.ks)[std::size_t(k)];
+  }
+  const OperandSpec& spec = value ? dec.v : dec.k;
+  return prepared_operand(dec, value ? Operand::kV : Operand::kK, n, e, d, std::move(vals),
+                          std::move(scales), spec.groups, k + 1);
+}
+
+}  // namespace
+
 TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o, const Pipeline& pre) {
   check(o);
   validate(pre);
@@ -214,131 +373,32 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o, con
   const int dk = s.head_dim, dv = s.head_dim_v;
 
   // 1. Algorithm 1 on the prompt (every row in prefill mode).
-  auto place = [&](const PipelineResult& r, int nq, int first_row) {
-    for (int bh = 0; bh < s.batch * s.heads_q; ++bh) {
-      std::copy_n(r.o.begin() + std::ptrdiff_t(bh) * nq * dv, std::size_t(nq) * dv,
-                  res.out.o.begin() + (std::ptrdiff_t(bh) * s.len_q + first_row) * dv);
-      std::copy_n(r.lse.begin() + std::ptrdiff_t(bh) * nq, std::size_t(nq),
-                  res.out.lse.begin() + std::ptrdiff_t(bh) * s.len_q + first_row);
-    }
-  };
-  const bool has_prompt_rows = P > off;
-  if (has_prompt_rows && (!decode || o.decode_prefill_rows)) {
+  if (P > off && (!decode || o.decode_prefill_rows)) {
     const AttentionInput pin = decode ? prefix_input(in, P) : in;
-    place(run_pipeline(pin, pre), pin.shape.len_q, 0);
+    place_rows(s, run_pipeline(pin, pre), pin.shape.len_q, 0, res.out);
   }
 
   // 2. The cache: per (batch, KV head), the prompt's complete blocks compressed, its partial last
-  //    block in the buffer with the universal scale.
-  const HeadBits hb = [&] {
-    if (!o.head_bits_k.empty() || !o.head_bits_v.empty()) {
-      if (int(o.head_bits_k.size()) != s.heads_kv || int(o.head_bits_v.size()) != s.heads_kv)
-        throw std::invalid_argument("turbo: head_bits needs one value per KV head for K and V");
-      for (int b : o.head_bits_k)
-        if (b != 4 && b != 2) throw std::invalid_argument("turbo: head bits must be 4 or 2");
-      for (int b : o.head_bits_v)
-        if (b != 4 && b != 2) throw std::invalid_argument("turbo: head bits must be 4 or 2");
-      return HeadBits{o.head_bits_k, o.head_bits_v};
-    }
-    return turbo_head_bits(in, o, P);
-  }();
-  res.bits = hb;
-  const int nblocks_total = cdiv(s.len_kv, bc);
-  const int full_prompt = P / bc;
+  //    block in the buffer with the universal scale; from the FP16 (input-format) K and V.
+  res.bits = resolve_head_bits(in, o, P);
   res.caches.resize(std::size_t(s.batch) * s.heads_kv);
-  // The FP16 (input-format) K and V of every token, per slice.
   std::vector<float> kin(in.k.size()), vin(in.v.size());
   for (std::size_t i = 0; i < kin.size(); ++i) kin[i] = round_to(o.input, in.k[i], kCudaRn);
   for (std::size_t i = 0; i < vin.size(); ++i) vin[i] = round_to(o.input, in.v[i], kCudaRn);
-  // The INT8 keys and values each decode group reads, per slice: blocks [0, k) reconstructed from
-  // the cache, block k from the buffer; and the scale of every block.
-  struct SliceState {
-    std::vector<float> k8, v8;          // [len_kv][d] as the products see them
-    std::vector<float> ks, vs;          // [blocks] the buffer's scale of each decode block
-    std::vector<float> kc8, vc8;        // [compressed tokens][d] the cache's INT8 reconstruction
-  };
   std::vector<SliceState> slices(res.caches.size());
 #pragma omp parallel for schedule(dynamic)
   for (int sl = 0; sl < s.batch * s.heads_kv; ++sl) {
-    TurboKvCache& c = res.caches[std::size_t(sl)];
-    const int h = sl % s.heads_kv;
-    c.dim_k = dk;
-    c.dim_v = dv;
-    c.n_b = bc;
-    c.bpq = o.compress ? o.bpq : kBpqOffset;
-    c.bits_k = o.compress ? hb.k[std::size_t(h)] : 8;
-    c.bits_v = o.compress ? hb.v[std::size_t(h)] : 8;
-    c.block_begin.push_back(0);
-    const float* K = kin.data() + std::size_t(sl) * s.len_kv * dk;
-    const float* V = vin.data() + std::size_t(sl) * s.len_kv * dv;
-    SliceState& st = slices[std::size_t(sl)];
-    st.k8.assign(std::size_t(s.len_kv) * dk, 0.0f);
-    st.v8.assign(std::size_t(s.len_kv) * dv, 0.0f);
-    st.ks.assign(std::size_t(nblocks_total), 0.0f);
-    st.vs.assign(std::size_t(nblocks_total), 0.0f);
-    // Prompt blocks: stage 1 (the scales Alg. 1 used), complete ones compressed (lines 13-14).
-    float su_k = 0, su_v = 0, last_k = 0, last_v = 0;
-    for (int b = 0; b < cdiv(P, bc); ++b) {
-      const int t0 = b * bc, len = std::min(bc, P - t0);
-      const Block8 kb = stage1(K + std::size_t(t0) * dk, len, dk, o.q8);
-      const Block8 vb = stage1(V + std::size_t(t0) * dv, len, dv, o.q8);
-      su_k = std::max(su_k, kb.scale);
-      su_v = std::max(su_v, vb.scale);
-      if (len == bc || b == 0) {
-        last_k = kb.scale;
-        last_v = vb.scale;
-      }
-      if (len == bc) {
-        c.append_block(false, kb.q.data(), len, kb.scale);
-        c.append_block(true, vb.q.data(), len, vb.scale);
-        c.block_begin.push_back(t0 + len);
-      }
-    }
-    // The universal scale (§3.3, README §buffer).
-    if (o.buffer_scale == BufferScale::kLast) {
-      su_k = last_k;
-      su_v = last_v;
-    }
-    c.su_k = su_k;
-    c.su_v = su_v;
-    // Decode steps: every token from the prompt's partial block on goes through the buffer; a
-    // full buffer is compressed (after the step's attention, which reads the block as INT8).
-    for (int b = full_prompt; b < nblocks_total; ++b) {
-      const int t0 = b * bc, len = std::min(bc, s.len_kv - t0);
-      if (o.buffer_scale == BufferScale::kOracle) {
-        // The counterfactual: the block's own scale, known in advance (no clamping).
-        c.su_k = stage1(K + std::size_t(t0) * dk, len, dk, o.q8).scale;
-        c.su_v = stage1(V + std::size_t(t0) * dv, len, dv, o.q8).scale;
-      }
-      for (int t = t0; t < t0 + len; ++t)
-        c.buffer_push(K + std::size_t(t) * dk, V + std::size_t(t) * dv, o.buffer_clamp);
-      // What the block's queries read: the buffer's INT8 values with the universal scale.
-      for (std::size_t i = 0; i < c.buf_k.size(); ++i) st.k8[std::size_t(t0) * dk + i] = c.buf_k[i];
-      for (std::size_t i = 0; i < c.buf_v.size(); ++i) st.v8[std::size_t(t0) * dv + i] = c.buf_v[i];
-      st.ks[std::size_t(b)] = c.su_k;
-      st.vs[std::size_t(b)] = c.su_v;
-      if (len == bc) c.flush(c.su_k, c.su_v);
-    }
-    // Compressed blocks as later queries read them: the integer dequantization of the cache.
-    st.kc8.resize(std::size_t(c.compressed_tokens()) * dk);
-    st.vc8.resize(std::size_t(c.compressed_tokens()) * dv);
-    for (int b = 0; b < c.blocks(); ++b) {
-      const int t0 = c.block_begin[std::size_t(b)];
-      const std::vector<std::int32_t> kr = c.block_int8(false, b), vr = c.block_int8(true, b);
-      std::copy(kr.begin(), kr.end(), st.kc8.begin() + std::ptrdiff_t(t0) * dk);
-      std::copy(vr.begin(), vr.end(), st.vc8.begin() + std::ptrdiff_t(t0) * dv);
-    }
+    const std::size_t h = std::size_t(sl % s.heads_kv);
+    build_slice_cache(kin.data() + std::size_t(sl) * s.len_kv * dk,
+                      vin.data() + std::size_t(sl) * s.len_kv * dv, s.len_kv, P, res.bits.k[h],
+                      res.bits.v[h], o, dk, dv, res.caches[std::size_t(sl)],
+                      slices[std::size_t(sl)]);
   }
   if (!decode) return res;
-  // What the cache feeds a decode step: FlashQ's INT8 blocks, as the preset prepares K and V. A
-  // pipeline whose K or V preparation is another (error attribution's counterfactuals, a stage
-  // override) reads that operand from the input through its own preparation instead.
-  const Pipeline preset = turbo_pipeline(o);
-  const bool cache_k = o.flashq && pre.k == preset.k, cache_v = o.flashq && pre.v == preset.v;
   if (!o.flashq) {
     // Without FlashQ the cache is the FP16 K/V itself and a decode step computes the same row as
-    // Algorithm 1 (every stage is per row): the prefill run covers every row.
-    PipelineResult r = run_pipeline(in, pre);
+    // Algorithm 1 (every stage is per row): the prefill run covers every row past the prompt.
+    const PipelineResult r = run_pipeline(in, pre);
     const int first = std::max(0, P - off);
     for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
       for (int i = first; i < s.len_q; ++i) {
@@ -350,73 +410,22 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o, con
   }
 
   // 3. Algorithm 2 for every query past the prompt, grouped by the block it falls in: queries of
-  //    block k read blocks [0, k) from the compressed cache and block k from the buffer.
+  //    block k read blocks [0, k) from the compressed cache and block k from the buffer. The cache
+  //    feeds FlashQ's INT8 blocks, as the preset prepares K and V; a pipeline whose K or V
+  //    preparation is another (attribution's counterfactuals, a stage override) reads that operand
+  //    from the input through its own preparation instead.
+  const Pipeline preset = turbo_pipeline(o);
+  const bool cache_k = pre.k == preset.k, cache_v = pre.v == preset.v;
   const Pipeline dec = turbo_decode_pipeline(pre);
-  for (int k = full_prompt; k < nblocks_total; ++k) {
+  for (int k = P / bc; k < cdiv(s.len_kv, bc); ++k) {
     const int t0 = k * bc, e = std::min(s.len_kv, t0 + bc);
     const int first_pos = std::max({P, t0, off});
     if (first_pos >= e) continue;
-    const int nq = e - first_pos;
-    // The group's queries (positions [first_pos, e)) over keys [0, e): Q is prepared as the
-    // pipeline does it (per-token INT8), K and V come from the cache as INT8 values with one
-    // stage-1 scale per block: blocks [0, k) reconstructed, block k the buffer.
-    AttentionInput gin;
-    gin.shape = s;
-    gin.shape.len_q = nq;
-    gin.shape.len_kv = e;
-    gin.causal = true;
-    gin.sm_scale = in.sm_scale;
-    gin.dtype = in.dtype;
-    gin.q.resize(gin.shape.q_size());
-    for (int bh = 0; bh < s.batch * s.heads_q; ++bh)
-      std::copy_n(in.q.begin() + (std::ptrdiff_t(bh) * s.len_q + (first_pos - off)) * dk,
-                  std::size_t(nq) * dk, gin.q.begin() + std::ptrdiff_t(bh) * nq * dk);
-    // Keys [0, e): blocks [0, k) reconstructed from the cache, block k the buffer, each with its
-    // stage-1 scale; an operand the cache does not feed comes from the input.
-    if (!cache_k || !cache_v) {
-      gin.k.resize(gin.shape.k_size());
-      gin.v.resize(gin.shape.v_size());
-      for (int bh = 0; bh < s.batch * s.heads_kv; ++bh) {
-        std::copy_n(in.k.begin() + std::ptrdiff_t(bh) * s.len_kv * dk, std::size_t(e) * dk,
-                    gin.k.begin() + std::ptrdiff_t(bh) * e * dk);
-        std::copy_n(in.v.begin() + std::ptrdiff_t(bh) * s.len_kv * dv, std::size_t(e) * dv,
-                    gin.v.begin() + std::ptrdiff_t(bh) * e * dv);
-      }
-    }
+    const AttentionInput gin = decode_group_input(in, first_pos, e, !cache_k || !cache_v);
     PreparedInput prep = cache_k && cache_v ? prepare_queries(gin, dec) : prepare(gin, dec);
-    const int slices_kv = s.batch * s.heads_kv;
-    std::vector<float> kv8[2], kv_scale[2];
-    for (int which = 0; which < 2; ++which) {
-      const int d = which == 0 ? dk : dv;
-      kv8[which].resize(std::size_t(slices_kv) * e * d);
-      kv_scale[which].resize(std::size_t(slices_kv) * (k + 1));
-    }
-    for (int sl = 0; sl < slices_kv; ++sl) {
-      const TurboKvCache& c = res.caches[std::size_t(sl)];
-      const SliceState& st = slices[std::size_t(sl)];
-      float* kd = kv8[0].data() + std::size_t(sl) * e * dk;
-      float* vd = kv8[1].data() + std::size_t(sl) * e * dv;
-      std::copy_n(st.kc8.begin(), std::size_t(t0) * dk, kd);
-      std::copy_n(st.vc8.begin(), std::size_t(t0) * dv, vd);
-      for (int b = 0; b < k; ++b) {
-        kv_scale[0][std::size_t(sl) * (k + 1) + std::size_t(b)] = c.k_scale[std::size_t(b)];
-        kv_scale[1][std::size_t(sl) * (k + 1) + std::size_t(b)] = c.v_scale[std::size_t(b)];
-      }
-      std::copy_n(st.k8.begin() + std::ptrdiff_t(t0) * dk, std::size_t(e - t0) * dk,
-                  kd + std::size_t(t0) * dk);
-      std::copy_n(st.v8.begin() + std::ptrdiff_t(t0) * dv, std::size_t(e - t0) * dv,
-                  vd + std::size_t(t0) * dv);
-      kv_scale[0][std::size_t(sl) * (k + 1) + std::size_t(k)] = st.ks[std::size_t(k)];
-      kv_scale[1][std::size_t(sl) * (k + 1) + std::size_t(k)] = st.vs[std::size_t(k)];
-    }
-    if (cache_k)
-      prep.k = prepared_operand(dec, Operand::kK, slices_kv, e, dk, std::move(kv8[0]),
-                                std::move(kv_scale[0]), dec.k.groups, k + 1);
-    if (cache_v)
-      prep.v = prepared_operand(dec, Operand::kV, slices_kv, e, dv, std::move(kv8[1]),
-                                std::move(kv_scale[1]), dec.v.groups, k + 1);
-    const PipelineResult r = run_pipeline(prep, dec);
-    place(r, nq, first_pos - off);
+    if (cache_k) prep.k = cached_operand(dec, false, k, t0, e, dk, res.caches, slices);
+    if (cache_v) prep.v = cached_operand(dec, true, k, t0, e, dv, res.caches, slices);
+    place_rows(s, run_pipeline(prep, dec), e - first_pos, first_pos - off, res.out);
   }
   return res;
 }

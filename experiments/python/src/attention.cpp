@@ -1,0 +1,377 @@
+// attnsim._core's attention side: one method on arrays (the registry's parse_method -> run, as
+// `attnsim run` calls it), golden, metrics, per-stage attribution, the method registry and the
+// synthetic inputs. Every call reads its arrays where they lie and computes with the GIL released.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "arrays.hpp"
+#include "bindings.hpp"
+#include "experiments/analysis/attribute.hpp"
+#include "experiments/common/memory_limit.hpp"
+#include "experiments/io/input_checks.hpp"
+#include "experiments/io/synthetic.hpp"
+#include "experiments/methods/memory_estimate.hpp"
+#include "experiments/methods/methods.hpp"
+#include "experiments/sweep/measure.hpp"
+#include "formats/float8.hpp"
+#include "sim/golden/golden.hpp"
+#include "sim/pipeline/attribution.hpp"
+#include "sim/pipeline/couplings.hpp"
+
+namespace attnsim::py {
+
+namespace {
+
+// Where the input's messages say the problem is ("batch sizes of q, k, v differ in the input").
+constexpr const char* kWhere = "the input";
+
+std::string dtype_label(Elem e) {
+  switch (e) {
+    case Elem::kF32:
+      return "float32";
+    case Elem::kF64:
+      return "float64";
+    case Elem::kF16:
+      return "float16";
+    case Elem::kBf16:
+      return "bfloat16";
+    default:
+      return "";
+  }
+}
+
+// q, k, v as the simulators take them, with the checks and messages of the dump reader
+// (experiments/io/input_checks.hpp). Called with the GIL held for the type checks; the reading
+// happens in `fill`, with the GIL released.
+struct PendingInput {
+  const AnyArray *q, *k, *v;
+  Elem e[3];
+  AttentionInput in;
+  bool allow_nonfinite = false;
+
+  void fill() {
+    const AnyArray* a[3] = {q, k, v};
+    std::vector<float>* dst[3] = {&in.q, &in.k, &in.v};
+    const char* names[3] = {"q", "k", "v"};
+    for (int t = 0; t < 3; ++t) {
+      *dst[t] = read_f32(*a[t], e[t]);
+      if (!allow_nonfinite)
+        check_finite(dst[t]->data(), dst[t]->size(), dims_of(*a[t]),
+                     std::string(names[t]) + " in " + kWhere,
+                     "pass allow_nonfinite=True to proceed");
+    }
+  }
+};
+
+PendingInput pending_input(const AnyArray& q, const AnyArray& k, const AnyArray& v,
+                           const std::vector<std::string>& tags, bool causal, double sm_scale,
+                           bool allow_nonfinite) {
+  PendingInput p{&q, &k, &v, {}, {}, allow_nonfinite};
+  const AnyArray* a[3] = {&q, &k, &v};
+  const char* names[3] = {"q", "k", "v"};
+  std::vector<std::uint64_t> dims[3];
+  for (int t = 0; t < 3; ++t) {
+    require_cpu(*a[t], names[t]);
+    p.e[t] = elem_of(*a[t], tags.size() == 3 ? tags[std::size_t(t)] : "");
+    if (dtype_label(p.e[t]).empty()) {
+      throw nb::type_error((std::string(names[t]) + " has dtype " + dtype_name(*a[t]) +
+                            "; attnsim takes float32, float16, bfloat16 or float64")
+                               .c_str());
+    }
+    dims[t] = dims_of(*a[t]);
+  }
+  p.in.shape = attention_shape_of(dims, kWhere);
+  if (sm_scale != 0.0 && !(std::isfinite(sm_scale) && sm_scale > 0)) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "sm_scale = %g must be a finite number > 0", sm_scale);
+    throw UsageError(buf);
+  }
+  p.in.causal = causal;
+  p.in.sm_scale = sm_scale;
+  // One dtype for all three; mixed inputs count as float32 (their values are used as they are),
+  // as for a dump.
+  p.in.dtype = p.e[0] == p.e[1] && p.e[1] == p.e[2] ? dtype_label(p.e[0]) : "float32";
+  return p;
+}
+
+// The command line's memory check (experiments/common/memory_limit.hpp) before anything large is
+// allocated: an allocation that fails inside the simulators' OpenMP regions would abort the
+// interpreter. The limit: attnsim.set_memory_limit (or ATTNSIM_MAX_MEMORY), else the machine's.
+void check_memory_here(double bytes, const std::string& what) {
+  try {
+    check_memory(bytes, what);
+  } catch (const UsageError& e) {
+    std::string m = e.what();
+    for (const auto& [from, to] : {std::pair<std::string, std::string>{
+                                       "--max-memory sets it", "attnsim.set_memory_limit sets it"},
+                                   {"(--max-memory)", "(attnsim.set_memory_limit)"}}) {
+      const auto at = m.find(from);
+      if (at != std::string::npos) m.replace(at, from.size(), to);
+    }
+    throw UsageError(m);
+  }
+}
+
+std::vector<std::size_t> o_shape(const AttentionShape& s) {
+  return {std::size_t(s.batch), std::size_t(s.heads_q), std::size_t(s.len_q),
+          std::size_t(s.head_dim_v)};
+}
+
+// The output as the kernel returns it: fp64/fp32 values, 16- and 8-bit formats as their bits (the
+// Python side views them as float16, ml_dtypes.bfloat16, float8_e4m3fn, float8_e5m2). The values
+// are already in the format, so encoding them is exact (the bits `attnsim run --output` writes).
+nb::object output_array(const MethodOutput& out, const std::vector<std::size_t>& shape) {
+  const std::size_t n = out.o.size();
+  constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kIeee};
+  constexpr Policy kExact8{Round::kNearestEven, Overflow::kNaN, NanEncoding::kIeee};
+  if (out.format == "fp64") return nb::cast(to_numpy(std::vector<double>(out.o), shape));
+  if (out.format == "fp32") {
+    return nb::cast(to_numpy(std::vector<float>(out.o.begin(), out.o.end()), shape));
+  }
+  if (out.format == "bf16" || out.format == "fp16") {
+    std::vector<std::uint16_t> bits(n);
+    for (std::size_t i = 0; i < n; ++i)
+      bits[i] = out.format == "bf16" ? encode<bf16>(float(out.o[i]), kExact)
+                                     : encode<fp16>(float(out.o[i]), kExact);
+    return nb::cast(to_numpy(std::move(bits), shape));
+  }
+  if (out.format == "e4m3fn" || out.format == "e5m2") {
+    std::vector<std::uint8_t> bits(n);
+    for (std::size_t i = 0; i < n; ++i)
+      bits[i] = out.format == "e4m3fn" ? encode<e4m3fn>(float(out.o[i]), kExact8)
+                                       : encode<e5m2>(float(out.o[i]), kExact8);
+    return nb::cast(to_numpy(std::move(bits), shape));
+  }
+  throw UsageError("attnsim cannot return output format '" + out.format + "' yet");
+}
+
+nb::dict metric_dict(const MetricValues& m) {
+  nb::dict d;
+  d["cosine"] = m.cosine;
+  d["rel_l1"] = m.rel_l1;
+  d["rmse"] = m.rmse;
+  d["rel_fro"] = m.rel_fro;
+  d["max_abs"] = m.max_abs;
+  d["nonfinite"] = m.nonfinite;
+  d["ulp_p50"] = m.ulp_p50;
+  d["ulp_p99"] = m.ulp_p99;
+  d["ulp_max"] = m.ulp_max;
+  d["ulp_hist"] = m.ulp_hist;
+  return d;
+}
+
+nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
+                    const std::vector<std::string>& tags, const std::string& method, bool causal,
+                    double sm_scale, bool allow_nonfinite) {
+  PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
+  MethodOutput out;
+  std::string canonical;
+  {
+    nb::gil_scoped_release release;
+    // The method string first: a typo fails before any array is read.
+    const MethodConfig m = parse_method(method);
+    canonical = m.canonical();
+    // The input's FP32 copy, the method's working set and output, the special-function tables.
+    const AttentionShape& s = p.in.shape;
+    check_memory_here(
+        input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) + fixed_memory_bytes(),
+        "attention of " + m.short_name() + " on the input");
+    p.fill();
+    out = m.run(p.in);
+  }
+  const AttentionShape& s = p.in.shape;
+  if (out.o.size() != s.o_size()) {
+    throw UsageError("method " + canonical + " returned " + std::to_string(out.o.size()) +
+                     " values, expected " + std::to_string(s.o_size()));
+  }
+  nb::object o = output_array(out, o_shape(s));
+  nb::object lse = nb::none();
+  const std::size_t rows = std::size_t(s.batch) * std::size_t(s.heads_q) * std::size_t(s.len_q);
+  if (!out.lse.empty()) {
+    std::vector<std::size_t> shape{std::size_t(s.batch), std::size_t(s.heads_q),
+                                   std::size_t(s.len_q)};
+    if (out.lse.size() != rows) shape = {out.lse.size()};
+    lse = nb::cast(to_numpy(std::move(out.lse), shape));
+  }
+  return nb::make_tuple(o, out.format, lse, canonical);
+}
+
+nb::list metrics(const AnyArray& out, const std::string& out_tag, const AnyArray& ref,
+                 const std::string& ref_tag, const std::string& format, std::size_t blocks) {
+  require_cpu(out, "out");
+  require_cpu(ref, "ref");
+  const Elem eo = elem_of(out, out_tag), er = elem_of(ref, ref_tag);
+  for (const auto& [e, a, name] : {std::tuple{eo, &out, "out"}, std::tuple{er, &ref, "ref"}}) {
+    if (dtype_label(e).empty()) {
+      throw nb::type_error((std::string(name) + " has dtype " + dtype_name(*a) +
+                            "; metrics take float32, float16, bfloat16 or float64 values")
+                               .c_str());
+    }
+  }
+  if (dims_of(out) != dims_of(ref)) throw UsageError("out and ref differ in shape");
+  std::vector<MetricValues> ms;
+  {
+    nb::gil_scoped_release release;
+    (void)parse_ulp_format(format);  // the format's message before any work
+    // out and ref in FP64 and the ULP distances of every element.
+    check_memory_here(24.0 * double(count_of(out)) + 32.0 * (1 << 20), "metrics of the arrays");
+    const std::vector<double> o = read_f64(out, eo), r = read_f64(ref, er);
+    const std::size_t n = o.size();
+    if (blocks == 0 || n % blocks != 0) throw UsageError("internal error: metrics blocks");
+    const std::size_t per = n / blocks;
+    if (blocks == 1) {
+      ms.push_back(measure(o.data(), r.data(), n, format));
+    } else {
+      for (std::size_t b = 0; b < blocks; ++b)
+        ms.push_back(measure(o.data() + b * per, r.data() + b * per, per, format));
+    }
+  }
+  nb::list l;
+  for (const MetricValues& m : ms) l.append(metric_dict(m));
+  return l;
+}
+
+nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
+                   const std::vector<std::string>& tags, const std::string& method, bool causal,
+                   double sm_scale, bool allow_nonfinite, const std::string& input) {
+  PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
+  std::vector<AttributionRow> rows;
+  {
+    nb::gil_scoped_release release;
+    const MethodConfig m = parse_method(method);
+    if (!m.is_pipeline()) {
+      throw UsageError("method '" + m.spec->name +
+                       "' is not a pipeline: it has no stages to attribute");
+    }
+    // One measured point's memory (golden and the method, one after the other), as the command.
+    check_memory_here(point_memory_bytes(m, p.in.shape, omp_get_max_threads()),
+                      "attribute of " + m.short_name() + " on the input");
+    p.fill();
+    try {
+      rows = attribute_stages(p.in, input, m, golden_attention_ref(p.in));
+    } catch (const std::invalid_argument& e) {
+      throw UsageError(e.what());
+    }
+  }
+  nb::list out;
+  for (const AttributionRow& r : rows) {
+    out.append(nb::make_tuple(r.input, r.stage, r.method_choice, r.exact_choice, int(r.differs),
+                              r.full.rel_fro, r.full.cosine, r.full.max_abs, r.only_exact.rel_fro,
+                              r.only_exact.cosine, r.only_exact.max_abs, r.only_this.rel_fro,
+                              r.only_this.cosine, r.only_this.max_abs, r.note));
+  }
+  return out;
+}
+
+nb::list methods() {
+  nb::list out;
+  for (const MethodSpec& s : method_registry()) {
+    nb::list opts;
+    for (const MethodParam& p : s.params) {
+      nb::dict o;
+      o["key"] = p.key;
+      o["choices"] = p.choices;
+      o["default"] = p.default_value;
+      o["help"] = p.help;
+      o["min"] = p.choices.empty() ? nb::object(nb::int_(p.min_int)) : nb::none();
+      opts.append(o);
+    }
+    nb::dict d;
+    d["name"] = s.name;
+    d["help"] = s.help;
+    d["options"] = opts;
+    d["pipeline"] = bool(s.preset);
+    out.append(d);
+  }
+  return out;
+}
+
+nb::dict describe_text(const std::string& method, int head_dim, const std::string& dtype) {
+  const MethodConfig m = parse_method(method);
+  if (head_dim < 1) throw UsageError("head_dim must be a positive integer");
+  if (dtype != "float32" && dtype != "float16" && dtype != "bfloat16" && dtype != "float64") {
+    throw UsageError("unknown dtype '" + dtype +
+                     "' (expected float32, float16, bfloat16 or float64)");
+  }
+  nb::dict d;
+  d["method"] = m.canonical();
+  d["short"] = m.short_name();
+  nb::dict stages;
+  if (!m.is_pipeline()) {
+    d["pipeline"] = nb::none();
+    d["stages"] = stages;
+    return d;
+  }
+  // The presets choose tiles and formats from the input's head dimension and dtype only.
+  AttentionInput in;
+  in.shape = {1, 1, 1, 128, 128, head_dim, head_dim};
+  in.dtype = dtype;
+  Pipeline p;
+  MethodDescription desc;
+  try {
+    p = m.pipeline(in);
+    desc = describe_method(m, in);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+  d["pipeline"] = desc.method;
+  d["differences"] = desc.differences;
+  d["outside"] = desc.outside;
+  for (const StageInfo& s : pipeline_stages()) stages[s.name] = stage_choice(p, s.stage);
+  d["stages"] = stages;
+  return d;
+}
+
+nb::tuple synthetic(const std::string& spec) {
+  AttentionInput in;
+  {
+    nb::gil_scoped_release release;
+    in = make_synthetic(spec);
+  }
+  const AttentionShape& s = in.shape;
+  auto sz = [](int x) { return std::size_t(x); };
+  return nb::make_tuple(
+      to_numpy(std::move(in.q), {sz(s.batch), sz(s.heads_q), sz(s.len_q), sz(s.head_dim)}),
+      to_numpy(std::move(in.k), {sz(s.batch), sz(s.heads_kv), sz(s.len_kv), sz(s.head_dim)}),
+      to_numpy(std::move(in.v), {sz(s.batch), sz(s.heads_kv), sz(s.len_kv), sz(s.head_dim_v)}),
+      in.causal);
+}
+
+}  // namespace
+
+void bind_attention(nb::module_& m) {
+  m.def("attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
+        nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"));
+  m.def("metrics", &metrics, nb::arg("out"), nb::arg("out_tag"), nb::arg("ref"), nb::arg("ref_tag"),
+        nb::arg("format"), nb::arg("blocks"));
+  m.def("attribute", &attribute, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
+        nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
+        nb::arg("input"));
+  m.def("methods", &methods);
+  m.def("canonical", [](const std::string& text) { return parse_method(text).canonical(); });
+  m.def("describe", &describe_text, nb::arg("method"), nb::arg("head_dim"), nb::arg("dtype"));
+  m.def("synthetic", &synthetic, nb::arg("spec"));
+  m.def("ulp_buckets", [] {
+    std::vector<std::string> labels;
+    for (int k = 0; k < UlpHistogram::kBuckets; ++k)
+      labels.push_back(UlpHistogram::bucket_label(k));
+    return labels;
+  });
+  m.def("set_num_threads", [](int n) {
+    if (n < 1) throw UsageError("the number of threads must be a positive integer");
+    omp_set_num_threads(n);
+  });
+  m.def("get_num_threads", [] { return omp_get_max_threads(); });
+  m.def("set_memory_limit", [](const std::string& size) {
+    set_memory_limit(size.empty() ? 0 : parse_memory_size(size));
+  });
+  m.def("memory_limit", [] { return memory_limit(); });
+}
+
+}  // namespace attnsim::py
