@@ -210,13 +210,7 @@ HookRef<RescaleHook> amla_hook(const AmlaStepRule& r) {
 
 std::vector<RescaleHookSpec> amla_hook_specs() {
   auto key = [](const char* k, std::vector<std::string> choices, const char* def, const char* help) {
-    OptionKey o;
-    o.key = k;
-    o.group = "rescale";
-    o.choices = std::move(choices);
-    o.default_value = def;
-    o.help = help;
-    return o;
+    return hook_key(k, "rescale", std::move(choices), def, help);
   };
   std::vector<RescaleHookSpec> r;
   for (AmlaVariant v : {AmlaVariant::kPaper, AmlaVariant::kCann}) {

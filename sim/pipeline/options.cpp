@@ -990,4 +990,15 @@ void apply_options(Pipeline& p, const OptionMap& given, const HookRegistry& hook
   p = canonical(p);
 }
 
+OptionKey hook_key(const char* key, const char* group, std::vector<std::string> choices,
+                   const char* default_value, const char* help) {
+  OptionKey k;
+  k.key = key;
+  k.group = group;
+  k.choices = std::move(choices);
+  k.default_value = default_value;
+  k.help = help;
+  return k;
+}
+
 }  // namespace attnsim

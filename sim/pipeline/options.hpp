@@ -49,6 +49,10 @@ struct RescaleHookSpec {
   std::vector<OptionKey> keys;
   std::function<HookRef<RescaleHook>(const OptionMap& values)> make;
 };
+// One key of a hook (a choice with its default), in the vocabulary's group of the hook's stage.
+OptionKey hook_key(const char* key, const char* group, std::vector<std::string> choices,
+                   const char* default_value, const char* help);
+
 struct HookRegistry {
   std::vector<ExpHookSpec> exp;
   std::vector<RescaleHookSpec> rescale;

@@ -216,13 +216,7 @@ ExpHookSpec sas_hook_spec() {
   std::vector<std::string> nr;
   for (int k = 1; k <= 16; ++k) nr.push_back("-" + std::to_string(k));
   auto key = [](const char* k, std::vector<std::string> choices, const char* def, const char* help) {
-    OptionKey o;
-    o.key = k;
-    o.group = "exp";
-    o.choices = std::move(choices);
-    o.default_value = def;
-    o.help = help;
-    return o;
+    return hook_key(k, "exp", std::move(choices), def, help);
   };
   h.keys = {key("sas_fmt", {"fp16", "fp32"}, "fp16", "exp=sas: the format SAS evaluates in"),
             key("sas_fma", {"on", "off"}, "off",
