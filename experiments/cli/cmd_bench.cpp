@@ -1,11 +1,15 @@
 // `attnsim bench`: throughput figures and the ratios the project's speed goals are stated in,
 // all measured in one run: per-core throughput pinned to 1 thread, then sweep throughput and
-// parallel efficiency
+// parallel efficiency; with --native, each method's wall time against a native FP32 attention on
+// Eigen GEMMs of the same shape (the anchor of issue 23's speed targets)
 #include <omp.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <Eigen/Core>
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -13,13 +17,18 @@
 #include <vector>
 
 #include "experiments/cli/commands.hpp"
+#include "experiments/common/error.hpp"
 #include "experiments/common/timing.hpp"
 #include "experiments/io/dump.hpp"
+#include "experiments/io/synthetic.hpp"
 #include "experiments/methods/methods.hpp"
+#include "experiments/native/native_attention.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "experiments/sweep/sweep_engine.hpp"
 #include "formats/float16.hpp"
+#include "formats/encoding.hpp"
 #include "formats/float8.hpp"
+#include "numerics/isa.hpp"
 #include "numerics/digest.hpp"
 #include "sim/flash/flash.hpp"
 #include "sim/golden/golden.hpp"
@@ -84,17 +93,162 @@ double sweep_seconds_mpi(int ranks, int seeds, double* wall) {
   return rc == 0 ? seconds : -1;
 }
 
+
+// --native: the methods of issue 23's table (the wall times it reports for `attnsim run`).
+const std::vector<std::string> kNativeMethods = {
+    "flash",           "turbo",           "sage1",
+    "sage2:arch=sm80", "sage2:arch=sm90", "sage2:arch=sm89",
+    "sage2:arch=sm89,target=h100",        "amla:variant=base",
+    "amla:variant=paper",                 "amla:variant=cann",
+    "lean",            "splitkv",         "kivi"};
+
+struct NativeBenchOptions {
+  std::string synthetic;  // empty: the issue's shape (or the quick one)
+  std::string dtype = "bf16";
+  std::vector<std::string> methods;
+};
+
+// One call of f timed on the wall clock and in the process's CPU time (every thread: with one
+// OpenMP thread, the time this core spent on it, which other jobs on a shared machine do not
+// inflate). The fastest calls of those made until min_s of CPU time has passed (at least one
+// call; a call longer than min_s is timed once).
+struct Seconds {
+  double wall = 1e300, cpu = 1e300;
+};
+
+double cpu_now() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+}
+
+template <class F>
+Seconds best_seconds(F&& f, double min_s) {
+  Seconds best;
+  double total = 0;
+  do {
+    const auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_now();
+    f();
+    const double c = cpu_now() - c0;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best.wall = std::min(best.wall, t);
+    best.cpu = std::min(best.cpu, c);
+    total += c;
+  } while (total < min_s);
+  return best;
+}
+
+void bench_vs_native(const NativeBenchOptions& o, bool quick) {
+  omp_set_num_threads(1);
+  Eigen::setNbThreads(1);
+  const std::string spec =
+      !o.synthetic.empty() ? o.synthetic
+      : quick ? "normal:hq=8,hkv=8,nq=1024,nkv=1024,d=128,causal=1"
+              : "normal:hq=8,hkv=8,nq=4096,nkv=4096,d=128,causal=1";
+  Encoding enc = Encoding::kBf16;
+  const char* dtype = "bfloat16";
+  if (o.dtype == "fp16") {
+    enc = Encoding::kFp16;
+    dtype = "float16";
+  } else if (o.dtype == "fp32") {
+    enc = Encoding::kFp32;
+    dtype = "float32";
+  } else if (o.dtype != "bf16") {
+    throw UsageError("--dtype must be bf16, fp16 or fp32, not '" + o.dtype + "'");
+  }
+  // Methods parsed before anything runs, so a bad one fails at once.
+  // flash first, so that every later line has its ratio to it.
+  std::vector<std::string> names = o.methods.empty() ? kNativeMethods : o.methods;
+  std::stable_partition(names.begin(), names.end(),
+                        [](const std::string& m) { return m == "flash"; });
+  std::vector<MethodConfig> methods;
+  for (const std::string& m : names) methods.push_back(parse_method(m));
+  // The input as a dump of that dtype holds it: every value exact in the dtype, tagged with it.
+  AttentionInput in = make_synthetic(spec);
+  for (auto* t : {&in.q, &in.k, &in.v})
+    for (float& x : *t) x = round_to(enc, x, kCudaRn);
+  in.dtype = dtype;
+  const AttentionShape& s = in.shape;
+  // Multiply-adds of the two products over the visible (query, key) pairs.
+  double pairs = 0;
+  for (int i = 0; i < s.len_q; ++i) {
+    int seen = s.len_kv;
+    if (in.causal) seen = std::clamp(i + 1 + s.len_kv - s.len_q, 0, s.len_kv);
+    pairs += seen;
+  }
+  const double flops = 2.0 * double(s.batch) * s.heads_q * pairs * (s.head_dim + s.head_dim_v);
+  std::printf(
+      "methods against a native FP32 attention, one core, one run (%s inputs, %s; b%d hq%d hkv%d "
+      "nq%d nkv%d d%d dv%d%s; fast kernels: %s):\n",
+      o.dtype.c_str(), spec.c_str(), s.batch, s.heads_q, s.heads_kv, s.len_q, s.len_kv,
+      s.head_dim, s.head_dim_v, in.causal ? ", causal" : "", isa_name(active_isa()));
+  std::vector<float> native_o(s.o_size());
+  const double min_s = quick ? 0.3 : 1.0;
+  const Seconds t_native = best_seconds(
+      [&] {
+        native_attention(in.q.data(), in.k.data(), in.v.data(), native_o.data(), s.batch,
+                         s.heads_q, s.heads_kv, s.len_q, s.len_kv, s.head_dim, s.head_dim_v,
+                         in.causal, in.scale());
+      },
+      min_s);
+  std::printf("  CPU seconds of this process (one thread), ratios of CPU times; wall seconds beside\n");
+  std::printf("  %-34s %9s  %9s  %9s  %9s  %s\n", "", "cpu s", "wall s", "x native", "x flash",
+              "max |O - native O|");
+  std::printf("  %-34s %9.3f  %9.3f  %9.2f  %9s  (%.2f GFLOP/s: Eigen GEMMs, -march=native)\n",
+              "native FP32 attention", t_native.cpu, t_native.wall, 1.0, "-",
+              flops / t_native.cpu / 1e9);
+  double t_flash = 0;
+  for (std::size_t m = 0; m < methods.size(); ++m) {
+    MethodOutput out;
+    const Seconds ts = best_seconds([&] { out = methods[m].run(in); }, min_s);
+    const double t = ts.cpu;
+    if (names[m] == "flash" && t_flash == 0) t_flash = t;
+    double err = 0;
+    for (std::size_t i = 0; i < out.o.size() && i < native_o.size(); ++i)
+      err = std::max(err, std::abs(double(out.o[i]) - double(native_o[i])));
+    char vs_flash[32] = "-";
+    if (t_flash > 0) std::snprintf(vs_flash, sizeof vs_flash, "%.2f", t / t_flash);
+    std::printf("  %-34s %9.3f  %9.3f  %9.2f  %9s  %.3g\n", names[m].c_str(), t, ts.wall,
+                t / t_native.cpu, vs_flash, err);
+  }
+  if (t_flash > 0)
+    std::printf(
+        "  flash at %.0f%% of the native attention's speed (issue 23's goal: >= 30%%, aim 50%%)\n",
+        100.0 * t_native.cpu / t_flash);
+  std::printf("  (2 shared cores: rerun on an idle machine for stable figures)\n");
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
-  auto quick = std::make_shared<bool>(false);
+  auto quick = std::make_shared<bool>(false), native = std::make_shared<bool>(false);
+  auto no = std::make_shared<NativeBenchOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bench",
       "Throughput: conversions, golden, flash and the pipeline's stage models on one core; sweep "
       "points/s at 1 and 2 threads and MPI ranks; sage2 and turbo prefill against flash on every "
-      "core");
-  cmd->add_flag("--quick", *quick, "shorter timings (noisier)");
-  cmd->callback([quick]() {
+      "core; with --native, each method against a native FP32 attention");
+  cmd->add_flag("--quick", *quick, "shorter timings (noisier); with --native, 1024 tokens");
+  cmd->add_flag("--native", *native,
+                "instead: each method's wall time on one core against a native FP32 attention "
+                "(Eigen GEMMs, -march=native) of the same input, measured in this run");
+  cmd->add_option("--method", no->methods,
+                  "with --native: a method to time (repeatable; default: flash, turbo, sage1, "
+                  "each sage2 arch, amla variants, lean, splitkv, kivi)");
+  cmd->add_option("--synthetic", no->synthetic,
+                  "with --native: the input spec (default normal:hq=8,hkv=8,nq=4096,nkv=4096,"
+                  "d=128,causal=1; with --quick nq=nkv=1024)");
+  cmd->add_option("--dtype", no->dtype,
+                  "with --native: the inputs' dtype, values rounded to it (bf16, fp16, fp32; "
+                  "default bf16)");
+  cmd->callback([quick, native, no]() {
+    if (!*native && (!no->methods.empty() || !no->synthetic.empty() || no->dtype != "bf16"))
+      throw UsageError("--method, --synthetic and --dtype apply to bench --native only");
+    if (*native) {
+      bench_vs_native(*no, *quick);
+      return;
+    }
     omp_set_num_threads(1);
     Eigen::setNbThreads(1);
     const double min_s = *quick ? 0.1 : 0.5;

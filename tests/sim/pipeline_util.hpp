@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "numerics/isa.hpp"
 #include "sim/hooks.hpp"
 #include "sim/pipeline/options.hpp"
 
@@ -24,6 +25,15 @@ inline Pipeline with_options(const std::string& text, Pipeline base = Pipeline{}
   validate(base);
   return base;
 }
+
+// Caps the fast kernels' instruction set for a scope (Isa::kScalar: the stage references alone).
+struct IsaScope {
+  explicit IsaScope(Isa isa) : saved(active_isa()) { set_isa(isa); }
+  ~IsaScope() { set_isa(saved); }
+  IsaScope(const IsaScope&) = delete;
+  IsaScope& operator=(const IsaScope&) = delete;
+  Isa saved;
+};
 
 // O of a pipeline as FP32 values (the output format's values), and its LSE.
 inline std::vector<float> run_o(const AttentionInput& in, const Pipeline& p) {

@@ -4,8 +4,10 @@
 // O = 0 and LSE +inf, in every model (FA2 normalize_softmax_lse's INFINITY marker).
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
+#include "numerics/isa.hpp"
 #include "numerics/special.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
@@ -39,13 +41,67 @@ T kernel_lse(const SoftmaxStage& sm, T m, T l, T c_row, T c_nat) {
 }  // namespace
 
 template <class T>
+double epilogue_lse(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int i,
+                    const TileState<T>& state) {
+  constexpr double kLn2 = 0.69314718055994530942;
+  const AttentionShape& s = in.shape;
+  const SoftmaxStage& sm = p.softmax;
+  const ExpConstants<T> kc = exp_constants<T>(p, in.sm_scale);
+  const T l = row_sum_total(state, i, sm);
+  const bool degenerate = l == T(0) || l != l;
+  const T m = state.m[std::size_t(i)];
+  double lse_v;
+  if (degenerate) {
+    lse_v = std::numeric_limits<double>::infinity();  // the empty-row convention (above)
+  } else if (sm.lse == LseModel::kNaturalFma || sm.lse == LseModel::kNaturalFmaC ||
+             sm.lse == LseModel::kNaturalDiv) {
+    const int qt = ti.q_begin + i;
+    const T c_row = sm.dequant == Dequant::kDescale
+                        ? T(stage_util::descale_coefficient(float(kc.c), in, ti, qt, sm.ftz))
+                        : kc.c;
+    lse_v = double(kernel_lse(sm, m, l, c_row, kc.c_nat));
+  } else if (sm.lse == LseModel::kLog2Mufu || sm.lse == LseModel::kLog2Libdevice) {
+    // SageAttention: lse2 = log2(d) + m in FP32, m the exponent's reference (offset included).
+    const float ml = float(sm.max_domain == MaxDomain::kScaled ? m : m * kc.c);
+    const float lg = sm.lse == LseModel::kLog2Mufu ? Lg2ApproxFtz::h100()(float(l))
+                                                   : log2f_libdevice(float(l));
+    lse_v = double(lg + ml);
+  } else if (sm.max_domain == MaxDomain::kRaw && p.rescale.max_round == MaxRound::kNone) {
+    // Natural-log LSE: FA2's m·softmax_scale + log(sum) in the state's arithmetic.
+    T x = m * kc.c_nat + std::log(l);
+    if (sm.max_offset != 0 && sm.base == ExpKind::kExp2) x = x - T(sm.max_offset * kLn2);
+    lse_v = double(x);
+  } else {
+    // With a scaled or snapped max, the exponent's own reference r: r·ln 2 + log(sum) (base 2)
+    // or r + log(sum).
+    T r;
+    if (sm.max_domain == MaxDomain::kScaled) {
+      r = p.rescale.max_round == MaxRound::kCeil      ? std::ceil(m)
+          : p.rescale.max_round == MaxRound::kNearest ? std::round(m)
+                                                      : m;
+    } else {
+      const T y = sm.max_offset != 0 ? (sm.fma ? std::fma(m, kc.c, -T(sm.max_offset))
+                                               : m * kc.c - T(sm.max_offset))
+                                     : m * kc.c;
+      r = p.rescale.max_round == MaxRound::kCeil      ? std::ceil(y)
+          : p.rescale.max_round == MaxRound::kNearest ? std::round(y)
+                                                      : y;
+    }
+    lse_v = double(sm.base == ExpKind::kExp2 ? r * T(kLn2) + std::log(l) : r + std::log(l));
+  }
+  // Smooth K's LSE correction q·mean_k·sm_scale (the base-2 kernels' wrapper adds its own).
+  const bool natural = sm.lse == LseModel::kNatural;
+  if (!degenerate && natural && !in.lse_shift.empty())
+    lse_v += in.lse_shift[std::size_t(ti.sq) * s.len_q + std::size_t(ti.q_begin + i)];
+  return lse_v;
+}
+
+template <class T>
 void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse) {
-  constexpr double kLn2 = 0.69314718055994530942;
   const AttentionShape& s = in.shape;
   const int dv = s.head_dim_v;
   const SoftmaxStage& sm = p.softmax;
-  const ExpConstants<T> kc = exp_constants<T>(p, in.sm_scale);
   const bool v_epilogue_scale = in.v.scaled() && !in.v.key_dependent_scale;
   // FA3 FP8: V's scale multiplies 1/l before O (ScaleAt::kReciprocal).
   const bool v_in_inv = v_epilogue_scale && p.v.apply == ScaleAt::kReciprocal;
@@ -113,63 +169,27 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
       // FP32, as that state's FP32 store did).
       orow[c] = p.out.enc == Encoding::kFp64 ? double(x) : double(round_to(p.out.enc, float(x), p.out.cast));
     }
-    const T m = state.m[std::size_t(i)];
-    double lse_v;
-    if (degenerate) {
-      lse_v = std::numeric_limits<double>::infinity();  // the empty-row convention (above)
-    } else if (sm.lse == LseModel::kNaturalFma || sm.lse == LseModel::kNaturalFmaC ||
-               sm.lse == LseModel::kNaturalDiv) {
-      const int qt = ti.q_begin + i;
-      const T c_row = sm.dequant == Dequant::kDescale
-                          ? T(stage_util::descale_coefficient(float(kc.c), in, ti, qt, ftz))
-                          : kc.c;
-      lse_v = double(kernel_lse(sm, m, l, c_row, kc.c_nat));
-    } else if (sm.lse == LseModel::kLog2Mufu || sm.lse == LseModel::kLog2Libdevice) {
-      // SageAttention: lse2 = log2(d) + m in FP32, m the exponent's reference (offset included).
-      const float ml = float(sm.max_domain == MaxDomain::kScaled ? m : m * kc.c);
-      const float lg = sm.lse == LseModel::kLog2Mufu ? Lg2ApproxFtz::h100()(float(l))
-                                                     : log2f_libdevice(float(l));
-      lse_v = double(lg + ml);
-    } else if (sm.max_domain == MaxDomain::kRaw && p.rescale.max_round == MaxRound::kNone) {
-      // Natural-log LSE: FA2's m·softmax_scale + log(sum) in the state's arithmetic.
-      T x = m * kc.c_nat + std::log(l);
-      if (sm.max_offset != 0 && sm.base == ExpKind::kExp2) x = x - T(sm.max_offset * kLn2);
-      lse_v = double(x);
-    } else {
-      // With a scaled or snapped max, the exponent's own reference r: r·ln 2 + log(sum) (base 2)
-      // or r + log(sum).
-      T r;
-      if (sm.max_domain == MaxDomain::kScaled) {
-        r = p.rescale.max_round == MaxRound::kCeil      ? std::ceil(m)
-            : p.rescale.max_round == MaxRound::kNearest ? std::round(m)
-                                                        : m;
-      } else {
-        const T y = sm.max_offset != 0 ? (sm.fma ? std::fma(m, kc.c, -T(sm.max_offset))
-                                                 : m * kc.c - T(sm.max_offset))
-                                       : m * kc.c;
-        r = p.rescale.max_round == MaxRound::kCeil      ? std::ceil(y)
-            : p.rescale.max_round == MaxRound::kNearest ? std::round(y)
-                                                        : y;
-      }
-      lse_v = double(sm.base == ExpKind::kExp2 ? r * T(kLn2) + std::log(l) : r + std::log(l));
-    }
-    // Smooth K's LSE correction q·mean_k·sm_scale (the base-2 kernels' wrapper adds its own).
-    const bool natural = sm.lse == LseModel::kNatural;
-    if (!degenerate && natural && !in.lse_shift.empty())
-      lse_v += in.lse_shift[std::size_t(ti.sq) * s.len_q + std::size_t(ti.q_begin + i)];
-    lse[i] = lse_v;
+    lse[i] = epilogue_lse(p, in, ti, i, state);
   }
 }
 
+template double epilogue_lse<float>(const Pipeline&, const PreparedInput&, const TileIndex&, int,
+                                    const TileState<float>&);
+template double epilogue_lse<double>(const Pipeline&, const PreparedInput&, const TileIndex&, int,
+                                     const TileState<double>&);
 template void epilogue_ref<float>(const Pipeline&, const PreparedInput&, const TileIndex&, int,
                                   const TileState<float>&, double*, double*);
 template void epilogue_ref<double>(const Pipeline&, const PreparedInput&, const TileIndex&, int,
                                    const TileState<double>&, double*, double*);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
 template <class T>
 void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse) {
+  if constexpr (std::is_same_v<T, float>)
+    if (fp32_state_kernels(p.softmax) && p.normalize.kind != Normalize::kNone &&
+        p.v.apply != ScaleAt::kReciprocal && active_isa() >= Isa::kAvx512)
+      return epilogue_avx512(p, in, ti, rows, state, o, lse);
   epilogue_ref(p, in, ti, rows, state, o, lse);
 }
 template void epilogue_stage<float>(const Pipeline&, const PreparedInput&, const TileIndex&, int, const TileState<float>&, double*, double*);

@@ -4,6 +4,7 @@
 // (TurboAttention `s_P̃ · s_V · Q(P̃)V`: fl(s_P · s_V), then one multiply).
 #include <type_traits>
 
+#include "numerics/isa.hpp"
 #include "numerics/mma_tile.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
@@ -88,7 +89,8 @@ template void pv_ref<double>(const PvStage&, const PStage&, const PreparedInput&
                              TileBuffers<double>&);
 
 // The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
-// (numerics/mma_tile.hpp), else the reference.
+// (numerics/mma_tile.hpp), integer P and V whose products are provably exact on the integer tile
+// kernel, the AVX-512 kernel of the CUDA-core models, else the reference.
 template <class T>
 void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
             const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
@@ -98,6 +100,8 @@ void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, con
   if (st.acc == PvAccumulate::kChunk && pst.enc != Encoding::kFp64 &&
       integer_product_is_exact(st.dot.kind, pst.enc, in.v.enc, b.cols))
     return pv_int(st, pst, in, ti, b, state, buf);
+  if (cuda_core_kernel_model(st.dot.kind) && active_isa() >= Isa::kAvx512)
+    return pv_cuda_core(st, pst, in, ti, b, state, buf);
   pv_ref(st, pst, in, ti, b, state, buf);
 }
 template void pv_stage<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<float>&, TileBuffers<float>&);

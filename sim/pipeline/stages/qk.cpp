@@ -1,6 +1,7 @@
 // The QKᵀ stage: S's accumulators of one tile and KV block under the product model
 // (numerics/dot.hpp: the FP32 CUDA-core loop, FP64, exact, or a tensor-core instruction chain on
 // the operands' encodings), an int32 accumulator converted to FP32 by int_cvt.
+#include "numerics/isa.hpp"
 #include "numerics/mma_tile.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
@@ -40,7 +41,8 @@ template void qk_ref<double>(const QkStage&, const PreparedInput&, const TileInd
                              const BlockView&, TileBuffers<double>&);
 
 // The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
-// (numerics/mma_tile.hpp), else the reference.
+// (numerics/mma_tile.hpp), integer operands whose products are provably exact on the integer tile
+// kernel, the AVX-512 kernel of the CUDA-core models, else the reference.
 template <class T>
 void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
             TileBuffers<T>& buf) {
@@ -48,6 +50,8 @@ void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, c
     return qk_mma(st, in, ti, b, buf);
   if (integer_product_is_exact(st.dot.kind, in.q.enc, in.k.enc, in.shape.head_dim))
     return qk_int(st, in, ti, b, buf);
+  if (cuda_core_kernel_model(st.dot.kind) && active_isa() >= Isa::kAvx512)
+    return qk_cuda_core(st, in, ti, b, buf);
   qk_ref(st, in, ti, b, buf);
 }
 template void qk_stage<float>(const QkStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileBuffers<float>&);

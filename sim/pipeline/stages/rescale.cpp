@@ -4,7 +4,9 @@
 // chunk of a two-level P·V lands on O (FADD, the rescale's multiply fused into it, or the H100's
 // FTZ float atomicAdd). The row sum's rescale is the row-sum model's (row_sum.cpp).
 #include <cmath>
+#include <type_traits>
 
+#include "numerics/isa.hpp"
 #include "numerics/special.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
@@ -95,19 +97,24 @@ template void add_chunk_ref<float>(const RescaleStage&, ChunkAdd, const BlockVie
 template void add_chunk_ref<double>(const RescaleStage&, ChunkAdd, const BlockView&,
                                     TileState<double>&, TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
 template <class T>
 void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
                  TileBuffers<T>& buf) {
+  if constexpr (std::is_same_v<T, float>)
+    if (st.kind != Rescale::kMultiplyFtz && active_isa() >= Isa::kAvx512)
+      return rescale_avx512(st, o_accum, b, state, buf);
   rescale_ref(st, o_accum, b, state, buf);
 }
 template void rescale_stage<float>(const RescaleStage&, Encoding, const BlockView&, TileState<float>&, TileBuffers<float>&);
 template void rescale_stage<double>(const RescaleStage&, Encoding, const BlockView&, TileState<double>&, TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
 template <class T>
 void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
                    TileBuffers<T>& buf) {
+  if constexpr (std::is_same_v<T, float>)
+    if (active_isa() >= Isa::kAvx512) return add_chunk_avx512(st, how, b, state, buf);
   add_chunk_ref(st, how, b, state, buf);
 }
 template void add_chunk_stage<float>(const RescaleStage&, ChunkAdd, const BlockView&, TileState<float>&, TileBuffers<float>&);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "sim/pipeline/pipeline.hpp"
+#include "sim/pipeline/stages/cuda_core_span.hpp"
 
 namespace attnsim {
 
@@ -82,6 +83,13 @@ struct TileBuffers {
   // Names this tile's Q rows for the tile products (MmaTile::a_key): fresh for every tile (size),
   // so the QKᵀ of each KV block reuses Q as the first block's product prepared it.
   std::uint64_t q_key = 0;
+  // Scratch of the AVX-512 kernels (qk_cuda_core, pv_cuda_core, *_avx512), sized on first use:
+  // O(tile) per worker.
+  std::vector<float> kt;          // [head_dim][keys rounded up to 16] the K block transposed
+  std::vector<double> wide;       // FP64 copies of the block's K (transposed) or V
+  std::vector<float> tmp_f, tmp_p;     // FP32 results / P of an FP64 state
+  std::vector<double> tmp_d, tmp_pd;   // FP64 results / P
+  std::vector<cuda_core_span::Span> spans;  // kExact: exponent spans of K rows or V columns
   void size(int rows, int bk, int dv);
 };
 
@@ -143,6 +151,10 @@ void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, Til
 template <class T>
 void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse);
+// The LSE of row i of the epilogue (every LSE model; +inf for a row that saw no key).
+template <class T>
+double epilogue_lse(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int i,
+                    const TileState<T>& state);
 
 // The instruction-model kernels of qk, pv and row_sum (qk_mma.cpp, pv_mma.cpp): the same bits as
 // the references, as tile products (numerics/mma_tile.hpp) vectorised across outputs. The
@@ -173,6 +185,18 @@ void qk_int(const QkStage& st, const PreparedInput& in, const TileIndex& ti, con
 template <class T>
 void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
             const BlockView& b, TileState<T>& state, TileBuffers<T>& buf);
+
+// The AVX-512 kernels of an FP32 state (scores, softmax step, row sum, epilogue) and of the
+// CUDA-core products cover the choices they were written and tested for; the dispatchers send
+// the others (the .ftz state arithmetic, the SDPA/FA3 row sums, the FMA-chain product) to the
+// references.
+inline bool fp32_state_kernels(const SoftmaxStage& st) {
+  return !st.ftz && st.row_sum != RowSum::kQuadBlock && st.row_sum != RowSum::kCutlassWarps &&
+         st.row_sum != RowSum::kWarpSum;
+}
+inline bool cuda_core_kernel_model(DotModel::Kind k) {
+  return k == DotModel::kFp32 || k == DotModel::kFp64 || k == DotModel::kExact;
+}
 
 // The dispatchers attend_tile calls: each chooses, once per call (a tile's KV block), a fast
 // kernel that gives its reference's bits (numerics/isa.hpp: by the CPU's features, capped by
@@ -205,6 +229,34 @@ void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, T
 template <class T>
 void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse);
+
+// The AVX-512 kernels behind the dispatchers (Isa::kAvx512 and above): the same signatures as the
+// references and the same bits (NaN payloads aside: see sim/pipeline/README.md, "Fast kernels").
+// qk_cuda_core / pv_cuda_core: the CUDA-core product models (dot kFp32, kFp64, kExact; not kMma).
+template <class T>
+void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& ti,
+                  const BlockView& b, TileBuffers<T>& buf);
+template <class T>
+void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
+                  const TileIndex& ti, const BlockView& b, TileState<T>& state,
+                  TileBuffers<T>& buf);
+
+// The softmax arithmetic of an FP32 state (scores, online-softmax step, row sum except kMma,
+// rescale and chunk add except an fp16 O accumulator, the epilogue's O / l and V's scale and mean;
+// each sends the cases it does not vectorize to its reference).
+void scores_avx512(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                   const BlockView& b, const ExpConstants<float>& kc, TileBuffers<float>& buf);
+void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                         const ExpConstants<float>& kc, TileState<float>& state,
+                         TileBuffers<float>& buf);
+void row_sum_avx512(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                    TileState<float>& state, TileBuffers<float>& buf);
+void rescale_avx512(const RescaleStage& st, Encoding o_accum, const BlockView& b,
+                    TileState<float>& state, TileBuffers<float>& buf);
+void add_chunk_avx512(const RescaleStage& st, ChunkAdd how, const BlockView& b,
+                      TileState<float>& state, TileBuffers<float>& buf);
+void epilogue_avx512(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
+                     const TileState<float>& state, double* o, double* lse);
 
 // The number of row-sum lanes of a model (4 for the quad-lane models, 1 otherwise).
 int row_sum_lanes(RowSum r);

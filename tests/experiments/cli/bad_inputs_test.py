@@ -877,6 +877,13 @@ def build_cases(long_mode, rng):
               Case("bench", "stray argument", ["bench", "stray"]),
               Case("bench", "--quick with a value", ["bench", "--quick=maybe"]),
               Case("bench", "--max-memory (not an option)", ["bench", "--max-memory", "1G"])]
+    # bench --native on a tiny input is fast: its own options.
+    nat = ["bench", "--native", "--quick", "--synthetic", "normal:nq=32,nkv=32,d=16"]
+    cases += [Case("bench", "--native valid", nat + ["--method", "flash"], codes={0}),
+              Case("bench", "--native bad dtype", nat + ["--dtype", "fp8"]),
+              Case("bench", "--native unknown method", nat + ["--method", "bogus"]),
+              Case("bench", "--native bad spec", ["bench", "--native", "--synthetic", "normal:nq=0"]),
+              Case("bench", "--method without --native", ["bench", "--method", "flash"])]
     cases += [Case("-", "no subcommand", []), Case("-", "unknown subcommand", ["bogus"]),
               Case("-", "two subcommands", ["info", "methods"]),
               Case("-", "option before subcommand", ["--bogus", "info"])]

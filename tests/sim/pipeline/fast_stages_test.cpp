@@ -57,6 +57,20 @@ std::size_t differing(const std::vector<double>& a, const std::vector<double>& b
 }
 
 const char* const kMethods[] = {
+    // The FP32 CUDA-core kernels (flash's products and softmax arithmetic), and the baselines
+    // whose stage choices those kernels leave to the references (.ftz state, SDPA/FA3 row sums,
+    // the FMA-chain product, FA3 FP8's descales).
+    "flash",
+    "flash:acc=fp64",
+    "flash:qkv=bf16,p=bf16,out=bf16",
+    "flash:qkv=fp16,p=fp16,out=fp16,qk_dot=exact,pv_dot=exact,norm=div",
+    "sdpa",
+    "sdpa:backend=flash",
+    "sdpa:backend=efficient",
+    "sdpa:backend=math",
+    "fa3",
+    "fa3:dtype=e4m3",
+    "kivi",
     "sage1",
     "sage2:arch=sm80",
     "sage2:arch=sm89",

@@ -1,0 +1,251 @@
+// The P·V stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact): pv_ref's
+// bits, 16 (FP32) or 8 (FP64) output channels per register, each lane one channel's own chain over
+// the block's keys in natural order.
+//
+// V stays in its natural [key][channel] layout: key j's channels are one load, P[i][j] is
+// broadcast. Register blocking: 4 query rows x 4 channel vectors (16 accumulators). The chains
+// start from O (into C, FA2 gemm_rs) or from zero (a chunk), exactly as dot_values' C:
+//  kFp32  acc = fl(acc + fl(p·v)) per key (no FMA); an FP64 state's O and P enter as FP32.
+//  kFp64  acc = fl(acc + p·v); with an FP32 P the product is exact and one FMA gives the
+//         reference's mul-then-add bits; an FP64 P (p=fp64) takes the multiply and the add.
+//  kExact the FP64 sum where the exponent span proves it exact (cuda_core_span.hpp), rounded once
+//         to FP32; the other outputs take the reference's dot_exact_f32.
+// A chunk's dequantization by P's and V's per-block scales follows pv_ref operation by operation.
+#include <algorithm>
+#include <type_traits>
+
+#include "numerics/exact_sum.hpp"
+#include "sim/pipeline/stages/cuda_core_span.hpp"
+#include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
+// Last: the AVX-512 helpers (avx512.hpp).
+#include "sim/pipeline/stages/avx512.hpp"
+
+namespace attnsim {
+
+namespace {
+
+constexpr int kRows = 4;  // query rows per register block
+constexpr int kVecs = 4;  // channel vectors per register block
+
+// FP32 chains: out[r][c] = c0[r][c] (or +0) + Σ_j p[r][j]·v[j][c] for R rows, 16·C channels, n
+// keys; nc valid channels from the block's first.
+template <int R, int C>
+ATTNSIM_AVX512 void fp32_tile(const float* p, int ldp, const float* v, int ldv, int n,
+                              const float* c0, int ldc, float* out, int ldo, int nc) {
+  __mmask16 m[C];
+  for (int c = 0; c < C; ++c) m[c] = avx512::first16(nc - 16 * c);
+  __m512 a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      a[r][c] = c0 ? _mm512_maskz_loadu_ps(m[c], c0 + std::size_t(r) * ldc + 16 * c)
+                   : _mm512_setzero_ps();
+  for (int j = 0; j < n; ++j) {
+    __m512 b[C];
+    for (int c = 0; c < C; ++c)
+      b[c] = _mm512_maskz_loadu_ps(m[c], v + std::size_t(j) * ldv + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(p[std::size_t(r) * ldp + j]);
+      for (int c = 0; c < C; ++c) a[r][c] = _mm512_add_ps(a[r][c], _mm512_mul_ps(x, b[c]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      _mm512_mask_storeu_ps(out + std::size_t(r) * ldo + 16 * c, m[c], a[r][c]);
+}
+
+// FP64 chains (8 channels per register) on FP64 copies of P and V. kExactProducts: P's values are
+// FP32 values, so p·v is exact and one FMA is the reference's multiply-then-add.
+template <int R, int C, bool kExactProducts>
+ATTNSIM_AVX512 void fp64_tile(const double* p, int ldp, const double* v, int ldv, int n,
+                              const double* c0, int ldc, double* out, int ldo, int nc) {
+  __mmask8 m[C];
+  for (int c = 0; c < C; ++c) m[c] = avx512::first8(nc - 8 * c);
+  __m512d a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      a[r][c] =
+          c0 ? _mm512_maskz_loadu_pd(m[c], c0 + std::size_t(r) * ldc + 8 * c) : _mm512_setzero_pd();
+  for (int j = 0; j < n; ++j) {
+    __m512d b[C];
+    for (int c = 0; c < C; ++c)
+      b[c] = _mm512_maskz_loadu_pd(m[c], v + std::size_t(j) * ldv + 8 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512d x = _mm512_set1_pd(p[std::size_t(r) * ldp + j]);
+      for (int c = 0; c < C; ++c)
+        a[r][c] = kExactProducts ? _mm512_fmadd_pd(x, b[c], a[r][c])
+                                 : _mm512_add_pd(a[r][c], _mm512_mul_pd(x, b[c]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      _mm512_mask_storeu_pd(out + std::size_t(r) * ldo + 8 * c, m[c], a[r][c]);
+}
+
+using Fp32Fn = void (*)(const float*, int, const float*, int, int, const float*, int, float*, int,
+                        int);
+using Fp64Fn = void (*)(const double*, int, const double*, int, int, const double*, int, double*,
+                        int, int);
+template <int R>
+constexpr Fp32Fn fp32_fns[kVecs] = {fp32_tile<R, 1>, fp32_tile<R, 2>, fp32_tile<R, 3>,
+                                    fp32_tile<R, 4>};
+constexpr const Fp32Fn* kFp32Fns[kRows] = {fp32_fns<1>, fp32_fns<2>, fp32_fns<3>, fp32_fns<4>};
+template <int R, bool E>
+constexpr Fp64Fn fp64_fns[kVecs] = {fp64_tile<R, 1, E>, fp64_tile<R, 2, E>, fp64_tile<R, 3, E>,
+                                    fp64_tile<R, 4, E>};
+constexpr const Fp64Fn* kFp64Fns[2][kRows] = {
+    {fp64_fns<1, false>, fp64_fns<2, false>, fp64_fns<3, false>, fp64_fns<4, false>},
+    {fp64_fns<1, true>, fp64_fns<2, true>, fp64_fns<3, true>, fp64_fns<4, true>}};
+
+// Every row and channel of a [rows][dv] result: c0 rows at ldc (null: from zero).
+void fp32_chains(const float* p, int ldp, const float* v, int n, int rows, int dv, const float* c0,
+                 int ldc, float* out, int ldo) {
+  for (int i0 = 0; i0 < rows; i0 += kRows) {
+    const int r = std::min(kRows, rows - i0);
+    for (int c = 0; c < dv; c += 16 * kVecs) {
+      const int vecs = std::min(kVecs, (dv - c + 15) / 16);
+      kFp32Fns[r - 1][vecs - 1](p + std::size_t(i0) * ldp, ldp, v + c, dv, n,
+                                c0 ? c0 + std::size_t(i0) * ldc + c : nullptr, ldc,
+                                out + std::size_t(i0) * ldo + c, ldo, dv - c);
+    }
+  }
+}
+void fp64_chains(bool exact_products, const double* p, int ldp, const double* v, int n, int rows,
+                 int dv, const double* c0, int ldc, double* out, int ldo) {
+  for (int i0 = 0; i0 < rows; i0 += kRows) {
+    const int r = std::min(kRows, rows - i0);
+    for (int c = 0; c < dv; c += 8 * kVecs) {
+      const int vecs = std::min(kVecs, (dv - c + 7) / 8);
+      kFp64Fns[exact_products][r - 1][vecs - 1](p + std::size_t(i0) * ldp, ldp, v + c, dv, n,
+                                                c0 ? c0 + std::size_t(i0) * ldc + c : nullptr, ldc,
+                                                out + std::size_t(i0) * ldo + c, ldo, dv - c);
+    }
+  }
+}
+
+}  // namespace
+
+template <class T>
+void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
+                  const TileIndex& ti, const BlockView& b, TileState<T>& state,
+                  TileBuffers<T>& buf) {
+  const int dv = state.dv, bk = b.bk, n = b.cols, rows = b.rows;
+  const DotModel::Kind kind = st.dot.kind;
+  const bool chunked = st.acc == PvAccumulate::kChunk;
+  const bool v_chunk_scale = in.v.scaled() && in.v.key_dependent_scale;
+  const bool p_scaled = pst.scale != PScale::kNone;
+  const bool p_fp64 = std::is_same_v<T, double> && pst.enc == Encoding::kFp64;
+  const float* v = in.v.row(ti.skv, b.j0);
+  const std::size_t rd = std::size_t(rows) * dv;
+  // The chains' results as values of T, [rows][dv]: O itself (into C) or the chunk.
+  T* res = chunked ? buf.chunk.data() : state.o.data();
+
+  if (kind == DotModel::kFp32) {
+    // P as the FP32 operand register holds it (an FP64 P rounded to FP32, as dot_values does).
+    const float* p = buf.pf.data();
+    if (p_fp64) {
+      buf.tmp_p.resize(std::size_t(rows) * bk);
+      for (std::size_t k = 0; k < buf.tmp_p.size(); ++k) buf.tmp_p[k] = float(buf.pc[k]);
+      p = buf.tmp_p.data();
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      fp32_chains(p, bk, v, n, rows, dv, chunked ? nullptr : res, dv, res, dv);
+    } else {
+      // An FP64 state's O enters the FP32 chain rounded to FP32 (dot_values: float(c)).
+      buf.tmp_f.resize(rd);
+      if (!chunked)
+        for (std::size_t k = 0; k < rd; ++k) buf.tmp_f[k] = float(res[k]);
+      fp32_chains(p, bk, v, n, rows, dv, chunked ? nullptr : buf.tmp_f.data(), dv, buf.tmp_f.data(),
+                  dv);
+      for (std::size_t k = 0; k < rd; ++k) res[k] = T(buf.tmp_f[k]);
+    }
+  } else {
+    // FP64 copies of V's block and of P (FP32 values, or the FP64 P of p=fp64).
+    buf.wide.resize(std::size_t(n) * dv);
+    for (std::size_t k = 0; k < buf.wide.size(); ++k) buf.wide[k] = double(v[k]);
+    buf.tmp_pd.resize(std::size_t(rows) * bk);
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < n; ++j) {
+        const std::size_t ij = std::size_t(i) * bk + j;
+        if (kind == DotModel::kFp64) {
+          buf.tmp_pd[ij] = p_fp64 ? double(buf.pc[ij]) : double(buf.pf[ij]);
+        } else {
+          buf.tmp_pd[ij] = p_fp64 ? double(float(buf.pc[ij])) : double(buf.pf[ij]);
+        }
+      }
+    const bool exact_products = kind == DotModel::kExact || !p_fp64;
+    // An FP64 state's FP64 chain runs in place on O or the chunk; otherwise on an FP64 copy.
+    const bool in_place = std::is_same_v<T, double> && kind == DotModel::kFp64;
+    double* out;
+    const double* c0 = nullptr;
+    if constexpr (std::is_same_v<T, double>) {
+      if (!chunked) c0 = res;
+      if (in_place) out = res;
+    }
+    if (!in_place) {
+      buf.tmp_d.resize(rd);
+      out = buf.tmp_d.data();
+      if constexpr (std::is_same_v<T, float>) {
+        if (!chunked) {
+          for (std::size_t k = 0; k < rd; ++k) out[k] = double(res[k]);
+          c0 = out;
+        }
+      }
+    }
+    fp64_chains(exact_products, buf.tmp_pd.data(), bk, buf.wide.data(), n, rows, dv, c0, dv, out,
+                dv);
+    if (kind == DotModel::kFp64) {
+      if (!in_place)
+        for (std::size_t k = 0; k < rd; ++k) res[k] = T(out[k]);
+    } else {
+      // kExact: round the proven-exact sums; the others through the reference's register.
+      using cuda_core_span::Span;
+      const int log2n = cuda_core_span::log2_terms(n);
+      std::vector<Span>& vs = buf.spans;
+      vs.assign(std::size_t(dv), Span{});
+      for (int j = 0; j < n; ++j)
+        for (int c = 0; c < dv; ++c) vs[std::size_t(c)].add(v[std::size_t(j) * dv + c]);
+      buf.tmp_f.resize(std::size_t(n));
+      float* vc = buf.tmp_f.data();
+      for (int i = 0; i < rows; ++i) {
+        Span ps;
+        const double* pi = buf.tmp_pd.data() + std::size_t(i) * bk;
+        for (int j = 0; j < n; ++j) ps.add(float(pi[j]));
+        T* ri = res + std::size_t(i) * dv;
+        const double* oi = out + std::size_t(i) * dv;
+        for (int c = 0; c < dv; ++c) {
+          Span cs;
+          if (!chunked) cs.add(double(ri[c]));
+          if (cuda_core_span::exact_in_fp64(ps, vs[std::size_t(c)], cs, log2n)) {
+            ri[c] = T(float(oi[c] + 0.0));
+            continue;
+          }
+          for (int j = 0; j < n; ++j) vc[j] = v[std::size_t(j) * dv + c];
+          const double c_in = chunked ? 0.0 : double(ri[c]);
+          ri[c] = p_fp64 ? T(dot_exact_f32(c_in, buf.pc.data() + std::size_t(i) * bk, vc, n))
+                         : T(dot_exact_f32(c_in, buf.pf.data() + std::size_t(i) * bk, vc, n));
+        }
+      }
+    }
+  }
+  if (!chunked || !(p_scaled || v_chunk_scale)) return;
+  // The chunk's dequantization, as pv_ref: f = s_P (· s_V of the channel), r = r · f.
+  for (int i = 0; i < rows; ++i) {
+    const float row_scale = p_scaled ? buf.p_scale[std::size_t(i)] : 1.0f;
+    T* ch = buf.chunk.data() + std::size_t(i) * dv;
+    for (int c = 0; c < dv; ++c) {
+      float f = row_scale;
+      if (v_chunk_scale) f = f * in.v.scale(ti.skv, b.j0, c);
+      ch[c] = ch[c] * T(f);
+    }
+  }
+}
+
+template void pv_cuda_core<float>(const PvStage&, const PStage&, const PreparedInput&,
+                                  const TileIndex&, const BlockView&, TileState<float>&,
+                                  TileBuffers<float>&);
+template void pv_cuda_core<double>(const PvStage&, const PStage&, const PreparedInput&,
+                                   const TileIndex&, const BlockView&, TileState<double>&,
+                                   TileBuffers<double>&);
+
+}  // namespace attnsim

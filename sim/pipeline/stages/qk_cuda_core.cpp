@@ -1,0 +1,210 @@
+// The QKᵀ stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact): qk_ref's
+// bits, 16 (FP32) or 8 (FP64) keys per register, each lane one output's own k-ordered chain.
+//
+// The reduction over head_dim is never split: lane j of an accumulator is key j's dot product,
+// and its terms enter in k order as in numerics/dot.hpp dot_values. The K block is transposed in
+// registers (16 x 16) once per tile and block so that a key vector is one load; Q values are
+// broadcast. Register blocking: 4 query rows x 4 key vectors (16 accumulators).
+//  kFp32  acc = fl(acc + fl(q·k)), two roundings per term (mul then add, no FMA), from +0.
+//  kFp64  acc = fl(acc + q·k) with the product exact (24 + 24 bits fit in 53), so one FMA per
+//         term gives the reference's mul-then-add bits.
+//  kExact the FP64 sum is exact whenever the operands' exponent span allows it
+//         (cuda_core_span.hpp), then rounded once to FP32; every other output takes the
+//         reference's dot_exact_f32.
+#include <algorithm>
+#include <type_traits>
+
+#include "numerics/exact_sum.hpp"
+#include "sim/pipeline/stages/cuda_core_span.hpp"
+#include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
+// Last: the AVX-512 helpers (avx512.hpp).
+#include "sim/pipeline/stages/avx512.hpp"
+
+namespace attnsim {
+
+namespace {
+
+constexpr int kRows = 4;  // query rows per register block
+constexpr int kVecs = 4;  // key vectors per register block
+
+// kt[k][j] = K[j][k] for the block's keys (row j at k0 + j·d), zero for j in [cols, ldk).
+ATTNSIM_AVX512 void transpose_keys(const float* k0, int d, int cols, float* kt, int ldk) {
+  for (int jg = 0; jg < ldk; jg += 16) {
+    for (int kg = 0; kg < d; kg += 16) {
+      const int nk = std::min(16, d - kg);
+      __m512 r[16];
+      for (int j = 0; j < 16; ++j)
+        r[j] = jg + j < cols ? avx512::load_n(k0 + std::size_t(jg + j) * d + kg, nk)
+                             : _mm512_setzero_ps();
+      avx512::transpose16(r);
+      for (int k = 0; k < nk; ++k) _mm512_storeu_ps(kt + std::size_t(kg + k) * ldk + jg, r[k]);
+    }
+  }
+}
+
+// FP32 chains: acc[r][j] for R rows (q + r·d) and 16·C keys from kt + 16c; n valid keys stored.
+template <int R, int C>
+ATTNSIM_AVX512 void fp32_tile(const float* q, int d, const float* kt, int ldk, float* acc, int lda,
+                              int n) {
+  __m512 a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a[r][c] = _mm512_setzero_ps();
+  for (int k = 0; k < d; ++k) {
+    __m512 b[C];
+    for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_ps(kt + std::size_t(k) * ldk + 16 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(q[std::size_t(r) * d + k]);
+      for (int c = 0; c < C; ++c) a[r][c] = _mm512_add_ps(a[r][c], _mm512_mul_ps(x, b[c]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      avx512::store_n(acc + std::size_t(r) * lda + 16 * c, a[r][c], n - 16 * c);
+}
+
+// FP64 chains (8 keys per register) on the FP64 copy of kt: one FMA per exact product.
+template <int R, int C>
+ATTNSIM_AVX512 void fp64_tile(const float* q, int d, const double* kt, int ldk, double* acc,
+                              int lda, int n) {
+  __m512d a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a[r][c] = _mm512_setzero_pd();
+  for (int k = 0; k < d; ++k) {
+    __m512d b[C];
+    for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_pd(kt + std::size_t(k) * ldk + 8 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m512d x = _mm512_set1_pd(double(q[std::size_t(r) * d + k]));
+      for (int c = 0; c < C; ++c) a[r][c] = _mm512_fmadd_pd(x, b[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      avx512::store_n(acc + std::size_t(r) * lda + 8 * c, a[r][c], n - 8 * c);
+}
+
+// One register block of `rows` (<= kRows) rows and `vecs` (<= kVecs) key vectors.
+template <class Acc, class Kt>
+using TileFn = void (*)(const float*, int, const Kt*, int, Acc*, int, int);
+
+template <int R>
+constexpr TileFn<float, float> fp32_fns[kVecs] = {fp32_tile<R, 1>, fp32_tile<R, 2>, fp32_tile<R, 3>,
+                                                  fp32_tile<R, 4>};
+constexpr const TileFn<float, float>* kFp32Fns[kRows] = {fp32_fns<1>, fp32_fns<2>, fp32_fns<3>,
+                                                         fp32_fns<4>};
+template <int R>
+constexpr TileFn<double, double> fp64_fns[kVecs] = {fp64_tile<R, 1>, fp64_tile<R, 2>,
+                                                    fp64_tile<R, 3>, fp64_tile<R, 4>};
+constexpr const TileFn<double, double>* kFp64Fns[kRows] = {fp64_fns<1>, fp64_fns<2>, fp64_fns<3>,
+                                                           fp64_fns<4>};
+
+// Rounds an exact FP64 sum to FP32 as ExactSum::round_f32 does (an exact zero is +0).
+ATTNSIM_AVX512 void round_exact_sums(const double* s, float* out, int n) {
+  for (int j = 0; j < n; j += 8) {
+    const __m512d x = _mm512_add_pd(avx512::load_n(s + j, n - j), _mm512_setzero_pd());
+    const __m256 f = _mm512_cvtpd_ps(x);
+    _mm256_mask_storeu_ps(out + j, avx512::first8(n - j), f);
+  }
+}
+
+}  // namespace
+
+template <class T>
+void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& ti,
+                  const BlockView& b, TileBuffers<T>& buf) {
+  const int d = in.shape.head_dim;
+  const DotModel::Kind kind = st.dot.kind;
+  const bool fp32 = kind == DotModel::kFp32;
+  const int ldk = stage_util::round_up(std::max(b.cols, 1), 16);
+  buf.kt.resize(std::size_t(d) * ldk);
+  transpose_keys(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
+  if (!fp32) {
+    buf.wide.resize(std::size_t(d) * ldk);
+    for (std::size_t i = 0; i < buf.wide.size(); ++i) buf.wide[i] = double(buf.kt[i]);
+  }
+  // The chains' results: FP32 (kFp32) or FP64 (kFp64, kExact) per [rows][ldk].
+  const bool direct = fp32 && std::is_same_v<T, float>;
+  float* res_f = nullptr;
+  double* res_d = nullptr;
+  if (fp32) {
+    if constexpr (std::is_same_v<T, float>) {
+      res_f = buf.acc.data();
+    } else {
+      buf.tmp_f.resize(std::size_t(b.rows) * ldk);
+      res_f = buf.tmp_f.data();
+    }
+  } else {
+    buf.tmp_d.resize(std::size_t(b.rows) * ldk);
+    res_d = buf.tmp_d.data();
+  }
+  const int lda = direct ? b.bk : ldk;
+  const int lanes = fp32 ? 16 : 8;
+  // Keys [0, visible(i)) of row i are unmasked (the reference writes 0 for the others).
+  auto visible = [&](int i) {
+    if (!in.causal) return b.cols;
+    return std::clamp(ti.q_begin + i + ti.offset_kv - b.j0 + 1, 0, b.cols);
+  };
+  for (int i0 = 0; i0 < b.rows; i0 += kRows) {
+    const int rows = std::min(kRows, b.rows - i0);
+    const int n = visible(i0 + rows - 1);  // the group's last row sees the most keys
+    const float* q = in.q.row(ti.sq, ti.q_begin + i0);
+    for (int j = 0; j < n; j += lanes * kVecs) {
+      const int vecs = std::min(kVecs, (n - j + lanes - 1) / lanes);
+      if (fp32) {
+        kFp32Fns[rows - 1][vecs - 1](q, d, buf.kt.data() + j, ldk,
+                                     res_f + std::size_t(i0) * lda + j, lda, n - j);
+      } else {
+        kFp64Fns[rows - 1][vecs - 1](q, d, buf.wide.data() + j, ldk,
+                                     res_d + std::size_t(i0) * lda + j, lda, n - j);
+      }
+    }
+  }
+  if (kind == DotModel::kExact) {
+    // Outputs whose FP64 sum may have rounded go to the reference's exact register.
+    using cuda_core_span::Span;
+    const int log2n = cuda_core_span::log2_terms(d);
+    std::vector<Span>& ks = buf.spans;
+    ks.assign(std::size_t(b.cols), Span{});
+    for (int j = 0; j < b.cols; ++j) {
+      const float* kj = in.k.row(ti.skv, b.j0 + j);
+      for (int k = 0; k < d; ++k) ks[std::size_t(j)].add(kj[k]);
+    }
+    buf.tmp_f.resize(std::size_t(b.rows) * ldk);
+    for (int i = 0; i < b.rows; ++i) {
+      const float* qi = in.q.row(ti.sq, ti.q_begin + i);
+      Span qs;
+      for (int k = 0; k < d; ++k) qs.add(qi[k]);
+      const int n = visible(i);
+      float* fi = buf.tmp_f.data() + std::size_t(i) * ldk;
+      round_exact_sums(res_d + std::size_t(i) * lda, fi, n);
+      for (int j = 0; j < n; ++j)
+        if (!cuda_core_span::exact_in_fp64(qs, ks[std::size_t(j)], Span{}, log2n))
+          fi[j] = dot_exact_f32(0.0, qi, in.k.row(ti.skv, b.j0 + j), d);
+    }
+  }
+  // Into acc as T: the chains' values, 0 for masked keys.
+  for (int i = 0; i < b.rows; ++i) {
+    T* acc = buf.acc.data() + std::size_t(i) * b.bk;
+    const int n = visible(i);
+    if (!direct) {
+      if (kind == DotModel::kExact) {
+        const float* f = buf.tmp_f.data() + std::size_t(i) * ldk;
+        for (int j = 0; j < n; ++j) acc[j] = T(f[j]);
+      } else if (fp32) {
+        const float* f = res_f + std::size_t(i) * lda;
+        for (int j = 0; j < n; ++j) acc[j] = T(f[j]);
+      } else {
+        const double* x = res_d + std::size_t(i) * lda;
+        for (int j = 0; j < n; ++j) acc[j] = T(x[j]);
+      }
+    }
+    for (int j = n; j < b.cols; ++j) acc[j] = T(0);
+  }
+}
+
+template void qk_cuda_core<float>(const QkStage&, const PreparedInput&, const TileIndex&,
+                                  const BlockView&, TileBuffers<float>&);
+template void qk_cuda_core<double>(const QkStage&, const PreparedInput&, const TileIndex&,
+                                   const BlockView&, TileBuffers<double>&);
+
+}  // namespace attnsim

@@ -1,0 +1,86 @@
+// The scores stage on AVX-512 for an FP32 state: scores_ref's bits, 16 keys of one row per
+// register (dequantization by the Q and K scales or the fold coefficient, ΔS, the mask value).
+// Every score is its own chain of at most three FP32 operations, in the reference's order.
+#include <algorithm>
+
+#include "sim/pipeline/stages/stages.hpp"
+// Last: the AVX-512 helpers (avx512.hpp).
+#include "sim/pipeline/stages/avx512.hpp"
+
+namespace attnsim {
+
+namespace {
+
+// What a row's keys go through (resolved once per call, as in scores_ref).
+struct ScoreOps {
+  bool scaled = false;        // q_scaled || k_scaled: the product of scales s_q · s_k
+  bool fold_b = false;        // ... goes into the coefficient (fold) rather than the score
+  bool fold = false;          // coefficients are written
+  const float* ks = nullptr;  // K's scale per key of the block (null: 1)
+  float sq = 1.0f;            // the row's Q scale
+  float c = 0.0f;             // the plain exponent coefficient
+  float mask = 0.0f;
+};
+
+// Row i: keys [0, n) visible, [n, cols) masked. ds: ΔS of the row's keys (null: none).
+ATTNSIM_AVX512 void score_row(const ScoreOps& op, const float* acc, const float* ds, int n,
+                              int cols, float* s, float* cf) {
+  const __m512 sq = _mm512_set1_ps(op.sq), c = _mm512_set1_ps(op.c), one = _mm512_set1_ps(1.0f);
+  for (int j = 0; j < n; j += 16) {
+    const __mmask16 m = avx512::first16(n - j);
+    __m512 a = _mm512_maskz_loadu_ps(m, acc + j);
+    if (op.scaled) {
+      const __m512 sk = op.ks ? _mm512_maskz_loadu_ps(m, op.ks + j) : one;
+      const __m512 prod = _mm512_mul_ps(sq, sk);  // fl(s_q · s_k)
+      if (op.fold_b) {
+        _mm512_mask_storeu_ps(cf + j, m, _mm512_mul_ps(c, prod));  // c · fl(s_q · s_k)
+      } else {
+        a = _mm512_mul_ps(a, prod);
+      }
+    }
+    if (op.fold && !(op.fold_b && op.scaled)) _mm512_mask_storeu_ps(cf + j, m, c);
+    if (ds) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, ds + j));
+    _mm512_mask_storeu_ps(s + j, m, a);
+  }
+  const __m512 mask = _mm512_set1_ps(op.mask);
+  for (int j = n; j < cols; j += 16) {
+    const __mmask16 m = avx512::first16(cols - j);
+    _mm512_mask_storeu_ps(s + j, m, mask);
+    if (op.fold) _mm512_mask_storeu_ps(cf + j, m, c);
+  }
+}
+
+}  // namespace
+
+void scores_avx512(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                   const BlockView& b, const ExpConstants<float>& kc, TileBuffers<float>& buf) {
+  ScoreOps op;
+  op.fold = st.dequant == Dequant::kFold;
+  op.fold_b = op.fold && b.nb < b.n_blocks - st.dequant_tail;
+  const bool q_scaled = in.q.scaled(), k_scaled = in.k.scaled();
+  op.scaled = q_scaled || k_scaled;
+  op.c = kc.c;
+  op.mask = float(st.mask_value);
+  if (k_scaled) {
+    buf.tmp_f.resize(std::size_t(b.cols));
+    for (int j = 0; j < b.cols; ++j) buf.tmp_f[std::size_t(j)] = in.k.scale(ti.skv, b.j0 + j, 0);
+    op.ks = buf.tmp_f.data();
+  }
+  for (int i = 0; i < b.rows; ++i) {
+    const int qt = ti.q_begin + i;
+    op.sq = q_scaled ? in.q.scale(ti.sq, qt, 0) : 1.0f;
+    const float* ds =
+        in.delta_s.empty()
+            ? nullptr
+            : in.delta_s.data() +
+                  (std::size_t(ti.sq) * in.q.means_per_slice + std::size_t(qt / in.q.mean_block)) *
+                      in.shape.len_kv +
+                  b.j0;
+    const int n = in.causal ? std::clamp(qt + ti.offset_kv - b.j0 + 1, 0, b.cols) : b.cols;
+    const std::size_t row = std::size_t(i) * b.bk;
+    score_row(op, buf.acc.data() + row, ds, n, b.cols, buf.s.data() + row,
+              op.fold ? buf.coef.data() + row : nullptr);
+  }
+}
+
+}  // namespace attnsim

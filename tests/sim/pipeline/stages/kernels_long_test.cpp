@@ -1,0 +1,82 @@
+// The AVX-512 stage kernels against their references on >= 10^8 outputs each (products) and
+// >= 10^8 elements over the softmax kernels together: random and adversarial blocks of every
+// shape (stage_cases.hpp), both cores. ATTNSIM_KERNEL_CASES scales every count (1 = as written).
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+
+#include "numerics/isa.hpp"
+#include "tests/sim/pipeline/stages/kernel_checks.hpp"
+
+namespace attnsim {
+namespace {
+
+using stagetest::Tally;
+using stagetest::Values;
+
+double scale() {
+  const char* e = std::getenv("ATTNSIM_KERNEL_CASES");
+  return e ? std::atof(e) : 1.0;
+}
+
+// Runs `check` on fresh random cases (one generator per thread) until `target` elements were
+// compared; every one must equal the reference's.
+template <class F>
+void compare_until(const char* what, double target, std::uint64_t seed, F check) {
+  if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const auto want = std::uint64_t(target * scale());
+  std::atomic<std::uint64_t> compared{0}, mismatched{0}, cases{0};
+#pragma omp parallel
+  {
+    Values g(seed * 7919 + std::uint64_t(omp_get_thread_num()));
+    Tally t;
+    while (compared.load(std::memory_order_relaxed) < want) {
+      const std::uint64_t before = t.compared;
+      check(g, t);
+      compared += t.compared - before;
+      ++cases;
+    }
+    mismatched += t.mismatched;
+  }
+  std::printf("[ stage-kernels ] %s: %llu elements in %llu cases, %llu mismatched\n", what,
+              (unsigned long long)compared.load(), (unsigned long long)cases.load(),
+              (unsigned long long)mismatched.load());
+  EXPECT_EQ(mismatched.load(), 0u);
+}
+
+TEST(StageKernelsLong, QkCudaCore) {
+  compare_until("qk_cuda_core", 1e8, 11, [](Values& g, Tally& t) {
+    if (g.chance(0.8)) {
+      stagetest::check_qk<float>(g, t);
+    } else {
+      stagetest::check_qk<double>(g, t);
+    }
+  });
+}
+
+TEST(StageKernelsLong, PvCudaCore) {
+  compare_until("pv_cuda_core", 1e8, 12, [](Values& g, Tally& t) {
+    if (g.chance(0.8)) {
+      stagetest::check_pv<float>(g, t);
+    } else {
+      stagetest::check_pv<double>(g, t);
+    }
+  });
+}
+
+TEST(StageKernelsLong, SoftmaxArithmetic) {
+  compare_until("scores, softmax_step, row_sum, rescale, epilogue", 1e8, 13,
+                [](Values& g, Tally& t) {
+                  stagetest::check_scores(g, t);
+                  stagetest::check_softmax_step(g, t);
+                  stagetest::check_row_sum(g, t);
+                  stagetest::check_rescale(g, t);
+                  stagetest::check_epilogue(g, t);
+                });
+}
+
+}  // namespace
+}  // namespace attnsim

@@ -1,0 +1,87 @@
+// The AVX-512 stage kernels against their references on a quick sample of random and adversarial
+// blocks (kernels_long_test.cpp runs >= 10^8 outputs): every tile shape, partial blocks, causal
+// diagonals, FP32 and FP64 states, subnormals, Inf, NaN, overflow, ties and cancellation.
+#include <gtest/gtest.h>
+
+#include "numerics/isa.hpp"
+#include "tests/sim/pipeline/stages/kernel_checks.hpp"
+
+namespace attnsim {
+namespace {
+
+using stagetest::Tally;
+using stagetest::Values;
+
+bool have_avx512() { return detected_isa() >= Isa::kAvx512; }
+
+TEST(StageKernels, QkCudaCoreEqualsReference) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Values g(1);
+  Tally t;
+  for (int i = 0; i < 300; ++i) {
+    stagetest::check_qk<float>(g, t);
+    stagetest::check_qk<double>(g, t);
+  }
+  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+}
+
+TEST(StageKernels, PvCudaCoreEqualsReference) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Values g(2);
+  Tally t;
+  for (int i = 0; i < 300; ++i) {
+    stagetest::check_pv<float>(g, t);
+    stagetest::check_pv<double>(g, t);
+  }
+  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+}
+
+TEST(StageKernels, ScoresAvx512EqualsReference) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Values g(3);
+  Tally t;
+  for (int i = 0; i < 600; ++i) stagetest::check_scores(g, t);
+  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+}
+
+TEST(StageKernels, SoftmaxStepAvx512EqualsReference) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Values g(4);
+  Tally t;
+  for (int i = 0; i < 600; ++i) stagetest::check_softmax_step(g, t);
+  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+}
+
+TEST(StageKernels, RowSumAvx512EqualsReference) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Values g(5);
+  Tally t;
+  for (int i = 0; i < 600; ++i) stagetest::check_row_sum(g, t);
+  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+}
+
+TEST(StageKernels, RescaleAndChunkAddAvx512EqualsReference) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Values g(6);
+  Tally t;
+  for (int i = 0; i < 600; ++i) stagetest::check_rescale(g, t);
+  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+}
+
+TEST(StageKernels, EpilogueAvx512EqualsReference) {
+  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Values g(7);
+  Tally t;
+  for (int i = 0; i < 600; ++i) stagetest::check_epilogue(g, t);
+  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
+  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+}
+
+}  // namespace
+}  // namespace attnsim
