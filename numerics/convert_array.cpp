@@ -8,6 +8,7 @@
 #include "numerics/convert_array.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <type_traits>
@@ -304,27 +305,65 @@ ATTNSIM_TARGET_AVX512 inline void note_slow(SlowLanes& s, std::size_t& k, __mmas
 
 inline __mmask16 tail_mask(std::size_t left) { return __mmask16((1u << left) - 1); }
 
-// One pass over x[0, n) (n < 2^31): codes of every lane, the slow lanes listed; returns how many
+// The results of the flagged lanes that are not NaN, constant per call: a finite overflow and an
+// Inf input of each sign (what the scalar encoder gives for ±FLT_MAX and ±Inf under the policy:
+// every finite lane a kernel flags rounds past the largest finite magnitude, whose result
+// depends only on the sign, the rounding mode and the policy, formats/policy.hpp). NaN lanes,
+// whose result may keep payload bits, go to the scalar encoder.
+struct SpecialLanes {
+  __m512i ovf_pos, ovf_neg, inf_pos, inf_neg;
+};
+
+template <class Out>
+ATTNSIM_TARGET_AVX512 SpecialLanes encode_specials(Encoding e, Policy p) {
+  auto code = [&](float v) { return int(Out(encode_float_bits(e, v, p))); };
+  return {_mm512_set1_epi32(code(0x1.fffffep127f)), _mm512_set1_epi32(code(-0x1.fffffep127f)),
+          _mm512_set1_epi32(code(HUGE_VALF)), _mm512_set1_epi32(code(-HUGE_VALF))};
+}
+ATTNSIM_TARGET_AVX512 SpecialLanes round_specials(Encoding e, Policy p) {
+  auto val = [&](float v) { return int(f32_bits(round_to(e, v, p))); };
+  return {_mm512_set1_epi32(val(0x1.fffffep127f)), _mm512_set1_epi32(val(-0x1.fffffep127f)),
+          _mm512_set1_epi32(val(HUGE_VALF)), _mm512_set1_epi32(val(-HUGE_VALF))};
+}
+
+// The flagged lanes of v that are not NaN replaced by their specials; returns the NaN lanes.
+ATTNSIM_TARGET_AVX512 inline __m512i settle(__m512i v, __m512i u, __mmask16 flagged,
+                                            const SpecialLanes& sp, __mmask16* nan) {
+  const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
+  const __m512i inf_bits = _mm512_set1_epi32(0x7F800000);
+  *nan = flagged & _mm512_cmpgt_epu32_mask(a, inf_bits);
+  const __mmask16 neg = _mm512_cmpneq_epi32_mask(a, u);
+  const __mmask16 inf = flagged & _mm512_cmpeq_epi32_mask(a, inf_bits);
+  const __mmask16 ovf = flagged & __mmask16(~(*nan | inf));
+  v = _mm512_mask_mov_epi32(v, ovf & __mmask16(~neg), sp.ovf_pos);
+  v = _mm512_mask_mov_epi32(v, ovf & neg, sp.ovf_neg);
+  v = _mm512_mask_mov_epi32(v, inf & __mmask16(~neg), sp.inf_pos);
+  return _mm512_mask_mov_epi32(v, inf & neg, sp.inf_neg);
+}
+
+// One pass over x[0, n) (n < 2^31): codes of every lane, the NaN lanes listed; returns how many
 // elements it covered.
 template <class Fmt, Round kR, class Out>
 ATTNSIM_TARGET_AVX512 std::size_t encode_pass(const float* x, std::size_t n, Out* out,
-                                              SlowLanes& s) {
+                                              const SpecialLanes& sp, SlowLanes& s) {
   const Encoder<Fmt, kR> enc;
   std::size_t i = 0, k = s.n;
   for (; i + 16 <= n && k + 16 <= kSlowCap; i += 16) {
     const __m512i u = _mm512_loadu_si512(x + i);
-    __mmask16 slow;
-    const __m512i c = enc(u, &slow);
+    __mmask16 flagged, nan;
+    const __m512i raw = enc(u, &flagged);
+    const __m512i c = settle(raw, u, flagged, sp, &nan);
     store_codes(out + i, c);
-    note_slow(s, k, slow, i, u);
+    note_slow(s, k, nan, i, u);
   }
   if (i < n && i + 16 > n && k + 16 <= kSlowCap) {
     const __mmask16 m = tail_mask(n - i);
     const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
-    __mmask16 slow;
-    const __m512i c = enc(u, &slow);
+    __mmask16 flagged, nan;
+    const __m512i raw = enc(u, &flagged);
+    const __m512i c = settle(raw, u, flagged, sp, &nan);
     store_codes(out + i, c, m);
-    note_slow(s, k, slow & m, i, u);
+    note_slow(s, k, nan & m, i, u);
     i = n;
   }
   s.n = k;
@@ -333,23 +372,25 @@ ATTNSIM_TARGET_AVX512 std::size_t encode_pass(const float* x, std::size_t n, Out
 
 template <class Fmt, Round kR>
 ATTNSIM_TARGET_AVX512 std::size_t round_pass(const float* x, std::size_t n, float* out,
-                                             SlowLanes& s) {
+                                             const SpecialLanes& sp, SlowLanes& s) {
   const Encoder<Fmt, kR> enc;
   std::size_t i = 0, k = s.n;
   for (; i + 16 <= n && k + 16 <= kSlowCap; i += 16) {
     const __m512i u = _mm512_loadu_si512(x + i);
-    __mmask16 slow;
-    const __m512i c = enc(u, &slow);
-    _mm512_storeu_ps(out + i, widen_finite<Fmt>(c));
-    note_slow(s, k, slow, i, u);
+    __mmask16 flagged, nan;
+    const __m512i c = enc(u, &flagged);
+    const __m512i w = settle(_mm512_castps_si512(widen_finite<Fmt>(c)), u, flagged, sp, &nan);
+    _mm512_storeu_si512(out + i, w);
+    note_slow(s, k, nan, i, u);
   }
   if (i < n && i + 16 > n && k + 16 <= kSlowCap) {
     const __mmask16 m = tail_mask(n - i);
     const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
-    __mmask16 slow;
-    const __m512i c = enc(u, &slow);
-    _mm512_mask_storeu_ps(out + i, m, widen_finite<Fmt>(c));
-    note_slow(s, k, slow & m, i, u);
+    __mmask16 flagged, nan;
+    const __m512i c = enc(u, &flagged);
+    const __m512i w = settle(_mm512_castps_si512(widen_finite<Fmt>(c)), u, flagged, sp, &nan);
+    _mm512_mask_storeu_epi32(out + i, m, w);
+    note_slow(s, k, nan & m, i, u);
     i = n;
   }
   s.n = k;
@@ -488,11 +529,12 @@ void encode_dispatch(Encoding e, const float* x, std::size_t n, Out* out, Policy
   if (use_avx512() && with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
                                   [&]<class Fmt, Round kR>() {
                                     SlowLanes s;
+                                    const SpecialLanes sp = encode_specials<Out>(e, p);
                                     for (std::size_t i = 0; i < n;) {
                                       s.n = 0;
                                       const std::size_t len = std::min(n - i, kPassMax);
                                       const std::size_t done =
-                                          encode_pass<Fmt, kR>(x + i, len, out + i, s);
+                                          encode_pass<Fmt, kR>(x + i, len, out + i, sp, s);
                                       for (std::size_t k = 0; k < s.n; ++k)
                                         out[i + s.at[k]] = Out(encode_float_bits(
                                             e, f32_from_bits(s.bits[k]), p));
@@ -546,9 +588,11 @@ void round_array(Encoding e, const float* x, std::size_t n, float* out, Policy p
 #if ATTNSIM_X86_KERNELS
   if (use_avx512() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
         SlowLanes s;
+        const SpecialLanes sp = round_specials(e, p);
         for (std::size_t i = 0; i < n;) {
           s.n = 0;
-          const std::size_t done = round_pass<Fmt, kR>(x + i, std::min(n - i, kPassMax), out + i, s);
+          const std::size_t done =
+              round_pass<Fmt, kR>(x + i, std::min(n - i, kPassMax), out + i, sp, s);
           for (std::size_t k = 0; k < s.n; ++k)
             out[i + s.at[k]] = round_to(e, f32_from_bits(s.bits[k]), p);
           i += done;
