@@ -7,6 +7,8 @@
 #include <stdexcept>
 
 #include "formats/intn.hpp"
+#include "numerics/convert_array.hpp"
+#include "numerics/isa.hpp"
 #include "numerics/special.hpp"
 
 namespace attnsim {
@@ -50,6 +52,46 @@ std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuan
   throw std::logic_error("quantize_value");
 }
 
+void quantize_values_ref(const float* x, std::size_t n, float scale, float inv,
+                         const SymmetricQuantizer& qz, std::int32_t* q) {
+  for (std::size_t i = 0; i < n; ++i) q[i] = quantize_value(x[i], scale, inv, qz);
+}
+
+void quantize_values(const float* x, std::size_t n, float scale, float inv,
+                     const SymmetricQuantizer& qz, std::int32_t* q) {
+  if (active_isa() == Isa::kScalar || (qz.bits != 8 && qz.bits != 4 && qz.bits != 2))
+    return quantize_values_ref(x, n, scale, inv, qz, q);
+  constexpr std::size_t kBlock = 256;
+  float v[kBlock];
+  for (std::size_t i0 = 0; i0 < n; i0 += kBlock) {
+    const std::size_t m = std::min(kBlock, n - i0);
+    const float* xi = x + i0;
+    // quantize_value's v, then kHalfAwayFp32's FP32 ±0.5.
+    switch (qz.apply) {
+      case ScaleApply::kDivide:
+        for (std::size_t k = 0; k < m; ++k) v[k] = xi[k] / scale;
+        break;
+      case ScaleApply::kDivFull:
+        for (std::size_t k = 0; k < m; ++k) v[k] = div_full(xi[k], scale);
+        break;
+      case ScaleApply::kMultiplyRcpApprox:
+        for (std::size_t k = 0; k < m; ++k) v[k] = fmul_ftz(inv, xi[k]);
+        break;
+      case ScaleApply::kMultiplyReciprocal:
+        for (std::size_t k = 0; k < m; ++k) v[k] = xi[k] * inv;
+        break;
+    }
+    Round r = Round::kNearestEven;
+    if (qz.rounding == QuantRounding::kHalfAwayFp32) {
+      for (std::size_t k = 0; k < m; ++k) v[k] = v[k] + (v[k] >= 0.0f ? 0.5f : -0.5f);
+      r = Round::kTowardZero;
+    } else if (qz.rounding == QuantRounding::kCeil) {
+      r = Round::kUp;
+    }
+    round_to_int_array(v, m, q + i0, r, qz.bits);
+  }
+}
+
 std::vector<float> group_amax(const float* x, int tokens, int channels, const GroupMap& map) {
   std::vector<float> amax(std::size_t(map.count(tokens, channels)), 0.0f);
   for (int t = 0; t < tokens; ++t) {
@@ -89,11 +131,22 @@ QuantizedTensor quantize_symmetric(const float* x, int tokens, int channels, con
                  : qz.qmax / a;
   }
   out.q.resize(std::size_t(tokens) * channels);
+  // Runs of consecutive elements of one group (a whole row for per-token and per-block groups)
+  // through quantize_values.
   for (int t = 0; t < tokens; ++t) {
-    for (int c = 0; c < channels; ++c) {
-      const std::size_t g = std::size_t(map.group(t, c, tokens, channels));
-      const std::size_t i = std::size_t(t) * channels + c;
-      out.q[i] = quantize_value(x[i], out.scale[g], inv[g], qz);
+    for (int c0 = 0; c0 < channels;) {
+      const int g = map.group(t, c0, tokens, channels);
+      int c1 = c0 + 1;
+      while (c1 < channels && map.group(t, c1, tokens, channels) == g) ++c1;
+      const std::size_t i = std::size_t(t) * channels + c0;
+      if (c1 - c0 >= 16) {
+        quantize_values(x + i, std::size_t(c1 - c0), out.scale[std::size_t(g)],
+                        inv[std::size_t(g)], qz, out.q.data() + i);
+      } else {  // per-channel groups: element by element
+        out.q[i] = quantize_value(x[i], out.scale[std::size_t(g)], inv[std::size_t(g)], qz);
+        c1 = c0 + 1;
+      }
+      c0 = c1;
     }
   }
   return out;

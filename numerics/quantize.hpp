@@ -4,6 +4,7 @@
 
 #include <string_view>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -138,6 +139,14 @@ QuantizedTensor quantize_symmetric(const float* x, int tokens, int channels, con
                                    const SymmetricQuantizer& qz);
 // One value with a known scale (and the reciprocal the CUDA kernel uses): exposed for tests.
 std::int32_t quantize_value(float x, float scale, float inv, const SymmetricQuantizer& qz);
+// quantize_value of x[0, n) with one scale and reciprocal: q[i] = quantize_value(x[i], scale,
+// inv, qz). The scale application runs element by element (the same IEEE operations), the
+// rounding to integers through numerics/convert_array's round_to_int_array (vector kernels by
+// numerics/isa.hpp), bit-identical to the `_ref` loop (tests/numerics/quantize_test.cpp).
+void quantize_values(const float* x, std::size_t n, float scale, float inv,
+                     const SymmetricQuantizer& qz, std::int32_t* q);
+void quantize_values_ref(const float* x, std::size_t n, float scale, float inv,
+                         const SymmetricQuantizer& qz, std::int32_t* q);
 
 // TurboAttention BPQ stage 2 (main text §3.1 Eq. 10; Alg. 1's two "(channelwise)" lines; Alg. 2's
 // dequantisation): the INT8 tensor of stage 1 compressed per (block, channel) group to unsigned

@@ -31,6 +31,7 @@ class RcpApproxFtz {
   std::uint32_t bits(std::uint32_t x) const;
   float operator()(float x) const;
   std::uint32_t table(std::uint32_t m) const { return t_[m]; }  // result bits for x = 1.m
+  const std::uint32_t* table_data() const { return t_.data(); }  // 2^23 entries, for gathers
 
  private:
   std::vector<std::uint32_t> t_;
@@ -52,6 +53,8 @@ class Ex2ApproxFtz {
   std::uint32_t bits(std::uint32_t x) const;
   float operator()(float x) const;
   std::uint32_t table(bool negative, std::uint32_t f) const { return (negative ? neg_ : pos_)[f]; }
+  // T- or T+ (2^23 entries each), for gathers.
+  const std::uint32_t* table_data(bool negative) const { return (negative ? neg_ : pos_).data(); }
 
  private:
   std::vector<std::uint32_t> pos_, neg_;

@@ -1,0 +1,21 @@
+// What the vector kernels of numerics/ share: whether x86 kernels are compiled
+// (ATTNSIM_X86_KERNELS), the GCC target attribute that compiles one function for AVX-512 while the
+// rest of the program stays at the build's baseline, and the intrinsics header. Kernels are
+// chosen at run time by numerics/isa.hpp, never by compile flags, and every function carrying the
+// attribute lives in a .cpp in an anonymous namespace: an inline function of a shared header
+// compiled for AVX-512 could otherwise be the copy the linker keeps for scalar callers.
+#pragma once
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(ATTNSIM_NO_X86_KERNELS)
+#include <immintrin.h>
+#define ATTNSIM_X86_KERNELS 1
+// GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_epi32, GCC PR 105593, fixed in
+// GCC 13); the kernel TUs that include this header silence that one warning.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// AVX-512 F/BW/DQ/VL/CD (Isa::kAvx512's baseline: Skylake-SP and later), with the AVX2-era
+// extensions every such CPU has. Kernels that need AVX512-FP16/BF16/VNNI ask has_isa_feature.
+#define ATTNSIM_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")))
+#else
+#define ATTNSIM_X86_KERNELS 0
+#endif

@@ -1,0 +1,37 @@
+// The MUFU models of numerics/special.hpp over whole arrays: ex2.approx{.ftz}.f32 and
+// rcp.approx{.ftz}.f32 element by element, as AVX-512 gathers from the same recorded tables,
+// chosen once per call by numerics/isa.hpp and bit-identical to the `_ref` loops over the scalar
+// models beside them (tests/numerics/special_array_test.cpp on adversarial inputs; all 2^32
+// inputs against the H100's recorded digests in tests/hw/cvt_h100_long_test.cpp, which runs these
+// array functions: the vector kernels by default, the references under ATTNSIM_ISA=scalar).
+// out may be x (in place).
+#pragma once
+
+#include <cstddef>
+
+#include "numerics/special.hpp"
+
+namespace attnsim {
+
+// out[i] = ex2(x[i]) (Ex2ApproxFtz::operator()).
+void ex2_approx_ftz_array(const float* x, std::size_t n, float* out,
+                          const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+void ex2_approx_ftz_array_ref(const float* x, std::size_t n, float* out,
+                              const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+// out[i] = ex2_approx_bits(x[i]) as a float (no .ftz: ptxas's range scaling).
+void ex2_approx_array(const float* x, std::size_t n, float* out,
+                      const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+void ex2_approx_array_ref(const float* x, std::size_t n, float* out,
+                          const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+// out[i] = rcp(x[i]) (RcpApproxFtz::operator()).
+void rcp_approx_ftz_array(const float* x, std::size_t n, float* out,
+                          const RcpApproxFtz& rcp = RcpApproxFtz::h100());
+void rcp_approx_ftz_array_ref(const float* x, std::size_t n, float* out,
+                              const RcpApproxFtz& rcp = RcpApproxFtz::h100());
+// out[i] = rcp_approx_bits(x[i]) as a float (no .ftz).
+void rcp_approx_array(const float* x, std::size_t n, float* out,
+                      const RcpApproxFtz& rcp = RcpApproxFtz::h100());
+void rcp_approx_array_ref(const float* x, std::size_t n, float* out,
+                          const RcpApproxFtz& rcp = RcpApproxFtz::h100());
+
+}  // namespace attnsim
