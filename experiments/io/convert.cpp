@@ -2,13 +2,16 @@
 #include "experiments/io/convert.hpp"
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "experiments/common/error.hpp"
 #include "experiments/common/names.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"
+#include "numerics/convert_array.hpp"
 
 namespace attnsim {
 
@@ -62,14 +65,31 @@ std::int64_t round_exact_quotient(double x, double scale, Round r) {
 
 namespace {
 
+template <class Fmt>
+constexpr Encoding encoding_of() {
+  return std::is_same_v<Fmt, bf16>     ? Encoding::kBf16
+         : std::is_same_v<Fmt, fp16>   ? Encoding::kFp16
+         : std::is_same_v<Fmt, e4m3fn> ? Encoding::kE4m3fn
+                                       : Encoding::kE5m2;
+}
+
+// FP32 sources through numerics/convert_array (vector kernels, bit-identical to encode<>), in
+// blocks over the threads; FP64 sources element by element (one rounding from the double).
 template <class Fmt, class T>
 void encode_float(const T* x, std::size_t count, Policy p, std::vector<std::uint8_t>& out) {
   using S = typename Fmt::Storage;
   out.resize(count * sizeof(S));
   S* dst = reinterpret_cast<S*>(out.data());
   const std::int64_t n = std::int64_t(count);
+  if constexpr (std::is_same_v<T, float>) {
+    constexpr std::int64_t kBlock = std::int64_t{1} << 16;
 #pragma omp parallel for schedule(static)
-  for (std::int64_t i = 0; i < n; ++i) dst[i] = encode<Fmt>(x[i], p);
+    for (std::int64_t i = 0; i < n; i += kBlock)
+      encode_array(encoding_of<Fmt>(), x + i, std::size_t(std::min(kBlock, n - i)), dst + i, p);
+  } else {
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = encode<Fmt>(x[i], p);
+  }
 }
 
 template <class IntFmt, class T>
@@ -146,12 +166,10 @@ std::vector<float> decode_float(const std::uint8_t* bytes, std::size_t size) {
     throw UsageError("input has " + std::to_string(size) + " bytes, not a whole number of " +
                      std::to_string(sizeof(S)) + "-byte encodings");
   }
-  std::vector<float> out(size / sizeof(S));
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    S s;
-    std::memcpy(&s, bytes + i * sizeof(S), sizeof(S));
-    out[i] = decode_f32<Fmt>(s);
-  }
+  std::vector<S> codes(size / sizeof(S));
+  if (size != 0) std::memcpy(codes.data(), bytes, size);
+  std::vector<float> out(codes.size());
+  decode_array(encoding_of<Fmt>(), codes.data(), codes.size(), out.data());  // numerics kernels
   return out;
 }
 

@@ -1,8 +1,13 @@
 // formats/ conversions against the H100 over ALL 2^32 FP32 inputs: recomputes the per-chunk
-// digests that cuda_check/cvt_probe.cu recorded in data/hw/h100/cvt_summary.json.
+// digests that cuda_check/cvt_probe.cu recorded in data/hw/h100/cvt_summary.json. The conversions
+// go through numerics/convert_array (whole blocks): by default its vector kernels, under
+// ATTNSIM_ISA=scalar its references (the formats/ encoders), so one run proves either against
+// the hardware; likewise ex2/rcp.approx{.ftz} through numerics/special_array (gathers vs the
+// scalar models); lg2 per element.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -11,8 +16,11 @@
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"
+#include "numerics/convert_array.hpp"
 #include "numerics/digest.hpp"
+#include "numerics/isa.hpp"
 #include "numerics/special.hpp"
+#include "numerics/special_array.hpp"
 
 namespace attnsim {
 namespace {
@@ -61,6 +69,53 @@ void check_all_inputs(const std::string& op, F model) {
   EXPECT_EQ(bad, 0) << op << ": chunks that differ from the H100";
 }
 
+// The same over blocks of 2^16 inputs: block(x, n, out) writes the outputs of x[0, n).
+template <class Block>
+void check_all_inputs_blocks(const std::string& op, const Block& block) {
+  const std::vector<std::uint64_t> want = recorded_digests(op);
+  ASSERT_EQ(want.size(), std::size_t(kDigestChunks)) << op;
+  std::vector<std::uint64_t> got(kDigestChunks, 0);
+  constexpr std::uint32_t kBlock = 1u << 16;
+#pragma omp parallel
+  {
+    std::vector<float> x(kBlock);
+    std::vector<std::uint32_t> y(kBlock);
+#pragma omp for schedule(dynamic, 1)
+    for (int c = 0; c < kDigestChunks; ++c) {
+      std::uint64_t sum = 0;
+      for (std::uint32_t b0 = 0; b0 < (1u << kDigestChunkBits); b0 += kBlock) {
+        const std::uint32_t base = (std::uint32_t(c) << kDigestChunkBits) + b0;
+        for (std::uint32_t k = 0; k < kBlock; ++k) x[k] = f32_from_bits(base + k);
+        block(x.data(), std::size_t(kBlock), y.data());
+        for (std::uint32_t k = 0; k < kBlock; ++k) sum += digest_term(base + k, y[k]);
+      }
+      got[c] = sum;
+    }
+  }
+  int bad = 0;
+  for (int c = 0; c < kDigestChunks; ++c) {
+    if (got[c] != want[c] && ++bad <= 5) {
+      ADD_FAILURE() << op << " (" << isa_name(active_isa()) << "): chunk " << c << " (inputs 0x"
+                    << std::hex << (std::uint32_t(c) << 24) << "..) differs from the H100 recording";
+    }
+  }
+  EXPECT_EQ(bad, 0) << op << ": chunks that differ from the H100";
+}
+
+// encode_array to `e` under `p`, the code in the low bits of each output.
+auto encoder(Encoding e, Policy p) {
+  return [e, p](const float* x, std::size_t n, std::uint32_t* out) { encode_array(e, x, n, out, p); };
+}
+
+// An FP32 array function's results as bits.
+template <class F>
+void float_bits_of(F f, const float* x, std::size_t n, std::uint32_t* out) {
+  thread_local std::vector<float> y;
+  y.resize(n);
+  f(x, n, y.data());
+  std::memcpy(out, y.data(), n * sizeof(float));
+}
+
 constexpr Policy kRn{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
 constexpr Policy kRz{Round::kTowardZero, Overflow::kInf, NanEncoding::kCuda};
 constexpr Policy kRm{Round::kDown, Overflow::kInf, NanEncoding::kCuda};
@@ -71,46 +126,38 @@ TEST(CvtH100AllInputs, DigestParserReadsRecording) {
   EXPECT_TRUE(recorded_digests("no_such_op").empty());
 }
 TEST(CvtH100AllInputs, E4m3Satfinite) {
-  check_all_inputs("e4m3_satfinite", [](std::uint32_t b) {
-    return std::uint32_t(convert<e4m3fn, fp32>(b, kCudaSatfinite));
-  });
+  check_all_inputs_blocks("e4m3_satfinite", encoder(Encoding::kE4m3fn, kCudaSatfinite));
 }
 TEST(CvtH100AllInputs, E5m2Satfinite) {
-  check_all_inputs("e5m2_satfinite", [](std::uint32_t b) {
-    return std::uint32_t(convert<e5m2, fp32>(b, kCudaSatfinite));
-  });
+  check_all_inputs_blocks("e5m2_satfinite", encoder(Encoding::kE5m2, kCudaSatfinite));
 }
 TEST(CvtH100AllInputs, Bf16Rn) {
-  check_all_inputs("bf16_rn",
-                   [](std::uint32_t b) { return std::uint32_t(convert<bf16, fp32>(b, kRn)); });
+  check_all_inputs_blocks("bf16_rn", encoder(Encoding::kBf16, kRn));
 }
 TEST(CvtH100AllInputs, Bf16Rz) {
-  check_all_inputs("bf16_rz",
-                   [](std::uint32_t b) { return std::uint32_t(convert<bf16, fp32>(b, kRz)); });
+  check_all_inputs_blocks("bf16_rz", encoder(Encoding::kBf16, kRz));
 }
 TEST(CvtH100AllInputs, F16Rn) {
-  check_all_inputs("f16_rn",
-                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRn)); });
+  check_all_inputs_blocks("f16_rn", encoder(Encoding::kFp16, kRn));
 }
 TEST(CvtH100AllInputs, F16Rz) {
-  check_all_inputs("f16_rz",
-                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRz)); });
+  check_all_inputs_blocks("f16_rz", encoder(Encoding::kFp16, kRz));
 }
 TEST(CvtH100AllInputs, F16Rm) {
-  check_all_inputs("f16_rm",
-                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRm)); });
+  check_all_inputs_blocks("f16_rm", encoder(Encoding::kFp16, kRm));
 }
 TEST(CvtH100AllInputs, F16Rp) {
-  check_all_inputs("f16_rp",
-                   [](std::uint32_t b) { return std::uint32_t(convert<fp16, fp32>(b, kRp)); });
+  check_all_inputs_blocks("f16_rp", encoder(Encoding::kFp16, kRp));
 }
 TEST(CvtH100AllInputs, RcpApproxFtzModel) {
-  const RcpApproxFtz& rcp = RcpApproxFtz::h100();
-  check_all_inputs("rcp_approx_ftz", [&rcp](std::uint32_t b) { return rcp.bits(b); });
+  check_all_inputs_blocks("rcp_approx_ftz", [](const float* x, std::size_t n, std::uint32_t* out) {
+    float_bits_of([](const float* a, std::size_t k, float* b) { rcp_approx_ftz_array(a, k, b); }, x, n, out);
+  });
 }
 TEST(CvtH100AllInputs, Ex2ApproxFtzModel) {
-  const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
-  check_all_inputs("ex2_approx_ftz", [&ex2](std::uint32_t b) { return ex2.bits(b); });
+  check_all_inputs_blocks("ex2_approx_ftz", [](const float* x, std::size_t n, std::uint32_t* out) {
+    float_bits_of([](const float* a, std::size_t k, float* b) { ex2_approx_ftz_array(a, k, b); }, x, n, out);
+  });
 }
 TEST(CvtH100AllInputs, Lg2ApproxFtzModel) {
   const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100();
@@ -118,17 +165,22 @@ TEST(CvtH100AllInputs, Lg2ApproxFtzModel) {
 }
 // The variants without .ftz: range scaling around the same MUFU (numerics/special.hpp).
 TEST(CvtH100AllInputs, Ex2ApproxModel) {
-  check_all_inputs("ex2_approx", [](std::uint32_t b) { return ex2_approx_bits(b); });
+  check_all_inputs_blocks("ex2_approx", [](const float* x, std::size_t n, std::uint32_t* out) {
+    float_bits_of([](const float* a, std::size_t k, float* b) { ex2_approx_array(a, k, b); }, x, n, out);
+  });
 }
 TEST(CvtH100AllInputs, RcpApproxModel) {
-  check_all_inputs("rcp_approx", [](std::uint32_t b) { return rcp_approx_bits(b); });
+  check_all_inputs_blocks("rcp_approx", [](const float* x, std::size_t n, std::uint32_t* out) {
+    float_bits_of([](const float* a, std::size_t k, float* b) { rcp_approx_array(a, k, b); }, x, n, out);
+  });
 }
 TEST(CvtH100AllInputs, Lg2ApproxModel) {
   check_all_inputs("lg2_approx", [](std::uint32_t b) { return lg2_approx_bits(b); });
 }
 TEST(CvtH100AllInputs, S8RniSat) {
-  check_all_inputs("s8_rni_sat", [](std::uint32_t b) {
-    return std::uint32_t(cvt_rni_sat_s8(f32_from_bits(b))) & 0xFFu;
+  check_all_inputs_blocks("s8_rni_sat", [](const float* x, std::size_t n, std::uint32_t* out) {
+    round_to_int_array(x, n, reinterpret_cast<std::int32_t*>(out), Round::kNearestEven, 8);
+    for (std::size_t k = 0; k < n; ++k) out[k] &= 0xFFu;
   });
 }
 

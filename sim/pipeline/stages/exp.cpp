@@ -1,6 +1,10 @@
 // The exp stage of one tile and KV block: p = exp(x) for every key of the block (0 past them: the
 // kernel's full tile sees P = 0 there) and the rescale factor alpha = exp(alpha's argument), under
 // the exp model (libm, FP64-exact, the H100's ex2.approx{.ftz}, or a technique's hook).
+#include <type_traits>
+
+#include "numerics/isa.hpp"
+#include "numerics/special_array.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 
 namespace attnsim {
@@ -20,9 +24,39 @@ void exp_ref(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T
 template void exp_ref<float>(const ExpStage&, ExpKind, const BlockView&, TileBuffers<float>&);
 template void exp_ref<double>(const ExpStage&, ExpKind, const BlockView&, TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+namespace {
+
+// An FP32 state under the H100's ex2.approx models: each row's p by the gathered MUFU models of
+// numerics/special_array (bit-identical to ExpModel::eval's Ex2ApproxFtz / ex2_approx_bits, the
+// exp_ref loop), alpha by the scalar model.
+void exp_ex2_rows(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<float>& buf) {
+  const ExpModel<float> e = exp_model<float>(st, base, 1.0f);
+  const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
+  for (int i = 0; i < b.rows; ++i) {
+    const float* xi = buf.x.data() + std::size_t(i) * b.bk;
+    float* pi = buf.p.data() + std::size_t(i) * b.bk;
+    if (st.fn == ExpFn::kEx2ApproxFtz) {
+      ex2_approx_ftz_array(xi, std::size_t(b.cols), pi, ex2);
+    } else {
+      ex2_approx_array(xi, std::size_t(b.cols), pi, ex2);
+    }
+    for (int j = b.cols; j < b.bk; ++j) pi[j] = 0.0f;
+    buf.alpha[std::size_t(i)] = e.eval(buf.alpha_arg[std::size_t(i)]);
+  }
+}
+
+}  // namespace
+
+// The dispatcher (stages.hpp): the MUFU models of an FP32 state as array kernels when the
+// instruction set allows, else the reference.
 template <class T>
 void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    if (active_isa() != Isa::kScalar &&
+        (st.fn == ExpFn::kEx2ApproxFtz || st.fn == ExpFn::kEx2Approx)) {
+      return exp_ex2_rows(st, base, b, buf);
+    }
+  }
   exp_ref(st, base, b, buf);
 }
 template void exp_stage<float>(const ExpStage&, ExpKind, const BlockView&, TileBuffers<float>&);

@@ -3,10 +3,14 @@
 // with one scale per row or per tile (TurboAttention Alg. 1: s_P̃ = max|P̃| / 119). The row sum
 // keeps the unrounded p.
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 #include <cmath>
 #include <type_traits>
 
 #include "formats/intn.hpp"
+#include "numerics/convert_array.hpp"
+#include "numerics/isa.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -30,35 +34,44 @@ double cast_p(T x, const PStage& st) {
 
 }  // namespace
 
+// P quantized with one scale per row or per tile (TurboAttention Alg. 1); quantize(x, n, scale,
+// inv, qz, q) quantizes one row's run of P (quantize_values or its reference).
+template <class T, class Quantize>
+void cast_p_scaled(const PStage& st, const BlockView& b, TileBuffers<T>& buf, Quantize quantize) {
+  const SymmetricQuantizer& qz = st.quantizer;
+  const int groups = st.scale == PScale::kRow ? b.rows : 1;
+  thread_local std::vector<float> row;
+  thread_local std::vector<std::int32_t> q;
+  row.resize(std::size_t(b.cols));
+  q.resize(std::size_t(b.cols));
+  for (int g = 0; g < groups; ++g) {
+    const int r0 = st.scale == PScale::kRow ? g : 0;
+    const int r1 = st.scale == PScale::kRow ? g + 1 : b.rows;
+    float amax = 0.0f;
+    for (int i = r0; i < r1; ++i)
+      for (int j = 0; j < b.cols; ++j) {
+        const float a = std::fabs(float(buf.p[std::size_t(i) * b.bk + j]));
+        amax = a > amax ? a : amax;
+      }
+    float sc_p = amax / qz.qmax;
+    if (qz.epsilon == ScaleEpsilon::kAdd) sc_p = sc_p + 1e-7f;
+    const float a_eps = qz.epsilon == ScaleEpsilon::kFloor ? std::max(amax, 1e-7f) : amax;
+    if (qz.epsilon == ScaleEpsilon::kFloor) sc_p = a_eps / qz.qmax;
+    const float inv = qz.qmax / a_eps;
+    for (int i = r0; i < r1; ++i) {
+      buf.p_scale[std::size_t(i)] = sc_p;
+      const T* pi = buf.p.data() + std::size_t(i) * b.bk;
+      for (int j = 0; j < b.cols; ++j) row[std::size_t(j)] = float(pi[j]);
+      quantize(row.data(), row.size(), sc_p, inv, qz, q.data());
+      float* fi = buf.pf.data() + std::size_t(i) * b.bk;
+      for (int j = 0; j < b.cols; ++j) fi[j] = float(q[std::size_t(j)]);
+    }
+  }
+}
+
 template <class T>
 void cast_p_ref(const PStage& st, const BlockView& b, TileBuffers<T>& buf) {
-  if (st.scale != PScale::kNone) {
-    const SymmetricQuantizer& qz = st.quantizer;
-    const int groups = st.scale == PScale::kRow ? b.rows : 1;
-    for (int g = 0; g < groups; ++g) {
-      const int r0 = st.scale == PScale::kRow ? g : 0;
-      const int r1 = st.scale == PScale::kRow ? g + 1 : b.rows;
-      float amax = 0.0f;
-      for (int i = r0; i < r1; ++i)
-        for (int j = 0; j < b.cols; ++j) {
-          const float a = std::fabs(float(buf.p[std::size_t(i) * b.bk + j]));
-          amax = a > amax ? a : amax;
-        }
-      float sc_p = amax / qz.qmax;
-      if (qz.epsilon == ScaleEpsilon::kAdd) sc_p = sc_p + 1e-7f;
-      const float a_eps = qz.epsilon == ScaleEpsilon::kFloor ? std::max(amax, 1e-7f) : amax;
-      if (qz.epsilon == ScaleEpsilon::kFloor) sc_p = a_eps / qz.qmax;
-      const float inv = qz.qmax / a_eps;
-      for (int i = r0; i < r1; ++i) {
-        buf.p_scale[std::size_t(i)] = sc_p;
-        for (int j = 0; j < b.cols; ++j) {
-          const std::size_t ij = std::size_t(i) * b.bk + j;
-          buf.pf[ij] = float(quantize_value(float(buf.p[ij]), sc_p, inv, qz));
-        }
-      }
-    }
-    return;
-  }
+  if (st.scale != PScale::kNone) return cast_p_scaled(st, b, buf, quantize_values_ref);
   const T s = T(st.static_scale);
   const bool normalize = st.norm == PNorm::kWarpSum;
   for (int i = 0; i < b.rows; ++i) {
@@ -83,9 +96,52 @@ void cast_p_ref(const PStage& st, const BlockView& b, TileBuffers<T>& buf) {
 template void cast_p_ref<float>(const PStage&, const BlockView&, TileBuffers<float>&);
 template void cast_p_ref<double>(const PStage&, const BlockView&, TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the reference until a fast kernel of this stage exists.
+namespace {
+
+// An FP32 state's P cast without a per-row/per-tile scale, row by row: the FP32 products
+// fl(fl(p · mul) · s) of cast_p_ref (the same IEEE multiplies, element by element), then the
+// whole row through numerics/convert_array (round_array for the float encodings, cvt.rni.sat
+// for the integer ones), bit-identical to cast_p's per-element conversions.
+void cast_p_rows(const PStage& st, const BlockView& b, TileBuffers<float>& buf) {
+  const float s = float(st.static_scale);
+  const bool is_int = st.enc == Encoding::kS8 || st.enc == Encoding::kS4 || st.enc == Encoding::kS2;
+  const int bits = st.enc == Encoding::kS8 ? 8 : st.enc == Encoding::kS4 ? 4 : 2;
+  thread_local std::vector<float> row;
+  thread_local std::vector<std::int32_t> q;
+  row.resize(std::size_t(b.cols));
+  if (is_int) q.resize(std::size_t(b.cols));
+  for (int i = 0; i < b.rows; ++i) {
+    const float* pi = buf.p.data() + std::size_t(i) * b.bk;
+    float* fi = buf.pf.data() + std::size_t(i) * b.bk;
+    const float mul = buf.p_mul_active ? buf.p_mul[std::size_t(i)] : 1.0f;
+    for (int j = 0; j < b.cols; ++j) {
+      const float pij = buf.p_mul_active ? pi[j] * mul : pi[j];
+      row[std::size_t(j)] = s != 0.0f ? pij * s : pij;
+    }
+    if (is_int) {
+      round_to_int_array(row.data(), row.size(), q.data(), Round::kNearestEven, bits);
+      for (int j = 0; j < b.cols; ++j) fi[j] = float(q[std::size_t(j)]);
+    } else if (st.enc == Encoding::kFp32 || st.enc == Encoding::kFp64) {
+      std::copy(row.begin(), row.end(), fi);
+    } else {
+      round_array(st.enc, row.data(), row.size(), fi, st.cast);
+    }
+  }
+}
+
+}  // namespace
+
+// The dispatcher (stages.hpp): an FP32 state's cast as array kernels when the
+// instruction set allows, else the reference.
 template <class T>
 void cast_p_stage(const PStage& st, const BlockView& b, TileBuffers<T>& buf) {
+  if constexpr (std::is_same_v<T, float>) {
+    // P normalized before P·V (PNorm::kWarpSum, the math backend) stays with the reference.
+    if (active_isa() != Isa::kScalar && st.scale == PScale::kNone && st.norm == PNorm::kNone)
+      return cast_p_rows(st, b, buf);
+    if (active_isa() != Isa::kScalar && st.scale != PScale::kNone)
+      return cast_p_scaled(st, b, buf, quantize_values);
+  }
   cast_p_ref(st, b, buf);
 }
 template void cast_p_stage<float>(const PStage&, const BlockView&, TileBuffers<float>&);
