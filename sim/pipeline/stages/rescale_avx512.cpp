@@ -62,7 +62,9 @@ ATTNSIM_AVX512 void add_chunk_row(AddOp op, float* o, const float* ch, int dv, f
 
 void rescale_avx512(const RescaleStage& st, Encoding o_accum, const BlockView& b,
                     TileState<float>& state, TileBuffers<float>& buf) {
-  if (o_accum == Encoding::kFp16) return rescale_ref(st, o_accum, b, state, buf);
+  // An fp16 accumulator's __hmul2 and the .ftz multiply stay with the reference.
+  if (o_accum == Encoding::kFp16 || st.kind == Rescale::kMultiplyFtz)
+    return rescale_ref(st, o_accum, b, state, buf);
   const int dv = state.dv;
   buf.p_mul_active = st.kind == Rescale::kHook;
   for (int i = 0; i < b.rows; ++i) {
@@ -91,6 +93,8 @@ void rescale_avx512(const RescaleStage& st, Encoding o_accum, const BlockView& b
         break;
       case Rescale::kDivide:
         if (!first) rescale_row(RowOp::kDiv, o, dv, a, 0);
+        break;
+      case Rescale::kMultiplyFtz:  // taken by the reference above
         break;
     }
   }
