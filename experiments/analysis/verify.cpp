@@ -148,7 +148,7 @@ std::vector<std::string> verify_candidates(const AttentionInput& in) {
         "sage2:arch=sm89,pv_accum=fp32+fp32,target=h100",
         "sage2:arch=sm89,pv_accum=fp32+fp16,target=h100", "sage2:arch=sm90"})
     c.push_back(std::string(p) + dt);
-  c.push_back("sage1" + dt);
+  c.push_back("sage1:smooth_k=1" + dt);
   return c;
 }
 

@@ -41,7 +41,7 @@ struct SagePath {
   const char* method;
 };
 const SagePath kPaths[] = {
-    {"sage1", "sage1"},
+    {"sage1", "sage1:smooth_k=1"},
     {"sm80_fp32", "sage2:arch=sm80,pv_accum=fp32"},
     {"sm80_fp16+fp32", "sage2:arch=sm80,pv_accum=fp16+fp32"},
     {"sm80_fp16", "sage2:arch=sm80,pv_accum=fp16"},
@@ -163,8 +163,12 @@ TEST(VerifyH100, PlantedBugsAreOutsideTheBandWithRowAndTileNamed) {
   const hwtest::SageCase c = kbias_d128();
   AttentionInput in = hwtest::lattice_input(c);
   in.dtype = "float32";
-  const std::string method = "sage2:arch=sm90,in=bf16";
-  const KernelOutput k = sage_kernel_output(r, c, "bf16", in, kPaths[7]);
+  // sm80's fp32 path (fp16 P and V): its error against golden is small enough that a 1 % change
+  // of a row leaves FlashAttention's band. (On the FP8 paths the method's own error against
+  // golden is larger than 1 % of these outputs: the same bug stays within the band there, and
+  // only the kernel-vs-method figures show it.)
+  const std::string method = "sage2:arch=sm80,pv_accum=fp32,in=bf16";
+  const KernelOutput k = sage_kernel_output(r, c, "bf16", in, kPaths[1]);
   const int dv = in.shape.head_dim_v, L = in.shape.len_q;
   constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
   // 1. One row scaled by 1.01 (head 1, row 77), rounded back to bf16.
