@@ -145,10 +145,12 @@ ReproTable fp8_context(const ReproOptions& opt) {
     }
   }
   t.notes =
-      "What the simulation shows: with P cast to e4m3 after ×448 (sm89/sm90), the P values below "
-      "2^-9/448 relative to the row max vanish and the share that vanishes grows with the "
-      "context; the error against golden of each path at each length, the sm80 fp16 P path as "
-      "the contrast. What it cannot show: #388's inputs (video/long-context models whose score "
+      "What the simulation shows: with P cast to e4m3 after ×448 (sm89/sm90), every P whose "
+      "P·448 is below 2^-10 (half e4m3's least subnormal) vanishes, and the share that vanishes "
+      "grows with the context (the row max grows, the typical P shrinks); the error against "
+      "golden of each path at each length; the sm80 path (fp16 P, vanishing below 2^-25) as the "
+      "contrast. The FP22 accumulator's truncation is a rounding, not an event: it shows in the "
+      "error column only. What it cannot show: #388's inputs (video/long-context models whose score "
       "distributions differ from N(0,1) keys), GPU-side effects outside the arithmetic "
       "(numerical noise from a kernel bug at large grids, int32 index overflow in pointer "
       "arithmetic past 2^31 elements), which the simulator does not model.";
