@@ -23,6 +23,7 @@
 #include "experiments/sweep/sweep_metrics.hpp"
 #include "formats/float16.hpp"
 #include "sim/golden/golden.hpp"
+#include "sim/pipeline/counters.hpp"
 
 namespace attnsim {
 
@@ -30,7 +31,7 @@ namespace {
 
 struct RunOptions {
   std::string method, input, synthetic, group, output;
-  bool allow_nonfinite = false, quiet = false;
+  bool allow_nonfinite = false, quiet = false, counters = false;
 };
 
 // Writes o as the method stores it: fp64/fp32 as HDF5 floats, fp16 as an HDF5 half, bf16 as uint16
@@ -132,8 +133,17 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
     set_stage(where + "golden");
     const std::vector<double> golden = golden_attention_ref(in);
     set_stage(where + method.short_name());
-    const MethodOutput out = method.run(in);
+    StageCounters counters;
+    MethodOutput out;
+    {
+      // --counters: the method's silent-failure counters (sim/pipeline/counters.hpp).
+      CounterScope scope(opt.counters ? &counters : nullptr);
+      out = method.run(in);
+    }
     set_stage(where + "metrics");
+    if (opt.counters && !opt.quiet)
+      std::printf("counters of %s on %s:\n%s", method.canonical().c_str(), name.c_str(),
+                  counters.describe().c_str());
     const std::int64_t seed = opt.input.empty() ? std::int64_t(synthetic_seed(opt.synthetic)) : 0;
     PointRow row = measure_point(std::int64_t(i), method, name, seed, in, out, golden);
     if (w) {
@@ -161,6 +171,15 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       // as its own attribute resolved_KEY.
       w->attr_string(o, "resolved", row.resolved);
       for (const auto& [key, value] : out.resolved) w->attr_string(o, "resolved_" + key, value);
+      if (opt.counters) {
+        // [stage][event] counts; the names as attributes (counters.hpp).
+        const std::vector<std::int64_t> cv = counters.column_values();
+        w->write_i64(prefix + "counters", {std::uint64_t(kCounterStages), std::uint64_t(kCounterEvents)},
+                     cv.data());
+        std::string names;
+        for (const std::string& c : StageCounters::column_names()) names += (names.empty() ? "" : ",") + c;
+        w->attr_string(prefix + "counters", "columns", names);
+      }
     }
     table.add(std::move(row));
   }
@@ -195,6 +214,10 @@ void add_run_command(CLI::App& app) {
       ->check(output_name());
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
   cmd->add_flag("--quiet", opt->quiet, "print nothing on success (and no progress line)");
+  cmd->add_flag("--counters", opt->counters,
+                "count the silent failures per stage (saturations, overflows, underflows, NaNs, "
+                "vanished P, ...): printed, and written as GROUP/counters; runs the stage "
+                "references");
   add_max_memory_option(cmd);
   cmd->callback([opt]() { run_one(*opt, command_line()); });
 }

@@ -9,6 +9,9 @@ void add_exit_code_footers(CLI::App& app) {
   for (CLI::App* c : app.get_subcommands({})) {
     const std::string n = c->get_name();
     std::string codes = "Exit codes: 0 success";
+    if (n == "verify")
+      codes = "Exit codes: 0 the kernel's output is bit-identical to the method's; 1 it differs but "
+              "within the band; 3 outside the band (a likely bug; the report names the worst rows)";
     if (n == "compare") codes += "; 1 the files differ (the report is on stdout)";
     if (n == "gate") codes += "; 1 a regression against the baseline (the report is on stdout)";
     codes +=

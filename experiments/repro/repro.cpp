@@ -18,6 +18,7 @@ const std::vector<Reproduction>& repro_registry() {
     register_amla_repros(r);
     register_lean_repros(r);
     register_turbo_repros(r);
+    register_failure_repros(r);
     return r;
   }();
   return registry;

@@ -3,8 +3,11 @@
 // whole attention over every tile.
 #include <algorithm>
 #include <limits>
+#include <memory>
 
 #include "sim/pipeline/pipeline.hpp"
+#include "sim/pipeline/counters.hpp"
+#include "sim/pipeline/stages/observe.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -13,6 +16,12 @@ namespace attnsim {
 struct TileWorkspace {
   TileBuffers<float> f;
   TileBuffers<double> d;
+  // The silent-failure counters (counters.hpp): this worker's counts while a CounterScope lives
+  // (null otherwise), merged into the scope's sink when the workspace goes; the state before the
+  // stages that update it in place.
+  std::unique_ptr<StageCounters> counters;
+  StateSnapshot<float> snap_f;
+  StateSnapshot<double> snap_d;
   template <class T>
   TileBuffers<T>& buffers() {
     if constexpr (std::is_same_v<T, float>) {
@@ -21,10 +30,25 @@ struct TileWorkspace {
       return d;
     }
   }
+  template <class T>
+  StateSnapshot<T>& snapshot() {
+    if constexpr (std::is_same_v<T, float>) {
+      return snap_f;
+    } else {
+      return snap_d;
+    }
+  }
 };
 
-void TileWorkspaceDeleter::operator()(TileWorkspace* w) const { delete w; }
-TileWorkspacePtr make_workspace() { return TileWorkspacePtr(new TileWorkspace); }
+void TileWorkspaceDeleter::operator()(TileWorkspace* w) const {
+  if (w->counters) counter_sink_merge(*w->counters);
+  delete w;
+}
+TileWorkspacePtr make_workspace() {
+  TileWorkspacePtr w(new TileWorkspace);
+  if (counter_sink()) w->counters = std::make_unique<StageCounters>();
+  return w;
+}
 
 namespace {
 
@@ -44,6 +68,39 @@ int kv_pad_of(const Pipeline& p) {
   if (p.pv.dot.kind == DotModel::kMma) k = std::max(k, dot_requirements(p.pv.dot).k_step);
   if (p.softmax.row_sum == RowSum::kMma) k = std::max(k, dot_requirements(p.softmax.row_sum_dot).k_step);
   return stage_util::round_up(p.tile.block_kv, k);
+}
+
+// One KV block with the counters on: the reference of every stage (bit-identical to the
+// dispatchers by construction: each fast kernel is tested against its reference), each followed
+// by its observer. Counting therefore runs at the references' speed.
+template <class T>
+void attend_block_counted(const PreparedInput& in, const Pipeline& p, const TileIndex& ti,
+                          const BlockView& b, const ExpConstants<T>& kc, TileState<T>& state,
+                          TileBuffers<T>& buf, StateSnapshot<T>& snap, StageCounters& c) {
+  qk_ref(p.qk, in, ti, b, buf);
+  observe_qk(p.qk, in, ti, b, buf, c);
+  scores_ref(p.softmax, in, ti, b, kc, buf);
+  observe_scores(in, ti, b, buf, c);
+  softmax_step_ref(p.softmax, p.rescale.max_round, b, kc, state, buf);
+  observe_softmax(in, ti, b, buf, c);
+  exp_ref(p.exp, p.softmax.base, b, buf);
+  observe_exp(p.softmax.base, in, ti, b, buf, c);
+  snap.take(state);
+  rescale_ref(p.rescale, p.pv.o_accum, b, state, buf);
+  observe_rescale(p.rescale, ti, b, snap, state, buf, c);
+  cast_p_ref(p.p, b, buf);
+  observe_p_cast(p.p, in, ti, b, buf, c);
+  snap.take(state);
+  row_sum_ref(p.softmax, p.p.enc, p.pv.perm16, b, state, buf);
+  observe_row_sum(ti, b, snap, state, c);
+  snap.take(state);
+  pv_ref(p.pv, p.p, in, ti, b, state, buf);
+  observe_pv(p.pv, p.p, in, ti, b, snap, state, buf, c);
+  if (p.pv.acc == PvAccumulate::kChunk) {
+    snap.take(state);
+    add_chunk_ref(p.rescale, p.pv.chunk_add, b, state, buf);
+    observe_chunk_add(p.pv.chunk_add, ti, b, snap, state, buf, c);
+  }
 }
 
 }  // namespace
@@ -83,6 +140,10 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
     b.nb = p.tile.kv_order == KvOrder::kDescending ? hi - 1 - step : lo + step;
     b.j0 = b.nb * b.bk;
     b.cols = std::min(b.bk, in.shape.len_kv - b.j0);
+    if (StageCounters* cnt = ws.counters.get()) {
+      attend_block_counted(in, p, ti, b, kc, state, buf, ws.snapshot<T>(), *cnt);
+      continue;
+    }
     qk_stage(p.qk, in, ti, b, buf);
     scores_stage(p.softmax, in, ti, b, kc, buf);
     softmax_step_stage(p.softmax, p.rescale.max_round, b, kc, state, buf);
@@ -98,7 +159,15 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
 template <class T>
 void finish_tile(const PreparedInput& in, const Pipeline& p, const Tile& t,
                  const TileState<T>& state, double* o, double* lse) {
-  epilogue_stage(p, in, tile_index(in, p, t), t.rows, state, o, lse);
+  const TileIndex ti = tile_index(in, p, t);
+  if (counter_sink()) {
+    epilogue_ref(p, in, ti, t.rows, state, o, lse);
+    StageCounters c;
+    observe_epilogue(p, ti, t.rows, state, o, c);
+    if (c.total() > 0) counter_sink_merge(c);
+    return;
+  }
+  epilogue_stage(p, in, ti, t.rows, state, o, lse);
 }
 
 template void attend_tile<float>(const PreparedInput&, const Pipeline&, const Tile&, int, int,

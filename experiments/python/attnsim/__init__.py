@@ -29,7 +29,7 @@ __all__ = [
     "AttentionResult", "QuantizeResult", "SyntheticInput", "attention", "golden", "metrics",
     "attribute", "methods", "canonical", "describe", "synthetic", "convert", "quantize", "mma",
     "mma_instructions", "special", "set_num_threads", "get_num_threads", "set_memory_limit",
-    "memory_limit", "ULP_BUCKETS",
+    "memory_limit", "ULP_BUCKETS", "verify",
 ]
 
 # The wheel ships the H100 tables of the approximate special functions next to the module; an
@@ -90,10 +90,13 @@ class AttentionResult:
     the kernel's values; None for a method that returns none: lean, splitkv), ``method`` the
     canonical method string (every option spelled out) and ``format`` the output format's name."""
 
-    __slots__ = ("o", "lse", "method", "format")
+    __slots__ = ("o", "lse", "method", "format", "counters")
 
-    def __init__(self, o, lse, method: str, format: str):
+    def __init__(self, o, lse, method: str, format: str, counters=None):
         self.o, self.lse, self.method, self.format = o, lse, method, format
+        # attention(..., counters=True): {stage: {event: count}, "first": {stage: (event, slice,
+        # row, column)}} (sim/pipeline/counters.hpp); None otherwise.
+        self.counters = counters
 
     def __repr__(self) -> str:
         lse = "None" if self.lse is None else f"float64{list(self.lse.shape)}"
@@ -102,21 +105,39 @@ class AttentionResult:
 
 
 def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm_scale=None, *,
-              allow_nonfinite: bool = False) -> AttentionResult:
+              allow_nonfinite: bool = False, counters: bool = False) -> AttentionResult:
     """Runs one method (``attnsim methods`` / :func:`methods` lists them and their options) on
     q [batch, heads_q, len_q, head_dim], k [batch, heads_kv, len_kv, head_dim] and
     v [batch, heads_kv, len_kv, head_dim_v] (GQA/MQA: heads_q a multiple of heads_kv; MLA: a
     head_dim_v of its own), exactly as ``attnsim run`` runs it on a dump holding the same arrays.
     16-bit inputs are used as they are (the dtype of q, k and v together; mixed dtypes count as
     float32), float64 is rounded to float32. causal: bottom-right aligned mask; sm_scale: None for
-    1/sqrt(head_dim). NaN/Inf inputs are refused unless allow_nonfinite."""
+    1/sqrt(head_dim). NaN/Inf inputs are refused unless allow_nonfinite. counters: the silent
+    failures per stage in ``r.counters`` (saturations, overflows, underflows, NaNs by cause,
+    vanished P, ...; computed with the stage references, so slower)."""
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
-    o, fmt, lse, canonical_method = _core.attention(qa, ka, va, [qt, kt, vt], str(method),
-                                                    bool(causal), _scale(sm_scale),
-                                                    bool(allow_nonfinite))
+    o, fmt, lse, canonical_method, cnt = _core.attention(qa, ka, va, [qt, kt, vt], str(method),
+                                                         bool(causal), _scale(sm_scale),
+                                                         bool(allow_nonfinite), bool(counters))
     if fmt in ("bf16", "fp16", "e4m3fn", "e5m2"):
         o = o.view(_FORMAT_DTYPE[fmt])
-    return AttentionResult(o, lse, canonical_method, fmt)
+    return AttentionResult(o, lse, canonical_method, fmt, cnt)
+
+
+def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band: float = 2.0,
+           counters: bool = False, allow_nonfinite: bool = False) -> dict:
+    """``attnsim verify`` on arrays: a real kernel's output ``o`` (float16, bfloat16 or float32,
+    [batch, heads_q, len_q, head_dim_v]) judged against the simulator's bits for ``method`` (None:
+    every registered candidate with o's format, ``identical_candidates`` says which match) and FP64
+    golden. Returns a dict: ``verdict`` (0 bit-identical, 1 within the band, 3 outside it: the
+    command's exit codes), ``first_diverging`` (batch, head, row, column) or None, ``worst_rows``,
+    ``report`` (the text the command prints), ``counters`` with counters=True. Bad input raises
+    the command's one-line error."""
+    (qa, qt), (ka, kt), (va, vt), (oa, ot) = (_arg(q, "q"), _arg(k, "k"), _arg(v, "v"),
+                                              _arg(o, "o"))
+    return _core.verify(qa, ka, va, [qt, kt, vt], oa, ot, "" if method is None else str(method),
+                        bool(causal), _scale(sm_scale), bool(allow_nonfinite), float(band),
+                        bool(counters))
 
 
 def golden(q, k, v, causal: bool = False, sm_scale=None, *,

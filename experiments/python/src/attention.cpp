@@ -13,6 +13,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "experiments/analysis/attribute.hpp"
+#include "experiments/analysis/verify.hpp"
 #include "experiments/common/memory_limit.hpp"
 #include "experiments/io/input_checks.hpp"
 #include "experiments/io/synthetic.hpp"
@@ -23,6 +24,7 @@
 #include "sim/golden/golden.hpp"
 #include "sim/pipeline/attribution.hpp"
 #include "sim/pipeline/couplings.hpp"
+#include "sim/pipeline/counters.hpp"
 
 namespace attnsim::py {
 
@@ -169,12 +171,32 @@ nb::dict metric_dict(const MetricValues& m) {
   return d;
 }
 
+// The counters as {stage: {event: count}} for the stages with events, and "first":
+// {stage: (event, slice, row, column)}.
+nb::dict counter_dict(const StageCounters& c) {
+  nb::dict d, first;
+  for (int st = 0; st < kCounterStages; ++st) {
+    nb::dict ev;
+    for (int e = 0; e < kCounterEvents; ++e)
+      if (c.n[std::size_t(st)][std::size_t(e)] != 0)
+        ev[counter_event_name(CounterEvent(e))] = c.n[std::size_t(st)][std::size_t(e)];
+    if (ev.size() == 0) continue;
+    d[counter_stage_name(CounterStage(st))] = ev;
+    const CounterWhere& w = c.first[std::size_t(st)];
+    first[counter_stage_name(CounterStage(st))] =
+        nb::make_tuple(counter_event_name(c.first_event[std::size_t(st)]), w.slice, w.row, w.col);
+  }
+  d["first"] = first;
+  return d;
+}
+
 nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                     const std::vector<std::string>& tags, const std::string& method, bool causal,
-                    double sm_scale, bool allow_nonfinite) {
+                    double sm_scale, bool allow_nonfinite, bool counters) {
   PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
   MethodOutput out;
   std::string canonical;
+  StageCounters cnt;
   {
     nb::gil_scoped_release release;
     // The method string first: a typo fails before any array is read.
@@ -186,6 +208,7 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                           fixed_memory_bytes(m),
                       "attention of " + m.short_name() + " on the input");
     p.fill();
+    CounterScope scope(counters ? &cnt : nullptr);
     out = m.run(p.in);
   }
   const AttentionShape& s = p.in.shape;
@@ -202,7 +225,8 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     if (out.lse.size() != rows) shape = {out.lse.size()};
     lse = nb::cast(to_numpy(std::move(out.lse), shape));
   }
-  return nb::make_tuple(o, out.format, lse, canonical);
+  return nb::make_tuple(o, out.format, lse, canonical,
+                        counters ? nb::object(counter_dict(cnt)) : nb::none());
 }
 
 nb::list metrics(const AnyArray& out, const std::string& out_tag, const AnyArray& ref,
@@ -349,11 +373,70 @@ nb::tuple synthetic(const std::string& spec) {
       in.causal);
 }
 
+// attnsim.verify: a kernel's output (values of fp16/bf16/fp32) against a method and golden.
+nb::dict verify(const AnyArray& q, const AnyArray& k, const AnyArray& v,
+                const std::vector<std::string>& tags, const AnyArray& o, const std::string& o_tag,
+                const std::string& method, bool causal, double sm_scale, bool allow_nonfinite,
+                double band, bool counters) {
+  require_cpu(o, "o");
+  const Elem eo = elem_of(o, o_tag);
+  const std::string fmt = eo == Elem::kF16 ? "fp16" : eo == Elem::kBf16 ? "bf16" : eo == Elem::kF32 ? "fp32" : "";
+  if (fmt.empty())
+    throw nb::type_error(("o has dtype " + dtype_name(o) +
+                          "; verify takes a kernel's float16, bfloat16 or float32 output").c_str());
+  PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
+  const std::vector<std::uint64_t> d = dims_of(o);
+  VerifyReport r;
+  {
+    nb::gil_scoped_release release;
+    p.fill();
+    const AttentionShape& s = p.in.shape;
+    const std::vector<std::uint64_t> want{std::uint64_t(s.batch), std::uint64_t(s.heads_q),
+                                          std::uint64_t(s.len_q), std::uint64_t(s.head_dim_v)};
+    if (d != want) throw UsageError("o's shape is not [batch, heads_q, len_q, head_dim_v] of q and v");
+    KernelOutput ko{read_f64(o, eo), fmt, {}};
+    VerifyOptions vo;
+    vo.method = method;
+    vo.band = band;
+    vo.counters = counters;
+    vo.allow_nonfinite = allow_nonfinite;
+    r = verify_kernel(p.in, ko, vo);
+  }
+  nb::dict out;
+  out["verdict"] = int(r.verdict);
+  out["method"] = r.method;
+  out["identical_candidates"] = r.identical_candidates;
+  out["elems"] = r.elems;
+  out["elems_identical"] = r.elems_identical;
+  out["rows"] = r.rows;
+  out["rows_identical"] = r.rows_identical;
+  out["rows_outside_band"] = r.rows_outside_band;
+  out["err_kernel"] = r.err_kernel;
+  out["err_method"] = r.err_method;
+  out["band"] = r.allowance;
+  out["first_diverging"] = r.diverges ? nb::object(nb::make_tuple(r.first_batch, r.first_head,
+                                                                  r.first_row, r.first_col))
+                                      : nb::none();
+  nb::list worst;
+  for (std::size_t i : r.worst) {
+    const VerifyRow& w = r.per_row[i];
+    worst.append(nb::make_tuple(w.batch, w.head, w.row, w.err_kernel, w.allowance, w.suspect_block));
+  }
+  out["worst_rows"] = worst;
+  out["report"] = format_verify_report(r, 5);
+  out["counters"] = r.has_counters ? nb::object(counter_dict(r.counters)) : nb::none();
+  return out;
+}
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
+  m.def("verify", &verify, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"), nb::arg("o"),
+        nb::arg("o_tag"), nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"),
+        nb::arg("allow_nonfinite"), nb::arg("band"), nb::arg("counters"));
   m.def("attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
-        nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"));
+        nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
+        nb::arg("counters") = false);
   m.def("metrics", &metrics, nb::arg("out"), nb::arg("out_tag"), nb::arg("ref"), nb::arg("ref_tag"),
         nb::arg("format"), nb::arg("blocks"));
   m.def("attribute", &attribute, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),

@@ -465,7 +465,8 @@ TEST_F(Exp, AttributeWritesOneRowPerStage) {
   ASSERT_EQ(lines.size(), 1u + 12u);  // header, "all", 11 stages
   EXPECT_EQ(lines[0].rfind("input,stage,method,exact,differs,rel_fro,cosine,max_abs,", 0), 0u);
   EXPECT_NE(lines[1].find(",all,"), std::string::npos);
-  EXPECT_NE(lines[7].find(",exp,exp2/ex2.approx.ftz,exp2/exact,1,"), std::string::npos) << lines[7];
+  // Each stage's choice in the method-string spelling (pasteable: `attnsim methods --stages`).
+  EXPECT_NE(lines[7].find(",exp,exp=ex2.approx.ftz,exp=exp2.exact,1,"), std::string::npos) << lines[7];
   // The same through HDF5, one dataset per column; a dump group; errors are one line, exit 2.
   r = run("attribute --method " + m + " --input data/bundled/kbias_gqa.h5 --quiet --output " +
           path("attr.h5"));

@@ -1,0 +1,178 @@
+// The silent-failure counters (sim/pipeline/counters.hpp) against counts made here from the
+// inputs: small inputs built so that each event kind happens at known (row, key) pairs, the
+// expected count taken from an FP64 evaluation of the condition (never from the counter code);
+// counting changes no output bit and does not depend on the thread count.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "experiments/methods/methods.hpp"
+#include "sim/pipeline/counters.hpp"
+
+namespace attnsim {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+// rows queries, keys keys, head dim d (= dv), sm_scale 1; q_i = e_0 and k_j = a_j e_0, so the
+// score of (i, j) is a_j; V from `v`.
+AttentionInput scored(int rows, const std::vector<double>& a, int d, double v) {
+  AttentionInput in;
+  const int n = int(a.size());
+  in.shape = AttentionShape{1, 1, 1, rows, n, d, d};
+  in.sm_scale = 1.0;
+  in.q.assign(std::size_t(rows) * d, 0.0f);
+  in.k.assign(std::size_t(n) * d, 0.0f);
+  in.v.assign(std::size_t(n) * d, float(v));
+  for (int i = 0; i < rows; ++i) in.q[std::size_t(i) * d] = 1.0f;
+  for (int j = 0; j < n; ++j) in.k[std::size_t(j) * d] = float(a[std::size_t(j)]);
+  return in;
+}
+
+struct Counted {
+  MethodOutput out;
+  StageCounters c;
+};
+Counted run_counted(const std::string& method, const AttentionInput& in) {
+  Counted r;
+  CounterScope scope(&r.c);
+  r.out = parse_method(method).run(in);
+  return r;
+}
+
+bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(double)) == 0;
+}
+
+TEST(Counters, PValuesVanishingInTheFp8Cast) {
+  std::vector<double> a(64, -1.0);
+  a[0] = 0.0;
+  for (int j = 3; j < 64; j += 4) a[std::size_t(j)] = -20.0;
+  const AttentionInput in = scored(8, a, 4, 1.0);
+  // Expected: keys whose p = exp(a - max) is below half e4m3fn's least subnormal (2^-10).
+  std::int64_t want = 0;
+  for (double x : a) want += std::exp(x) < std::ldexp(1.0, -10);
+  want *= 8;
+  const Counted r = run_counted("flash:p=e4m3fn", in);
+  EXPECT_EQ(r.c.get(CounterStage::kPCast, CounterEvent::kPVanished), want);
+  EXPECT_EQ(r.c.total(CounterEvent::kPVanished), want);
+  EXPECT_EQ(r.c.first[int(CounterStage::kPCast)].row, 0);
+  EXPECT_EQ(r.c.first[int(CounterStage::kPCast)].col, 3);
+  // Counting changes no bit.
+  EXPECT_TRUE(same_bits(r.out.o, parse_method("flash:p=e4m3fn").run(in).o));
+}
+
+TEST(Counters, ExpUnderflowAndFtzFlush) {
+  std::vector<double> a(64, -1.0);
+  a[0] = 0.0;
+  for (int j = 10; j < 20; ++j) a[std::size_t(j)] = -200.0;           // e^-200: below 2^-149
+  for (int j = 30; j < 36; ++j) a[std::size_t(j)] = -135.0 * std::log(2.0);  // 2^-135: subnormal
+  const AttentionInput in = scored(4, a, 4, 1.0);
+  std::int64_t under = 0, sub = 0;
+  for (double x : a) {
+    const double l2 = x / std::log(2.0);
+    under += l2 < -150;
+    sub += l2 >= -149 && l2 < -126;
+  }
+  const Counted lib = run_counted("flash", in);
+  EXPECT_EQ(lib.c.get(CounterStage::kExp, CounterEvent::kUnderflowZero), 4 * under);
+  EXPECT_EQ(lib.c.get(CounterStage::kExp, CounterEvent::kFlushedSubnormal), 0);  // libm keeps them
+  const Counted ftz = run_counted("flash:exp=ex2.approx.ftz", in);
+  EXPECT_EQ(ftz.c.get(CounterStage::kExp, CounterEvent::kUnderflowZero), 4 * under);
+  EXPECT_EQ(ftz.c.get(CounterStage::kExp, CounterEvent::kFlushedSubnormal), 4 * sub);
+  EXPECT_EQ(ftz.c.first[int(CounterStage::kExp)].col, 10);
+}
+
+TEST(Counters, QkOverflowAndInfMinusInfAndZeroTimesInf) {
+  std::vector<double> a(64, -1.0);
+  a[0] = 0.0;
+  a[5] = -200.0;
+  AttentionInput in = scored(6, a, 4, 1.0);
+  // QKᵀ overflow: q_i[1] = k_j[1] = 1e20 for keys 40..44 (1e40 > FLT_MAX).
+  for (int i = 0; i < 6; ++i) in.q[std::size_t(i) * 4 + 1] = 1e20f;
+  for (int j = 40; j < 45; ++j) in.k[std::size_t(j) * 4 + 1] = 1e20f;
+  std::int64_t over = 0;
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 64; ++j) {
+      double s = 0;
+      for (int x = 0; x < 4; ++x) s += double(in.q[std::size_t(i) * 4 + x]) * double(in.k[std::size_t(j) * 4 + x]);
+      over += std::fabs(s) > double(std::numeric_limits<float>::max());
+    }
+  const Counted r = run_counted("flash", in);
+  EXPECT_EQ(r.c.get(CounterStage::kQk, CounterEvent::kOverflowInf), over);
+  EXPECT_EQ(over, 30);
+  // Inf − Inf: those +Inf scores are the rows' max, so x = s − m is NaN for each of them.
+  EXPECT_EQ(r.c.get(CounterStage::kSoftmax, CounterEvent::kNanInfMinusInf), over);
+  // 0 · Inf: V[5][3] = Inf on a key whose p underflows to 0 (no overflowing keys now).
+  AttentionInput z = scored(6, a, 4, 1.0);
+  z.v[5 * 4 + 3] = std::numeric_limits<float>::infinity();
+  const Counted q = run_counted("flash", z);
+  std::int64_t zero_inf = 0;
+  for (int i = 0; i < 6; ++i) zero_inf += std::exp(a[5] - 0.0) < std::ldexp(1.0, -150);
+  EXPECT_EQ(q.c.get(CounterStage::kPv, CounterEvent::kNanZeroTimesInf), zero_inf);
+  EXPECT_EQ(q.c.first[int(CounterStage::kPv)].col, 3);
+}
+
+TEST(Counters, PCastSaturation) {
+  std::vector<double> a(64, -3.0);
+  a[0] = 0.0;
+  for (int j = 20; j < 30; ++j) a[std::size_t(j)] = -0.1;
+  const AttentionInput in = scored(3, a, 4, 1.0);
+  std::int64_t sat = 0;
+  for (double x : a) sat += std::exp(x) * 1000.0 > 448.0;
+  const Counted r = run_counted("flash:p=e4m3fn,p_static=1000", in);
+  EXPECT_EQ(r.c.get(CounterStage::kPCast, CounterEvent::kSaturation), 3 * sat);
+  EXPECT_EQ(sat, 11);
+}
+
+TEST(Counters, OutputUnderflowInTheCast) {
+  std::vector<double> a(64, -1.0);
+  const AttentionInput in = scored(5, a, 8, 1e-9);
+  // O / l = 1e-9 < 2^-25, half fp16's least subnormal: every element rounds to 0.
+  const Counted r = run_counted("flash:out=fp16", in);
+  EXPECT_EQ(r.c.get(CounterStage::kEpilogue, CounterEvent::kUnderflowZero), 5 * 8);
+  EXPECT_EQ(run_counted("flash:out=bf16", in).c.total(), 0);
+}
+
+// SageAttention #93: sm80's fp16 P·V accumulator overflows where the FP32 one does not.
+TEST(Counters, Fp16PvAccumulatorOverflow) {
+  AttentionInput in;
+  const int n = 256, d = 64, rows = 16;
+  in.shape = AttentionShape{1, 1, 1, rows, n, d, d};
+  in.q.assign(std::size_t(rows) * d, 0.5f);
+  in.k.assign(std::size_t(n) * d, 0.5f);
+  in.v.assign(std::size_t(n) * d, 512.0f);
+  // Every p is 1 (equal scores): the exact P·V sum is n · 512 = 131072 > 65504 in every element.
+  const std::int64_t want = double(n) * 512.0 > 65504.0 ? std::int64_t(rows) * d : 0;
+  const Counted f16 = run_counted("sage2:arch=sm80,pv_accum=fp16,in=fp16", in);
+  EXPECT_EQ(f16.c.get(CounterStage::kPv, CounterEvent::kOverflowInf), want);
+  EXPECT_EQ(f16.c.first[int(CounterStage::kPv)].row, 0);
+  const Counted f32 = run_counted("sage2:arch=sm80,pv_accum=fp32,in=fp16", in);
+  EXPECT_EQ(f32.c.get(CounterStage::kPv, CounterEvent::kOverflowInf), 0);
+}
+
+TEST(Counters, IndependentOfTheThreadCount) {
+  std::vector<double> a(200, -1.0);
+  for (int j = 0; j < 200; j += 3) a[std::size_t(j)] = -20.0 - j * 0.5;
+  AttentionInput in = scored(300, a, 16, 1.0);
+  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] += float(i % 7) * 0.25f;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Counted one = run_counted("sage2:arch=sm90", in);
+  omp_set_num_threads(4);
+  const Counted four = run_counted("sage2:arch=sm90", in);
+  omp_set_num_threads(saved);
+  EXPECT_GT(one.c.total(), 0);
+  EXPECT_EQ(one.c.column_values(), four.c.column_values());
+  EXPECT_EQ(one.c.describe(), four.c.describe());
+  EXPECT_TRUE(same_bits(one.out.o, four.out.o));
+  EXPECT_TRUE(same_bits(one.out.o, parse_method("sage2:arch=sm90").run(in).o));
+}
+
+}  // namespace
+}  // namespace attnsim

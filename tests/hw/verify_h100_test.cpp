@@ -1,0 +1,282 @@
+// `attnsim verify` (experiments/analysis/verify.hpp) on what H100 kernels returned: every public
+// SageAttention path (data/hw/h100/sage/sage_h100.h5 stores each output row's FNV-1a digest: the
+// kernel's output is rebuilt as the bits whose digests equal the recorded ones, checked row by
+// row here, so the verified tensor is the H100's) and our LeanAttention kernel (lean_h100.h5, full
+// outputs). The matching method gives verdict 0; a wrong one (sm80's output checked as sm90) not
+// 0 with the right first diverging element; planted bugs (a row scaled by 1.01, one KV tile's keys
+// dropped) outside the band with the row and the tile named; results independent of threads.
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "experiments/analysis/verify.hpp"
+#include "experiments/io/hdf5_io.hpp"
+#include "formats/encoding.hpp"
+#include "tests/hw/sage_inputs.hpp"
+
+namespace attnsim {
+namespace {
+
+const std::string kSage = ATTNSIM_DATA_DIR "/hw/h100/sage/sage_h100.h5";
+const std::string kLean = ATTNSIM_DATA_DIR "/hw/h100/lean/lean_h100.h5";
+
+std::uint32_t fnv1a_row(Encoding e, const std::vector<double>& o, std::size_t row, int dv) {
+  constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  std::uint32_t h = 0x811C9DC5u;
+  for (int c = 0; c < dv; ++c) {
+    const std::uint32_t b = encode_float_bits(e, float(o[row * dv + std::size_t(c)]), kExact);
+    h = (h ^ (b & 0xFF)) * 0x01000193u;
+    h = (h ^ (b >> 8)) * 0x01000193u;
+  }
+  return h;
+}
+
+struct SagePath {
+  const char* rec;
+  const char* method;
+};
+const SagePath kPaths[] = {
+    {"sage1", "sage1:smooth_k=1"},
+    {"sm80_fp32", "sage2:arch=sm80,pv_accum=fp32"},
+    {"sm80_fp16+fp32", "sage2:arch=sm80,pv_accum=fp16+fp32"},
+    {"sm80_fp16", "sage2:arch=sm80,pv_accum=fp16"},
+    {"sm89_fp32", "sage2:arch=sm89,pv_accum=fp32,target=h100"},
+    {"sm89_fp32+fp32", "sage2:arch=sm89,pv_accum=fp32+fp32,target=h100"},
+    {"sm89_fp32+fp16", "sage2:arch=sm89,pv_accum=fp32+fp16,target=h100"},
+    {"sm90", "sage2:arch=sm90"},
+};
+
+hwtest::SageCase kbias_d128() {
+  hwtest::SageCase s;
+  s.name = "kbias_d128";
+  s.kind = "kbias";
+  s.seed = 12;
+  s.b = 1, s.hq = 2, s.hkv = 2, s.n = 150, s.d = 128, s.causal = false;
+  return s;
+}
+hwtest::SageCase normal_gqa_causal() {
+  hwtest::SageCase s;
+  s.name = "normal_gqa_causal";
+  s.kind = "normal";
+  s.seed = 11;
+  s.b = 1, s.hq = 2, s.hkv = 1, s.n = 200, s.d = 64, s.causal = true;
+  return s;
+}
+
+// The H100's output of one recorded path: the method's bits, each row's digest checked against
+// the recording (a row that differs fails the test: the tensor would not be the kernel's).
+KernelOutput sage_kernel_output(const H5Reader& r, const hwtest::SageCase& c, const char* dt,
+                                const AttentionInput& in, const SagePath& path) {
+  const std::string g = c.name + "/" + dt + "/";
+  const std::string paths = r.attr_string(c.name + "/" + dt, "paths");
+  std::size_t pi = 0, pos = 0;
+  for (;;) {
+    const std::size_t e = paths.find(',', pos);
+    if (paths.substr(pos, e - pos) == path.rec) break;
+    EXPECT_NE(e, std::string::npos) << path.rec;
+    if (e == std::string::npos) return {};
+    ++pi;
+    pos = e + 1;
+  }
+  const std::vector<std::int64_t> rows = r.read_i64(g + "o_rows");
+  const MethodOutput out = parse_method(std::string(path.method) + ",in=" + dt).run(in);
+  const Encoding enc = std::string(dt) == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
+  const std::size_t nrows = std::size_t(in.shape.batch) * in.shape.heads_q * in.shape.len_q;
+  std::size_t bad = 0;
+  for (std::size_t row = 0; row < nrows; ++row)
+    bad += std::uint32_t(rows[pi * nrows + row]) != fnv1a_row(enc, out.o, row, in.shape.head_dim_v);
+  EXPECT_EQ(bad, 0u) << path.rec << " " << dt;
+  return KernelOutput{out.o, out.format, {}};
+}
+
+VerifyReport verify(const AttentionInput& in, const KernelOutput& k, const std::string& method) {
+  VerifyOptions o;
+  o.method = method;
+  return verify_kernel(in, k, o);
+}
+
+TEST(VerifyH100, EverySagePathIsBitIdenticalToItsMethod) {
+  H5Reader r(kSage);
+  for (const hwtest::SageCase& c : {kbias_d128(), normal_gqa_causal()})
+    for (const char* dt : {"bf16", "fp16"}) {
+      AttentionInput in = hwtest::lattice_input(c);
+      in.dtype = "float32";
+      for (const SagePath& p : kPaths) {
+        SCOPED_TRACE(c.name + " " + dt + " " + p.rec);
+        const KernelOutput k = sage_kernel_output(r, c, dt, in, p);
+        const VerifyReport v = verify(in, k, std::string(p.method) + ",in=" + dt);
+        EXPECT_EQ(v.verdict, Verdict::kIdentical);
+        EXPECT_EQ(v.elems_identical, v.elems);
+        EXPECT_FALSE(v.diverges);
+      }
+    }
+}
+
+TEST(VerifyH100, WrongMethodIsNotIdenticalAndNamesTheFirstDivergingElement) {
+  H5Reader r(kSage);
+  const hwtest::SageCase c = kbias_d128();
+  AttentionInput in = hwtest::lattice_input(c);
+  in.dtype = "float32";
+  const KernelOutput k = sage_kernel_output(r, c, "bf16", in, kPaths[1]);  // sm80_fp32
+  const VerifyReport v = verify(in, k, "sage2:arch=sm90,in=bf16");
+  EXPECT_NE(v.verdict, Verdict::kIdentical);
+  ASSERT_TRUE(v.diverges);
+  // The first element where the H100's sm80 output and the sm90 method's bits differ, found by a
+  // plain scan here.
+  const MethodOutput sm90 = parse_method("sage2:arch=sm90,in=bf16").run(in);
+  std::size_t first = 0;
+  while (first < k.o.size() && k.o[first] == sm90.o[first]) ++first;
+  ASSERT_LT(first, k.o.size());
+  const int dv = in.shape.head_dim_v;
+  const std::size_t row = first / dv;
+  EXPECT_EQ(v.first_col, int(first % dv));
+  EXPECT_EQ(v.first_row, int(row % in.shape.len_q));
+  EXPECT_EQ(v.first_head, int(row / in.shape.len_q % in.shape.heads_q));
+  EXPECT_EQ(v.first_batch, 0);
+  // The recorded digests of the two paths differ on that row too (it is the hardware's divergence).
+  const std::vector<std::int64_t> rows = r.read_i64("kbias_d128/bf16/o_rows");
+  const std::size_t nrows = std::size_t(in.shape.heads_q) * in.shape.len_q;
+  const std::string paths = "," + r.attr_string("kbias_d128/bf16", "paths") + ",";
+  auto index_of = [&](const std::string& name) {
+    const std::size_t at = paths.find("," + name + ",");
+    return std::size_t(std::count(paths.begin(), paths.begin() + std::ptrdiff_t(at), ','));
+  };
+  const std::size_t i80 = index_of("sm80_fp32"), i90 = index_of("sm90");
+  EXPECT_NE(rows[i80 * nrows + row], rows[i90 * nrows + row]);
+  // Without --method, verify finds the path the output came from.
+  VerifyOptions any;
+  const VerifyReport a = verify_kernel(in, k, any);
+  bool found = false;
+  for (const std::string& m : a.identical_candidates)
+    found = found || m.find("arch=sm80") != std::string::npos;
+  EXPECT_TRUE(found) << format_verify_report(a, 3);
+  EXPECT_EQ(a.verdict, Verdict::kIdentical);
+}
+
+TEST(VerifyH100, PlantedBugsAreOutsideTheBandWithRowAndTileNamed) {
+  H5Reader r(kSage);
+  const hwtest::SageCase c = kbias_d128();
+  AttentionInput in = hwtest::lattice_input(c);
+  in.dtype = "float32";
+  // sm80's fp32 path (fp16 P and V): its error against golden is small enough that a 1 % change
+  // of a row leaves FlashAttention's band. (On the FP8 paths the method's own error against
+  // golden is larger than 1 % of these outputs: the same bug stays within the band there, and
+  // only the kernel-vs-method figures show it.)
+  const std::string method = "sage2:arch=sm80,pv_accum=fp32,in=bf16";
+  const KernelOutput k = sage_kernel_output(r, c, "bf16", in, kPaths[1]);
+  const int dv = in.shape.head_dim_v, L = in.shape.len_q;
+  constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+  // 1. One row scaled by 1.01 (head 1, row 77), rounded back to bf16.
+  {
+    KernelOutput bug = k;
+    const std::size_t row = std::size_t(1) * L + 77;
+    for (int ch = 0; ch < dv; ++ch) {
+      double& x = bug.o[row * dv + ch];
+      x = decode_float_bits(Encoding::kBf16, encode_float_bits(Encoding::kBf16, float(x * 1.01), kRne));
+    }
+    const VerifyReport v = verify(in, bug, method);
+    EXPECT_EQ(v.verdict, Verdict::kOutsideBand) << format_verify_report(v, 5);
+    ASSERT_FALSE(v.worst.empty());
+    EXPECT_EQ(v.per_row[v.worst[0]].head, 1);
+    EXPECT_EQ(v.per_row[v.worst[0]].row, 77);
+    EXPECT_EQ(v.rows_outside_band, 1);
+  }
+  // 2. One KV tile's keys dropped for head 0: that head's rows as the same method computes them
+  // without keys [bk, 2 bk) (K and V with the block cut out).
+  {
+    const Pipeline p = parse_method(method).pipeline(in);
+    const int bk = p.tile.block_kv;
+    const int d = in.shape.head_dim, n = in.shape.len_kv;
+    ASSERT_GT(n, bk);
+    const int drop_end = std::min(2 * bk, n);  // block 1: keys [bk, drop_end)
+    AttentionInput cut = in;
+    cut.shape.len_kv = n - (drop_end - bk);
+    cut.shape.len_q = L;
+    cut.k.clear();
+    cut.v.clear();
+    for (int h = 0; h < in.shape.heads_kv; ++h)
+      for (int j = 0; j < n; ++j) {
+        if (j >= bk && j < drop_end) continue;
+        const std::size_t at = (std::size_t(h) * n + j);
+        cut.k.insert(cut.k.end(), in.k.begin() + at * d, in.k.begin() + (at + 1) * d);
+        cut.v.insert(cut.v.end(), in.v.begin() + at * dv, in.v.begin() + (at + 1) * dv);
+      }
+    const MethodOutput dropped = parse_method(method).run(cut);
+    KernelOutput bug = k;
+    for (std::size_t i = 0; i < std::size_t(L) * dv; ++i) bug.o[i] = dropped.o[i];  // head 0
+    const VerifyReport v = verify(in, bug, method);
+    EXPECT_EQ(v.verdict, Verdict::kOutsideBand) << format_verify_report(v, 5);
+    ASSERT_FALSE(v.worst.empty());
+    for (std::size_t w : v.worst) {
+      EXPECT_EQ(v.per_row[w].head, 0);
+      EXPECT_EQ(v.per_row[w].suspect_block, 1) << format_verify_report(v, 5);
+    }
+  }
+}
+
+TEST(VerifyH100, ReportDoesNotDependOnTheThreadCount) {
+  H5Reader r(kSage);
+  const hwtest::SageCase c = normal_gqa_causal();
+  AttentionInput in = hwtest::lattice_input(c);
+  in.dtype = "float32";
+  const KernelOutput k = sage_kernel_output(r, c, "fp16", in, kPaths[3]);  // sm80_fp16
+  VerifyOptions o;
+  o.method = "sage2:arch=sm90,in=fp16";
+  o.counters = true;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const VerifyReport a = verify_kernel(in, k, o);
+  omp_set_num_threads(4);
+  const VerifyReport b = verify_kernel(in, k, o);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(format_verify_report(a, 5), format_verify_report(b, 5));
+  EXPECT_EQ(verify_rows_csv(a), verify_rows_csv(b));
+  EXPECT_EQ(a.counters.column_values(), b.counters.column_values());
+}
+
+// Our LeanAttention decode kernel (every m-block, FA2 tiles, stream-K splits) on the uniform-length
+// recorded cases: bit-identical to `lean:mblocks=all,sms=N`.
+TEST(VerifyH100, LeanKernelOutputsAreBitIdentical) {
+  H5Reader r(kLean);
+  int checked = 0;
+  for (const std::string& c : r.members("/")) {
+    const std::vector<std::int64_t> lk = r.read_i64(c + "/lk");
+    const int LK = int(r.attr_f64(c, "lk_max"));
+    bool ragged = false;
+    for (auto l : lk) ragged = ragged || l != LK;
+    if (ragged) continue;  // per-batch lengths are no method option
+    const int B = int(r.attr_f64(c, "batch")), HQ = int(r.attr_f64(c, "hq")),
+              HK = int(r.attr_f64(c, "hk")), D = int(r.attr_f64(c, "d"));
+    const std::string dt = r.attr_string(c, "dtype");
+    const Encoding e = dt == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
+    AttentionInput in;
+    in.shape = AttentionShape{B, HQ, HK, 1, LK, D, D};
+    in.dtype = dt == "bf16" ? "bfloat16" : "float16";
+    auto widen = [&](const std::vector<std::int64_t>& b) {
+      std::vector<float> f(b.size());
+      for (std::size_t i = 0; i < b.size(); ++i) f[i] = decode_float_bits(e, std::uint32_t(b[i]));
+      return f;
+    };
+    in.q = widen(r.read_i64(c + "/q"));
+    in.k = widen(r.read_i64(c + "/k"));
+    in.v = widen(r.read_i64(c + "/v"));
+    KernelOutput k;
+    k.format = dt;
+    for (std::int64_t b : r.read_i64(c + "/lean/o")) k.o.push_back(decode_float_bits(e, std::uint32_t(b)));
+    const std::string method = "lean:dtype=" + dt + ",mblocks=all,sms=" +
+                               std::to_string(int(r.attr_f64(c, "num_sms")));
+    SCOPED_TRACE(c + " " + method);
+    const VerifyReport v = verify(in, k, method);
+    EXPECT_EQ(v.verdict, Verdict::kIdentical) << format_verify_report(v, 3);
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
+}
+
+}  // namespace
+}  // namespace attnsim
