@@ -104,7 +104,9 @@ TEST(MmaTile, KernelFollowsTheInstructionSet) {
   set_isa(Isa::kAvx512);
   for (const DotModel& m : all_models()) {
     const bool integer = dot_requirements(m).integer_acc;
-    if (!integer) EXPECT_STREQ(dot_mma_tile_kernel(m), "block_fma.avx512") << model_name(m);
+    if (!integer) {
+      EXPECT_STREQ(dot_mma_tile_kernel(m), "block_fma.avx512") << model_name(m);
+    }
   }
 }
 
