@@ -291,25 +291,41 @@ def test_random_bad_calls_never_crash_the_interpreter():
     assert "refused" in p.stdout
 
 
-@pytest.mark.parametrize("call", ["attention", "convert", "special", "quantize"])
-def test_calls_release_the_gil(call):
-    """While a call computes in another thread, this one keeps running Python code."""
+def _spin_rate(work, min_s=0.3):
+    """Spins per second of this thread's Python loop while `work` runs (repeated for at least
+    min_s) in another thread."""
     import threading
-    q, k, v = qkv(hq=4, hkv=2, n=1024, d=64)
-    x = np.random.default_rng(2).standard_normal(1 << 23).astype(np.float32)
-    work = {
-        "attention": lambda: attnsim.attention(q, k, v, "flash:qkv=bf16,p=bf16"),
-        "convert": lambda: [attnsim.convert(x, "e4m3fn", overflow="saturate") for _ in range(3)],
-        "special": lambda: [attnsim.special("rcp", x) for _ in range(3)],
-        "quantize": lambda: attnsim.quantize(x.reshape(-1, 128), "sage_cuda_int8", "per_token"),
-    }[call]
-    work()  # tables and first-use costs out of the way
-    t = threading.Thread(target=work)
+    import time
+    def repeat():
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < min_s:
+            work()
+    t = threading.Thread(target=repeat)
     spins = 0
+    t0 = time.perf_counter()
     t.start()
     while t.is_alive():
         spins += 1
     t.join()
-    # Holding the GIL, the call would leave this loop only between its switch intervals: about
-    # 2e4 spins against a C call that holds it (sorted() of 3M floats), 5e5 to 2e6 measured here.
-    assert spins > 200000, spins
+    return spins / (time.perf_counter() - t0)
+
+
+@pytest.mark.parametrize("call", ["attention", "convert", "special", "quantize"])
+def test_calls_release_the_gil(call):
+    """While a call computes in another thread, this one keeps running Python code: its loop spins
+    at least four times faster than beside a C call that holds the GIL (sorted() of 2M floats,
+    measured in the same run: the holder yields only at the switch interval), whatever the
+    machine's speed (the call's own threads may take every core: four, not more)."""
+    q, k, v = qkv(hq=4, hkv=2, n=1024, d=64)
+    x = np.random.default_rng(2).standard_normal(1 << 23).astype(np.float32)
+    work = {
+        "attention": lambda: attnsim.attention(q, k, v, "flash:qkv=bf16,p=bf16"),
+        "convert": lambda: attnsim.convert(x, "e4m3fn", overflow="saturate"),
+        "special": lambda: attnsim.special("rcp", x),
+        "quantize": lambda: attnsim.quantize(x.reshape(-1, 128), "sage_cuda_int8", "per_token"),
+    }[call]
+    work()  # tables and first-use costs out of the way
+    floats = np.random.default_rng(3).standard_normal(1 << 21).tolist()
+    holding = _spin_rate(lambda: sorted(floats))
+    releasing = _spin_rate(work)
+    assert releasing > 4 * holding, (releasing, holding)
