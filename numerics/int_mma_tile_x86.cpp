@@ -17,7 +17,9 @@
 // function of a shared header (numerics/isa.hpp selects the kernels at run time; AMX only after
 // the kernel granted the tile state, numerics/isa.cpp).
 // GCC 12's AVX-512 headers warn about their own _mm512_undefined_*() (GCC PR 105593).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"

@@ -21,7 +21,9 @@
 // default (round to nearest even, no FTZ/DAZ); the explicit roundings are embedded ({rz-sae}) or
 // the conversion's immediate.
 // GCC 12's AVX-512 headers warn about their own _mm512_undefined_*() (GCC PR 105593).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"

@@ -11,7 +11,9 @@
 #define ATTNSIM_X86_KERNELS 1
 // GCC 12 warns inside its own AVX-512 headers (_mm512_undefined_epi32, GCC PR 105593, fixed in
 // GCC 13); the kernel TUs that include this header silence that one warning.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // AVX-512 F/BW/DQ/VL/CD (Isa::kAvx512's baseline: Skylake-SP and later), with the AVX2-era
 // extensions every such CPU has. Kernels that need AVX512-FP16/BF16/VNNI ask has_isa_feature.
 #define ATTNSIM_TARGET_AVX512 \

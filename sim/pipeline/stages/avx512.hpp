@@ -15,7 +15,9 @@
 // GCC 12's intrinsics initialise their "undefined" operands from themselves (`__m512 __Y = __Y;`
 // in _mm512_undefined_ps), which -Wmaybe-uninitialized reports at every inlined shuffle and
 // conversion; the value is never read (the instructions ignore the pass-through operand).
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // Every kernel function (and helper) that uses AVX-512 carries this attribute; nothing is compiled
 // with -mavx512* (or -mfma: every AVX-512 CPU has FMA, isa.cpp checks both) so that no inline function of a shared header is built for AVX-512 by accident.
