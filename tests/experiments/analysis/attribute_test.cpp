@@ -73,13 +73,17 @@ TEST(Attribute, EveryPipelineMethodIsAttributedWithTheInvariant) {
       EXPECT_EQ(outside, !m.outside(in).empty());
       // Every stage exact through the method's schedule: golden to FP64 accuracy, unless the
       // technique has steps outside its pipeline (then that is the error they leave).
-      if (!outside) EXPECT_LT(all.only_exact.rel_fro, 1e-13);
+      if (!outside) {
+        EXPECT_LT(all.only_exact.rel_fro, 1e-13);
+      }
       for (std::size_t i = 1; i < rows.size(); ++i) {
         const AttributionRow& r = rows[i];
         EXPECT_TRUE(std::isfinite(r.only_exact.rel_fro) && std::isfinite(r.only_this.rel_fro))
             << r.stage;
         // A stage that already is exact: making it exact changes nothing.
-        if (!r.differs && r.stage != "outside") EXPECT_EQ(r.only_exact.rel_fro, r.full.rel_fro) << r.stage;
+        if (!r.differs && r.stage != "outside") {
+          EXPECT_EQ(r.only_exact.rel_fro, r.full.rel_fro) << r.stage;
+        }
       }
       std::printf("[ attribute ] %-44s %-18s method %.3e all-exact %.3e%s\n", text.c_str(),
                   name.c_str(), all.full.rel_fro, all.only_exact.rel_fro,
