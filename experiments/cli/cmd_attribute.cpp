@@ -4,6 +4,7 @@
 #include <omp.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "experiments/methods/methods.hpp"
 #include "experiments/repro/repro.hpp"
 #include "sim/golden/golden.hpp"
+#include "sim/pipeline/counters.hpp"
 
 namespace attnsim {
 
@@ -26,10 +28,13 @@ namespace {
 
 struct AttributeOptions {
   std::string method, input, synthetic, group, out;
-  bool allow_nonfinite = false, quiet = false;
+  bool allow_nonfinite = false, quiet = false, counters = false;
 };
 
-ReproTable attribution_table(const std::vector<AttributionRow>& rows) {
+// --counters: per input, the silent-failure counters of the method's own run (the `all` row's
+// (a)), StageCounters::column_values() order.
+ReproTable attribution_table(const std::vector<AttributionRow>& rows,
+                             const std::map<std::string, std::vector<std::int64_t>>& counted) {
   ReproTable t;
   t.title =
       "Per-stage error attribution against FP64 golden: (a) the method, (b) the method with only "
@@ -49,22 +54,35 @@ ReproTable attribution_table(const std::vector<AttributionRow>& rows) {
                {"this_only_cosine", 'f', "(c) only this stage inexact: cosine similarity"},
                {"this_only_max_abs", 'f', "(c) only this stage inexact: max absolute error"},
                {"note", 's', "coupled stages switched along in (b) or (c), and why"}};
+  const std::vector<std::string> names = StageCounters::column_names();
+  if (!counted.empty())
+    for (const std::string& n : names)
+      t.columns.push_back({n, 'i',
+                           "--counters: the method's own run's silent-failure count (row `all`; "
+                           "-1 on the stage rows)"});
   for (const AttributionRow& r : rows) {
-    t.add_row({{r.input},
-               {r.stage},
-               {r.method_choice},
-               {r.exact_choice},
-               {"", double(r.differs)},
-               {"", r.full.rel_fro},
-               {"", r.full.cosine},
-               {"", r.full.max_abs},
-               {"", r.only_exact.rel_fro},
-               {"", r.only_exact.cosine},
-               {"", r.only_exact.max_abs},
-               {"", r.only_this.rel_fro},
-               {"", r.only_this.cosine},
-               {"", r.only_this.max_abs},
-               {r.note}});
+    std::vector<ReproTable::Cell> row{{r.input},
+                                      {r.stage},
+                                      {r.method_choice},
+                                      {r.exact_choice},
+                                      {"", double(r.differs)},
+                                      {"", r.full.rel_fro},
+                                      {"", r.full.cosine},
+                                      {"", r.full.max_abs},
+                                      {"", r.only_exact.rel_fro},
+                                      {"", r.only_exact.cosine},
+                                      {"", r.only_exact.max_abs},
+                                      {"", r.only_this.rel_fro},
+                                      {"", r.only_this.cosine},
+                                      {"", r.only_this.max_abs},
+                                      {r.note}};
+    if (!counted.empty()) {
+      const auto it = counted.find(r.input);
+      const bool all = r.stage == "all" && it != counted.end();
+      for (std::size_t c = 0; c < names.size(); ++c)
+        row.push_back({"", all ? double(it->second[c]) : -1.0});
+    }
+    t.add_row(std::move(row));
   }
   return t;
 }
@@ -114,6 +132,7 @@ void run_attribute(const AttributeOptions& opt) {
   // The data of every group before the first is computed and printed.
   if (prefixes.size() > 1) check_attention_dumps(opt.input, prefixes, opt.allow_nonfinite);
   std::vector<AttributionRow> all_rows;
+  std::map<std::string, std::vector<std::int64_t>> counted;
   for (const std::string& prefix : prefixes) {
     const AttentionInput in = opt.input.empty()
                                   ? make_synthetic(opt.synthetic)
@@ -124,15 +143,26 @@ void run_attribute(const AttributeOptions& opt) {
             : dump_input_name(opt.input, prefix);
     const std::vector<AttributionRow> rows =
         attribute_stages(in, name, method, golden_attention_ref(in));
+    // --counters: the method run once more under a counter scope (the stage references; the
+    // same bits as attribute_stages' own run of the method).
+    StageCounters c;
+    if (opt.counters) {
+      const CounterScope scope(&c);
+      (void)method.run(in);
+      counted[name] = c.column_values();
+    }
     // The method line once the first input has been read and attributed: a bad input is an
     // error line, not a report that stops after its title.
     if (!opt.quiet && all_rows.empty()) std::printf("method %s\n", method.canonical().c_str());
     if (!opt.quiet) print_rows(rows);
+    if (!opt.quiet && opt.counters)
+      std::printf("  counters of the method's run:\n%s",
+                  c.total() ? c.describe().c_str() : "  none\n");
     all_rows.insert(all_rows.end(), rows.begin(), rows.end());
   }
   if (!opt.out.empty()) {
-    attribution_table(all_rows).write_table(
-        opt.out, {{"method", method.canonical()}, {"command", "attribute"}});
+    attribution_table(all_rows, counted)
+        .write_table(opt.out, {{"method", method.canonical()}, {"command", "attribute"}});
     if (!opt.quiet) std::printf("wrote %s\n", opt.out.c_str());
   }
 }
@@ -155,6 +185,9 @@ void add_attribute_command(CLI::App& app) {
   cmd->add_option("--out,--output", opt->out,
                   "also write the rows to FILE.csv or FILE.h5 (atomically)")
       ->check(output_name());
+  cmd->add_flag("--counters", opt->counters,
+                "the silent-failure counters of the method's own run, printed after each input's "
+                "rows and written as cnt_<stage>_<event> columns of its `all` row (-1 elsewhere)");
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite, "accept NaN/Inf in inputs");
   cmd->add_flag("--quiet", opt->quiet, "print nothing on success");
   add_max_memory_option(cmd);

@@ -27,12 +27,13 @@
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/io/toml_reader.hpp"
 #include "experiments/methods/methods.hpp"
-#include "sim/hooks.hpp"
-#include "sim/pipeline/options.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "experiments/sweep/sweep_engine.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
 #include "sim/golden/golden.hpp"
+#include "sim/hooks.hpp"
+#include "sim/pipeline/counters.hpp"
+#include "sim/pipeline/options.hpp"
 
 namespace attnsim {
 
@@ -44,10 +45,26 @@ struct SweepOptions {
   int seeds = 1;
   std::string output;
   bool quiet = false, allow_nonfinite = false, resume = false, report_time = false;
-  bool skip_unsupported = false;
+  bool skip_unsupported = false, counters = false;
   std::string summary;  // "" the row table; else a method x input table of this metric
   std::int64_t max_points = -1;
 };
+
+// sweep --counters: one line per counted point with events, "label input seed: stage event n, ...".
+void print_counters(std::FILE* f, const ResultTable& table) {
+  const std::vector<std::string> names = StageCounters::column_names();
+  std::fprintf(f, "silent-failure counters (nonzero, cnt_<stage>_<event>):\n");
+  for (const auto& r : table.rows()) {
+    if (r.counters.empty()) continue;
+    std::string line;
+    for (std::size_t c = 0; c < r.counters.size() && c < names.size(); ++c)
+      if (r.counters[c] != 0)
+        line +=
+            (line.empty() ? " " : ", ") + names[c].substr(4) + " " + std::to_string(r.counters[c]);
+    std::fprintf(f, "  %s %s %lld:%s\n", r.label.c_str(), r.input.c_str(), (long long)r.seed,
+                 line.empty() ? " none" : line.c_str());
+  }
+}
 
 std::string toml_list(const std::vector<std::string>& v) {
   std::string s = "[";
@@ -74,8 +91,8 @@ std::string config_relative(const std::string& config, const std::string& path) 
 void apply_config(SweepOptions& opt, const CLI::App& cmd) {
   if (opt.config.empty()) return;
   static const std::vector<std::string> kKeys{
-      "methods",         "input",           "synthetic",        "grid",   "seeds", "output",
-      "allow_nonfinite", "allow-nonfinite", "skip_unsupported", "summary"};
+      "methods",         "input",           "synthetic",        "grid",    "seeds",   "output",
+      "allow_nonfinite", "allow-nonfinite", "skip_unsupported", "summary", "counters"};
   const TomlTable root = TomlTable::parse_file(opt.config);
   std::vector<std::string> top = kKeys;
   top.push_back("sweep");
@@ -121,6 +138,8 @@ void apply_config(SweepOptions& opt, const CLI::App& cmd) {
         if (!given("--output")) opt.output = config_relative(opt.config, v);
       } else if (name == "skip_unsupported") {
         opt.skip_unsupported = t.boolean(key) || opt.skip_unsupported;
+      } else if (name == "counters") {
+        opt.counters = t.boolean(key) || opt.counters;
       } else if (name == "summary") {
         std::string v = t.string(key);
         const auto& ok = summary_metrics();
@@ -173,6 +192,7 @@ void run_sweep(const SweepOptions& opt) {
   ro.checkpoint_base = opt.output;
   ro.resume = opt.resume;
   ro.max_points = opt.max_points;
+  ro.counters = opt.counters;
   SweepOutcome res = run_plan(plan, ro);
   if (opt.report_time && rank == 0) {
     std::fprintf(stderr, "sweep_seconds=%.6f points=%lld ranks=%d threads=%d\n", res.seconds,
@@ -192,6 +212,7 @@ void run_sweep(const SweepOptions& opt) {
       res.table.print(stdout);
     else
       res.table.print_summary(stdout, opt.summary);
+    if (opt.counters) print_counters(stdout, res.table);
   }
   if (!opt.output.empty()) {
     H5Writer writer(opt.output);
@@ -199,6 +220,7 @@ void run_sweep(const SweepOptions& opt) {
     write_provenance(writer, command_line());
     writer.attr_i64("/", "seeds", opt.seeds);
     writer.attr_i64("/", "skip_unsupported", opt.skip_unsupported ? 1 : 0);
+    writer.attr_i64("/", "counters", opt.counters ? 1 : 0);
     writer.attr_string(
         "/", "config",
         "methods = " + toml_list(opt.methods) + "\ninput = " + toml_list(opt.inputs) +
@@ -332,6 +354,10 @@ void add_sweep_command(CLI::App& app) {
   cmd->add_flag("--skip-unsupported", opt->skip_unsupported,
                 "a method that refuses an input (a shape or head_dim its kernel does not take) "
                 "gets a row marked `skipped` with the reason, instead of ending the sweep");
+  cmd->add_flag("--counters", opt->counters,
+                "count each point's silent failures per stage (saturations, overflows, NaNs, "
+                "vanished P, ...): columns cnt_<stage>_<event> in the results, nonzero counts "
+                "printed under the table; runs the stage references (reference speed)");
   cmd->add_option("--summary", opt->summary,
                   "print a method x input table of this metric instead of one row per point")
       ->check(CLI::IsMember(summary_metrics()));

@@ -53,6 +53,9 @@ struct PointRow {
                causal = 0;
   MetricValues m;
   std::vector<HeadRow> heads;  // batch-major, then head
+  // `sweep --counters`: the point's silent-failure counters, StageCounters::column_values()
+  // order (cnt_<stage>_<event>); empty when not counted (and for a skipped point).
+  std::vector<std::int64_t> counters;
 };
 
 // Measures a method's output against golden, overall and per (batch, head).

@@ -24,6 +24,7 @@
 #include "experiments/methods/memory_estimate.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "sim/golden/golden.hpp"
+#include "sim/pipeline/counters.hpp"
 
 namespace attnsim {
 
@@ -273,8 +274,11 @@ void check_plan_memory(const SweepPlan& plan, const std::vector<std::string>& sy
 
 namespace {
 
-std::string header_line(const SweepPlan& plan) {
-  return "attnsim-checkpoint\t1\t" + plan.fingerprint() + "\t" + std::to_string(plan.points());
+// With --counters the header ends in "\tcounters": a checkpoint without counters does not resume a
+// sweep with them, nor the other way round.
+std::string header_line(const SweepPlan& plan, bool counters) {
+  return "attnsim-checkpoint\t1\t" + plan.fingerprint() + "\t" + std::to_string(plan.points()) +
+         (counters ? "\tcounters" : "");
 }
 
 struct Checkpoint {
@@ -340,7 +344,7 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
   bool fresh_checkpoint = false;
   std::string own_checkpoint;
   if (!opt.checkpoint_base.empty()) {
-    const std::string header = header_line(plan);
+    const std::string header = header_line(plan, opt.counters);
     if (opt.resume) {
       for (const auto& file : checkpoint_files(opt.checkpoint_base)) {
         std::ifstream in(file);
@@ -348,8 +352,8 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
         if (!std::getline(in, line)) continue;
         if (line != header) {
           throw UsageError("checkpoint '" + file +
-                           "' belongs to a different sweep (other methods, inputs or "
-                           "seeds); remove it or run without --resume");
+                           "' belongs to a different sweep (other methods, inputs, seeds or "
+                           "--counters); remove it or run without --resume");
         }
         while (std::getline(in, line)) {
           if (in.eof()) break;  // the last line had no '\n': cut mid-write
@@ -516,7 +520,14 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
         PointRow row;
         bool computed = true;
         MethodOutput out;
+        StageCounters counted;
         try {
+          // Inside an active parallel region (points sharing the threads) the point's own thread
+          // counts; a point alone (a chunk of one, or one thread) lets the simulator use the
+          // threads, and they all count into its sink.
+          const CounterScope scope(
+              opt.counters ? &counted : nullptr,
+              omp_in_parallel() ? CounterScope::kThisThread : CounterScope::kProcess);
           out = m.run(inputs[k]);
         } catch (const UsageError& e) {
           // --skip-unsupported: the method refuses this input (its kernel does not take the
@@ -527,6 +538,7 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
         }
         if (computed)
           row = measure_point(point, m, c.name, std::int64_t(c.seed), inputs[k], out, goldens[k]);
+        if (computed && opt.counters) row.counters = counted.column_values();
         const std::string line = serialize_row(row);
         // No exception may leave a critical section either: the append's error is captured.
         std::string append_error;

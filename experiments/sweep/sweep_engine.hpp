@@ -62,6 +62,10 @@ struct SweepRunOptions {
   std::string checkpoint_base;   // "" for none; else checkpoints are CHECKPOINT_BASE.ckpt.<rank>
   bool resume = false;           // reuse the rows of existing checkpoints
   std::int64_t max_points = -1;  // stop after computing this many points on each rank (then resume)
+  // Each computed point's silent-failure counters (PointRow::counters): counted under a scope of
+  // the point's own thread (CounterScope::kThisThread) when points share the threads, a process
+  // scope when a point runs alone; independent of the thread count.
+  bool counters = false;
 };
 
 struct SweepOutcome {

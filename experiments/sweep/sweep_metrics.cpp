@@ -9,6 +9,7 @@
 #include <set>
 
 #include "experiments/common/error.hpp"
+#include "sim/pipeline/counters.hpp"
 
 namespace attnsim {
 
@@ -150,6 +151,12 @@ std::string serialize_row(const PointRow& r) {
     put_i(o, h.head);
     put_metrics(o, h.m);
   }
+  // Counted points (sweep --counters) only: "cnt", the count of values, the values.
+  if (!r.counters.empty()) {
+    o += "\tcnt";
+    put_i(o, std::int64_t(r.counters.size()));
+    for (auto c : r.counters) put_i(o, c);
+  }
   o += "\tend";
   return o;
 }
@@ -187,6 +194,14 @@ bool parse_row(const std::string& line, PointRow* r) {
     if (!f.ok) return false;
   }
   const std::string* end = f.next();
+  r->counters.clear();
+  if (f.ok && end && *end == "cnt") {
+    const std::int64_t nc = f.i64();
+    if (!f.ok || nc != std::int64_t(kCounterStages) * kCounterEvents) return false;
+    r->counters.resize(std::size_t(nc));
+    for (auto& c : r->counters) c = f.i64();
+    end = f.next();
+  }
   return f.ok && end && *end == "end" && f.i == f.f.size();
 }
 
@@ -402,6 +417,18 @@ void ResultTable::write(H5Writer& w, const std::string& prefix) const {
   std::vector<const MetricValues*> ms;
   for (const auto& r : rows_) ms.push_back(&r.m);
   write_metrics(w, prefix, ms);
+  // sweep --counters: one int64 column per (stage, event), cnt_<stage>_<event> (the names of
+  // StageCounters::column_names()); -1 for a point not counted (skipped by --skip-unsupported).
+  bool any_counted = false;
+  for (const auto& r : rows_) any_counted = any_counted || !r.counters.empty();
+  if (any_counted) {
+    const std::vector<std::string> names = StageCounters::column_names();
+    for (std::size_t c = 0; c < names.size(); ++c) {
+      std::vector<std::int64_t> v;
+      for (const auto& r : rows_) v.push_back(r.counters.empty() ? -1 : r.counters[c]);
+      w.write_i64(prefix + names[c], {n}, v.data());
+    }
+  }
 
   // Per head: `point` joins a head row to its point row.
   const std::string ph = prefix + "per_head/";
@@ -427,7 +454,8 @@ void ResultTable::write(H5Writer& w, const std::string& prefix) const {
       "zero); ulp_row_p50/p99/max: |o - golden| in units of out_format's spacing at the magnitude "
       "of the element's output row (max |golden| over head_dim_v); resolved: the values the "
       "method resolved from auto options; skipped: why a point was not computed "
-      "(--skip-unsupported); per_head/ has one row per (point, batch_index, head)");
+      "(--skip-unsupported); per_head/ has one row per (point, batch_index, head); with "
+      "--counters, cnt_<stage>_<event>: the point's silent-failure counters (-1: not counted)");
 }
 
 const std::vector<std::string>& metric_columns() {

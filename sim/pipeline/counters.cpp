@@ -17,6 +17,7 @@ constexpr const char* kEventNames[kCounterEvents] = {
 
 std::atomic<StageCounters*> g_sink{nullptr};
 std::mutex g_sink_mutex;
+thread_local StageCounters* t_sink = nullptr;
 }  // namespace
 
 const char* counter_stage_name(CounterStage s) { return kStageNames[int(s)]; }
@@ -86,14 +87,28 @@ std::vector<std::int64_t> StageCounters::column_values() const {
   return v;
 }
 
-StageCounters* counter_sink() { return g_sink.load(std::memory_order_acquire); }
-
-void counter_sink_merge(const StageCounters& c) {
-  std::lock_guard<std::mutex> lock(g_sink_mutex);
-  if (StageCounters* s = counter_sink()) s->merge(c);
+StageCounters* counter_sink() {
+  if (t_sink) return t_sink;
+  return g_sink.load(std::memory_order_acquire);
 }
 
-CounterScope::CounterScope(StageCounters* sink) : prev_(g_sink.exchange(sink)) {}
-CounterScope::~CounterScope() { g_sink.store(prev_); }
+void counter_sink_merge(StageCounters* sink, const StageCounters& c) {
+  if (!sink) return;
+  std::lock_guard<std::mutex> lock(g_sink_mutex);
+  sink->merge(c);
+}
+
+void counter_sink_merge(const StageCounters& c) { counter_sink_merge(counter_sink(), c); }
+
+CounterScope::CounterScope(StageCounters* sink, Kind kind)
+    : prev_(kind == kThisThread ? t_sink : g_sink.exchange(sink)), kind_(kind) {
+  if (kind == kThisThread) t_sink = sink;
+}
+CounterScope::~CounterScope() {
+  if (kind_ == kThisThread)
+    t_sink = prev_;
+  else
+    g_sink.store(prev_);
+}
 
 }  // namespace attnsim

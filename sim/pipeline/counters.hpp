@@ -10,7 +10,8 @@
 // way), and the workspace merges its counts into the sink when it is destroyed. With no scope the
 // workspace holds a null pointer and attend_tile pays one branch per KV block. "First" is the
 // smallest (slice, row, column) in output order, never the first in time, so the counts and the
-// first events do not depend on the thread count. One scope at a time per process.
+// first events do not depend on the thread count. One process scope at a time; thread scopes
+// (CounterScope::kThisThread) may live on several threads at once.
 #pragma once
 
 #include <array>
@@ -99,20 +100,30 @@ struct StageCounters {
   std::vector<std::int64_t> column_values() const;
 };
 
-// The sink counters go to while a scope lives; null when counting is off.
+// The sink counters go to while a scope lives; null when counting is off. A thread's own scope
+// (CounterScope::kThisThread) takes precedence over the process's.
 StageCounters* counter_sink();
-// Merges into the sink (under its lock): what a workspace does when it is destroyed.
+// Merges into the current sink (under the sinks' lock).
 void counter_sink_merge(const StageCounters& c);
+// Merges into `sink` (under the sinks' lock; nothing when null): what a workspace does when it is
+// destroyed, into the sink that was current when it was made.
+void counter_sink_merge(StageCounters* sink, const StageCounters& c);
 
+// kProcess: every thread's calls count into `sink` (a run whose tiles go to an OpenMP team).
+// kThisThread: only this thread's calls do, ahead of a process scope: one sink per sweep point
+// when points run in parallel, each on one thread (the sweep sets max_active_levels 1), so a
+// point's counts never mix with another's and do not depend on the thread count.
 class CounterScope {
  public:
-  explicit CounterScope(StageCounters* sink);
+  enum Kind { kProcess, kThisThread };
+  explicit CounterScope(StageCounters* sink, Kind kind = kProcess);
   ~CounterScope();
   CounterScope(const CounterScope&) = delete;
   CounterScope& operator=(const CounterScope&) = delete;
 
  private:
   StageCounters* prev_;
+  Kind kind_;
 };
 
 }  // namespace attnsim

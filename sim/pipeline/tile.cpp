@@ -20,6 +20,7 @@ struct TileWorkspace {
   // (null otherwise), merged into the scope's sink when the workspace goes; the state before the
   // stages that update it in place.
   std::unique_ptr<StageCounters> counters;
+  StageCounters* sink = nullptr;  // where `counters` go when the workspace is destroyed
   StateSnapshot<float> snap_f;
   StateSnapshot<double> snap_d;
   template <class T>
@@ -41,12 +42,13 @@ struct TileWorkspace {
 };
 
 void TileWorkspaceDeleter::operator()(TileWorkspace* w) const {
-  if (w->counters) counter_sink_merge(*w->counters);
+  if (w->counters) counter_sink_merge(w->sink, *w->counters);
   delete w;
 }
 TileWorkspacePtr make_workspace() {
   TileWorkspacePtr w(new TileWorkspace);
-  if (counter_sink()) w->counters = std::make_unique<StageCounters>();
+  w->sink = counter_sink();
+  if (w->sink) w->counters = std::make_unique<StageCounters>();
   return w;
 }
 

@@ -50,6 +50,18 @@ void TurboKvCache::append_block(bool value, const std::int8_t* x, int len, float
     q1.scale = {scale1};
     const ProgressiveTensor pt =
         quantize_progressive(q1, GroupMap{Granularity::kPerBlockChannel, len}, bits, bpq);
+    // Groups of range 0 (the counters' bpq_zero_range): every token of the channel equal.
+    const long long t0 = compressed_tokens();
+    for (int c = 0; c < d; ++c) {
+      bool flat = true;
+      for (int t = 1; t < len && flat; ++t) flat = x[std::size_t(t) * d + c] == x[c];
+      if (!flat) continue;
+      ++(value ? zero_range_v : zero_range_k);
+      if (first_zero_range_token < 0) {
+        first_zero_range_token = t0;
+        first_zero_range_col = (value ? dim_k : 0) + c;
+      }
+    }
     for (std::int32_t v : pt.q) code.push_back(std::uint8_t(v));
     for (int c = 0; c < d; ++c) {
       s.push_back(std::int8_t(pt.s_int[std::size_t(c)]));
@@ -62,19 +74,25 @@ void TurboKvCache::append_block(bool value, const std::int8_t* x, int len, float
 void TurboKvCache::buffer_push(const float* k, const float* v, int clamp) {
   // §3.3 (M:211): "we employ a universal scale for 8-bit quantization and clamp outliers that
   // exceed this range": q = clamp(R(x / s_u), −clamp, clamp), R nearest even, x the FP16 value.
-  auto push = [&](const float* x, int d, float su, std::vector<std::int8_t>& buf, long long& n) {
+  const long long token = tokens();
+  auto push = [&](const float* x, int d, float su, std::vector<std::int8_t>& buf, long long& n,
+                  int col0) {
     for (int c = 0; c < d; ++c) {
       const float r = su != 0.0f ? std::nearbyint(x[c] / su) : 0.0f;  // 0/0: q = 0
       float q = r != r ? 0.0f : r;
       if (q > float(clamp) || q < -float(clamp)) {
         ++n;
+        if (first_clamp_token < 0) {
+          first_clamp_token = token;
+          first_clamp_col = col0 + c;
+        }
         q = q > 0 ? float(clamp) : -float(clamp);
       }
       buf.push_back(std::int8_t(q));
     }
   };
-  push(k, dim_k, su_k, buf_k, clamped_k);
-  push(v, dim_v, su_v, buf_v, clamped_v);
+  push(k, dim_k, su_k, buf_k, clamped_k, 0);
+  push(v, dim_v, su_v, buf_v, clamped_v, dim_k);
   ++buf_tokens;
 }
 

@@ -11,6 +11,7 @@
 #include <stdexcept>
 
 #include "formats/encoding.hpp"
+#include "sim/pipeline/counters.hpp"
 
 namespace attnsim {
 
@@ -393,6 +394,25 @@ TurboResult turbo_attention(const AttentionInput& in, const TurboOptions& o, con
                       vin.data() + std::size_t(sl) * s.len_kv * dv, s.len_kv, P, res.bits.k[h],
                       res.bits.v[h], o, dk, dv, res.caches[std::size_t(sl)],
                       slices[std::size_t(sl)]);
+  }
+  // Silent-failure counters (sim/pipeline/counters.hpp), stage `prepare`: the buffer's clamps and
+  // BPQ's zero-range groups of every slice's cache, at the slice's first query head; counted
+  // here, on the calling thread, after the loop (independent of the thread count).
+  if (StageCounters* sink = counter_sink()) {
+    StageCounters c;
+    for (int sl = 0; sl < s.batch * s.heads_kv; ++sl) {
+      const TurboKvCache& kc = res.caches[std::size_t(sl)];
+      const std::int64_t qslice =
+          std::int64_t(sl / s.heads_kv) * s.heads_q + std::int64_t(sl % s.heads_kv) * s.group();
+      if (kc.clamped_k + kc.clamped_v > 0)
+        c.add(CounterStage::kPrepare, CounterEvent::kTurboClamp, qslice, kc.first_clamp_token,
+              kc.first_clamp_col, kc.clamped_k + kc.clamped_v);
+      if (kc.zero_range_k + kc.zero_range_v > 0)
+        c.add(CounterStage::kPrepare, CounterEvent::kBpqZeroRange, qslice,
+              kc.first_zero_range_token, kc.first_zero_range_col,
+              kc.zero_range_k + kc.zero_range_v);
+    }
+    counter_sink_merge(sink, c);
   }
   if (!decode) return res;
   if (!o.flashq) {

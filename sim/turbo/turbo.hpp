@@ -113,6 +113,13 @@ struct TurboKvCache {
   int buf_tokens = 0;
   float su_k = 0, su_v = 0;
   long long clamped_k = 0, clamped_v = 0;  // new-token elements clamped so far
+  // BPQ stage-2 groups (block, channel) whose INT8 values have min = max (range 0: s^int is 1 by
+  // the max(1, ·), every code 0), compressed blocks only (bits 4 or 2).
+  long long zero_range_k = 0, zero_range_v = 0;
+  // The first clamped element and the first zero-range group, as (token, column) with V's
+  // channels after K's (column dim_k + c); -1 when none. Silent-failure counters (prepare stage).
+  long long first_clamp_token = -1, first_clamp_col = -1;
+  long long first_zero_range_token = -1, first_zero_range_col = -1;
   long long flushes = 0;
 
   int blocks() const { return int(block_begin.size()) - 1; }

@@ -15,8 +15,9 @@ namespace attnsim {
 
 namespace {
 
-bool masked(const PreparedInput& in, const TileIndex& ti, int i, int j) {
-  return in.causal && j > ti.q_begin + i + ti.offset_kv;
+// Row i of the tile against key `key` (the block's first key b.j0 plus the column in the block).
+bool masked(const PreparedInput& in, const TileIndex& ti, int i, int key) {
+  return in.causal && key > ti.q_begin + i + ti.offset_kv;
 }
 
 template <class T>
@@ -75,7 +76,7 @@ void observe_qk(const QkStage& st, const PreparedInput& in, const TileIndex& ti,
       qnan = qnan || q[k] != q[k];
     }
     for (int j = 0; j < b.cols; ++j) {
-      if (masked(in, ti, i, j)) continue;
+      if (masked(in, ti, i, b.j0 + j)) continue;
       const T a = buf.acc[std::size_t(i) * b.bk + j];
       const float* k = in.k.row(ti.skv, b.j0 + j);
       if (integer) {
@@ -115,7 +116,7 @@ void observe_scores(const PreparedInput& in, const TileIndex& ti, const BlockVie
                     const TileBuffers<T>& buf, StageCounters& c) {
   for (int i = 0; i < b.rows; ++i)
     for (int j = 0; j < b.cols; ++j) {
-      if (masked(in, ti, i, j)) continue;
+      if (masked(in, ti, i, b.j0 + j)) continue;
       const std::size_t ij = std::size_t(i) * b.bk + j;
       const T a = buf.acc[ij], s = buf.s[ij];
       if (std::isfinite(s) || !std::isfinite(a)) continue;
@@ -129,7 +130,7 @@ void observe_softmax(const PreparedInput& in, const TileIndex& ti, const BlockVi
                      const TileBuffers<T>& buf, StageCounters& c) {
   for (int i = 0; i < b.rows; ++i)
     for (int j = 0; j < b.cols; ++j) {
-      if (masked(in, ti, i, j)) continue;
+      if (masked(in, ti, i, b.j0 + j)) continue;
       const std::size_t ij = std::size_t(i) * b.bk + j;
       const T s = buf.s[ij], x = buf.x[ij];
       // x = s·c − m: NaN from a finite-or-infinite score is Inf − Inf (s = m = +Inf).
@@ -167,7 +168,7 @@ void observe_exp(ExpKind base, const PreparedInput& in, const TileIndex& ti, con
   };
   for (int i = 0; i < b.rows; ++i) {
     for (int j = 0; j < b.cols; ++j) {
-      if (masked(in, ti, i, j)) continue;
+      if (masked(in, ti, i, b.j0 + j)) continue;
       const std::size_t ij = std::size_t(i) * b.bk + j;
       one(buf.x[ij], buf.p[ij], ti.q_begin + i, b.j0 + j);
     }
@@ -218,7 +219,7 @@ void observe_p_cast(const PStage& st, const PreparedInput& in, const TileIndex& 
   for (int i = 0; i < b.rows; ++i) {
     const double mul = buf.p_mul_active ? double(buf.p_mul[std::size_t(i)]) : 1.0;
     for (int j = 0; j < b.cols; ++j) {
-      if (masked(in, ti, i, j)) continue;
+      if (masked(in, ti, i, b.j0 + j)) continue;
       const std::size_t ij = std::size_t(i) * b.bk + j;
       const T p = buf.p[ij];
       const float pf = buf.pf[ij];

@@ -2,17 +2,20 @@
 // inputs: small inputs built so that each event kind happens at known (row, key) pairs, the
 // expected count taken from an FP64 evaluation of the condition (never from the counter code);
 // counting changes no output bit and does not depend on the thread count.
+#include "sim/pipeline/counters.hpp"
+
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "experiments/methods/methods.hpp"
-#include "sim/pipeline/counters.hpp"
 
 namespace attnsim {
 namespace {
@@ -172,6 +175,118 @@ TEST(Counters, IndependentOfTheThreadCount) {
   EXPECT_EQ(one.c.describe(), four.c.describe());
   EXPECT_TRUE(same_bits(one.out.o, four.out.o));
   EXPECT_TRUE(same_bits(one.out.o, parse_method("sage2:arch=sm90").run(in).o));
+}
+
+// The causal mask is no event: flash writes -inf for masked keys (apply_mask_causal), and the
+// observers skip every masked (row, key), in every KV block, not only the first. Brute force: the
+// unmasked scores are finite and small (max |q·k| below), so no Inf and no NaN anywhere.
+TEST(Counters, CausalMaskIsNoEventInAnyBlock) {
+  std::vector<double> a(200, -1.0);
+  for (int j = 0; j < 200; j += 3) a[std::size_t(j)] = 0.5 + (j % 7) * 0.25;
+  AttentionInput in = scored(200, a, 16, 1.0);
+  in.causal = true;
+  double smax = 0;
+  for (double x : a) smax = std::max(smax, std::fabs(x));
+  ASSERT_LT(smax, 10.0);
+  for (const char* m : {"flash:bk=32", "flash:bk=64,qkv=bf16,p=bf16,out=bf16", "sage2:arch=sm90"}) {
+    const Counted r = run_counted(m, in);
+    for (auto e :
+         {CounterEvent::kOverflowInf, CounterEvent::kNanZeroTimesInf, CounterEvent::kNanInfMinusInf,
+          CounterEvent::kNanZeroOverZero, CounterEvent::kNanPropagated})
+      EXPECT_EQ(r.c.total(e), 0) << m << " " << counter_event_name(e) << "\n" << r.c.describe();
+  }
+}
+
+// TurboAttention's cache (sim/turbo, stage `prepare`): decode tokens past the prompt go through
+// the INT8 buffer with the prompt's universal scale (max|X_blk| / 119 of its blocks = 1/119 here)
+// and are clamped to ±119; BPQ compresses each complete block per channel, and a channel whose
+// block is flat has range 0. The input plants values 3.0 (357 steps: clamped) among values of at
+// most 0.4 (48 steps), and channels constant over a block among channels whose values step by
+// 0.1 (12 steps); both counts are taken here from the FP values.
+TEST(Counters, TurboBufferClampsAndBpqZeroRangeBlocks) {
+  const int n = 128, d = 32, bc = 16, prefill = 64;
+  AttentionInput in;
+  in.shape = AttentionShape{1, 1, 1, n, n, d, d};
+  in.causal = true;
+  in.q.resize(std::size_t(n) * d);
+  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = float(int(i * 5 % 13) - 6) * 0.125f;
+  auto flat = [&](int t, int c) { return (t / bc * 3 + c) % 5 == 0; };
+  auto fill = [&](std::vector<float>& x, int salt) {
+    x.resize(std::size_t(n) * d);
+    for (int t = 0; t < n; ++t)
+      for (int c = 0; c < d; ++c)
+        x[std::size_t(t) * d + c] =
+            flat(t, c) ? 0.25f : 0.1f * float((t * 7 + c * 3 + salt) % 9 - 4);
+    // max|X_blk| = 1 in every prompt block, in a channel that is not flat.
+    for (int b = 0; b < prefill / bc; ++b) {
+      int c = 0;
+      while (flat(b * bc, c)) ++c;
+      x[std::size_t(b * bc + 1) * d + c] = 1.0f;
+    }
+  };
+  fill(in.k, 0);
+  fill(in.v, 4);
+  // Planted outliers in decode tokens (K: column c, V: column d + c), none in a flat channel.
+  const std::vector<std::pair<int, int>> plant{{70, 4},    {70, d + 9}, {75, 1},     {99, d + 3},
+                                               {100, 18}, {127, d + 30}, {127, 30}};
+  for (auto [t, col] : plant) {
+    ASSERT_FALSE(flat(t, col % d)) << t << " " << col;
+    (col < d ? in.k : in.v)[std::size_t(t) * d + col % d] = col % 2 ? 3.0f : -3.0f;
+  }
+  // Brute force: elements of decode tokens whose |x| · 119 (x / s_u) passes 119; (block, channel)
+  // groups of the complete blocks whose values are all equal.
+  std::int64_t clamps = 0, zero_range = 0;
+  std::pair<int, int> first_clamp{n, 0};
+  for (int t = prefill; t < n; ++t)
+    for (int col = 0; col < 2 * d; ++col) {
+      const double x = (col < d ? in.k : in.v)[std::size_t(t) * d + col % d];
+      if (std::fabs(x) * 119.0 > 119.5) {
+        ++clamps;
+        first_clamp = std::min(first_clamp, std::make_pair(t, col));
+      }
+    }
+  for (int b = 0; b < n / bc; ++b)
+    for (int col = 0; col < 2 * d; ++col) {
+      const std::vector<float>& x = col < d ? in.k : in.v;
+      bool same = true;
+      for (int t = b * bc + 1; t < (b + 1) * bc; ++t)
+        same = same && x[std::size_t(t) * d + col % d] == x[std::size_t(b * bc) * d + col % d];
+      zero_range += same;
+    }
+  ASSERT_EQ(clamps, std::int64_t(plant.size()));
+  ASSERT_GT(zero_range, 0);
+  const std::string m = "turbo:mode=decode,prefill=64,bc=16,br=16";
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const Counted one = run_counted(m, in);
+  omp_set_num_threads(4);
+  const Counted r = run_counted(m, in);
+  omp_set_num_threads(saved);
+  EXPECT_EQ(r.c.get(CounterStage::kPrepare, CounterEvent::kTurboClamp), clamps);
+  EXPECT_EQ(r.c.get(CounterStage::kPrepare, CounterEvent::kBpqZeroRange), zero_range);
+  const CounterWhere& w = r.c.first[int(CounterStage::kPrepare)];
+  EXPECT_EQ(w.slice, 0);
+  EXPECT_EQ(w.row, 0);  // the first zero-range group: block 0, K channel 0 (flat(0, 0))
+  EXPECT_EQ(w.col, 0);
+  EXPECT_EQ(r.c.first_event[int(CounterStage::kPrepare)], CounterEvent::kBpqZeroRange);
+  EXPECT_EQ(one.c.column_values(), r.c.column_values());
+  EXPECT_EQ(one.c.describe(), r.c.describe());
+  EXPECT_TRUE(same_bits(r.out.o, parse_method(m).run(in).o));
+  // The oracle scale (each block's own) clamps nothing; the zero-range groups stay.
+  const Counted oracle = run_counted(m + ",buffer_scale=oracle", in);
+  EXPECT_EQ(oracle.c.get(CounterStage::kPrepare, CounterEvent::kTurboClamp), 0);
+  EXPECT_EQ(oracle.c.get(CounterStage::kPrepare, CounterEvent::kBpqZeroRange), zero_range);
+  // The first clamp alone: with no flat channel anywhere.
+  AttentionInput nf = in;
+  for (int t = 0; t < n; ++t)
+    for (int c = 0; c < d; ++c)
+      for (std::vector<float>* x : {&nf.k, &nf.v})
+        if (flat(t, c)) (*x)[std::size_t(t) * d + c] = 0.1f * float((t + c) % 2);
+  const Counted nc = run_counted(m, nf);
+  EXPECT_EQ(nc.c.get(CounterStage::kPrepare, CounterEvent::kBpqZeroRange), 0);
+  EXPECT_EQ(nc.c.get(CounterStage::kPrepare, CounterEvent::kTurboClamp), clamps);
+  EXPECT_EQ(nc.c.first[int(CounterStage::kPrepare)].row, first_clamp.first);
+  EXPECT_EQ(nc.c.first[int(CounterStage::kPrepare)].col, first_clamp.second);
 }
 
 }  // namespace

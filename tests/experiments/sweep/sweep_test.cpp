@@ -19,6 +19,7 @@
 #include "experiments/sweep/sweep_engine.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
 #include "formats/encoding.hpp"
+#include "sim/pipeline/counters.hpp"
 #include "sim/sage/sage.hpp"
 
 namespace attnsim {
@@ -181,6 +182,100 @@ TEST_F(Exp, ResultsIdenticalForAnyThreadCount) {
   ASSERT_EQ(run(std::string(kSweep) + " --output " + path("t3.h5"), "OMP_NUM_THREADS=3").code, 0);
   expect_same_datasets(path("t1.h5"), path("t2.h5"));
   expect_same_datasets(path("t1.h5"), path("t3.h5"));
+}
+
+// Equal scores, V = 512: the exact P·V sum n · 512 passes fp16's 65504 in every element, so
+// sage2's fp16 P·V accumulator overflows rows · dv times (`*overflow`) and the fp32 one never.
+AttentionInput pv_overflow_input(std::int64_t* overflow, int heads = 1) {
+  AttentionInput in;
+  const int n = 256, d = 64, rows = 16;
+  in.shape = AttentionShape{1, heads, heads, rows, n, d, d};
+  in.q.assign(std::size_t(heads) * rows * d, 0.5f);
+  in.k.assign(std::size_t(heads) * n * d, 0.5f);
+  in.v.assign(std::size_t(heads) * n * d, 512.0f);
+  *overflow = double(n) * 512.0 > 65504.0 ? std::int64_t(heads) * rows * d : 0;
+  return in;
+}
+
+// sweep --counters: each point's counters as cnt_<stage>_<event> columns, equal to brute-force
+// counts from FP64 conditions on constructed inputs, whichever points share the threads.
+TEST_F(Exp, SweepCounterColumnsMatchBruteForceForAnyThreadCount) {
+  // Input A: one query row repeated, q = e_0, k_j = a_j e_0 (score a_j, sm_scale 1), V = 1.
+  // flash:p=e4m3fn zeroes the p = exp(a_j - max) below half e4m3fn's least subnormal (2^-10).
+  std::vector<double> a(64, -1.0);
+  a[0] = 0.0;
+  for (int j = 3; j < 64; j += 4) a[std::size_t(j)] = -9.0 - j * 0.25;
+  AttentionInput pa;
+  const int rows = 8, d = 4, n = int(a.size());
+  pa.shape = AttentionShape{1, 1, 1, rows, n, d, d};
+  pa.sm_scale = 1.0;
+  pa.q.assign(std::size_t(rows) * d, 0.0f);
+  pa.k.assign(std::size_t(n) * d, 0.0f);
+  pa.v.assign(std::size_t(n) * d, 1.0f);
+  for (int i = 0; i < rows; ++i) pa.q[std::size_t(i) * d] = 1.0f;
+  for (int j = 0; j < n; ++j) pa.k[std::size_t(j) * d] = float(a[std::size_t(j)]);
+  std::int64_t vanished = 0;
+  for (double x : a) vanished += std::exp(x) < std::ldexp(1.0, -10);
+  vanished *= rows;
+  ASSERT_GT(vanished, 0);
+  std::int64_t overflow = 0;
+  const AttentionInput pb = pv_overflow_input(&overflow);
+  ASSERT_GT(overflow, 0);
+  write_attention_dump(path("a.h5"), pa, "test");
+  write_attention_dump(path("b.h5"), pb, "test");
+  const std::string sweep =
+      "sweep --quiet --counters --methods flash:p=e4m3fn "
+      "--methods sage2:arch=sm80,pv_accum=fp16,in=fp16 --methods sage2:arch=sm80,pv_accum=fp32,in=fp16 "
+      "--methods golden --input " +
+      path("a.h5") + " --input " + path("b.h5");
+  CmdResult r = run(sweep + " --output " + path("c1.h5"), "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = run(sweep + " --output " + path("c2.h5"), "OMP_NUM_THREADS=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_datasets(path("c1.h5"), path("c2.h5"));
+  const H5Reader h(path("c2.h5"));
+  const auto method = h.read_strings("method"), input = h.read_strings("input");
+  ASSERT_EQ(method.size(), 8u);
+  const auto pv_vanished = h.read_i64("cnt_p_cast_p_vanished");
+  const auto pv_over = h.read_i64("cnt_pv_overflow_inf");
+  for (std::size_t i = 0; i < method.size(); ++i) {
+    const bool on_a = input[i].find("a.h5") != std::string::npos;
+    const std::string& m = method[i];
+    const bool flash = m.rfind("flash", 0) == 0, f16 = m.find("pv_accum=fp16") != std::string::npos;
+    if (flash && on_a) {
+      EXPECT_EQ(pv_vanished[i], vanished) << input[i];
+    }
+    if (!on_a) {
+      EXPECT_EQ(pv_over[i], f16 ? overflow : 0) << m;
+    }
+    if (m == "golden") {
+      // Golden runs no pipeline stage: every counter column is 0.
+      for (const auto& name : StageCounters::column_names())
+        EXPECT_EQ(h.read_i64(name)[i], 0) << name;
+    }
+  }
+  // A point alone (one method, one input) runs the simulator on the threads: their counts too.
+  std::int64_t overflow4 = 0;
+  write_attention_dump(path("b4.h5"), pv_overflow_input(&overflow4, 4), "test");
+  for (const char* threads : {"OMP_NUM_THREADS=1", "OMP_NUM_THREADS=2"}) {
+    r = run("sweep --quiet --counters --methods sage2:arch=sm80,pv_accum=fp16,in=fp16 --input " +
+                path("b4.h5") + " --output " + path("one.h5"),
+            threads);
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(H5Reader(path("one.h5")).read_i64("cnt_pv_overflow_inf"),
+              std::vector<std::int64_t>{overflow4})
+        << threads;
+  }
+  // Without --counters no cnt_ columns; a checkpoint of one kind does not resume the other.
+  r = run("sweep --quiet --methods flash --input " + path("a.h5") + " --output " + path("n.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const H5Reader hn(path("n.h5"));
+  for (const auto& ds : hn.datasets()) EXPECT_NE(ds.name.rfind("cnt_", 0), 0u) << ds.name;
+  r = run(sweep + " --output " + path("p.h5") + " --max-points 3", "OMP_NUM_THREADS=1");
+  ASSERT_EQ(r.code, 3) << r.err;
+  r = run(sweep + " --output " + path("p.h5") + " --resume", "OMP_NUM_THREADS=2");
+  ASSERT_EQ(r.code, 0) << r.err;
+  expect_same_datasets(path("c1.h5"), path("p.h5"));
 }
 
 TEST_F(Exp, InterruptedSweepResumesToTheSameFile) {
@@ -476,6 +571,35 @@ TEST_F(Exp, AttributeWritesOneRowPerStage) {
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.err.find("max_round"), std::string::npos) << r.err;
   EXPECT_EQ(run("attribute --method flash --input data/bundled/kbias_gqa.h5 --group nope").code, 2);
+}
+
+// attribute --counters: the method's own run's counters on the `all` row, -1 on the stage rows;
+// the fp16 P·V overflow count equals the brute-force count.
+TEST_F(Exp, AttributeCountersOfTheMethodsRun) {
+  std::int64_t overflow = 0;
+  write_attention_dump(path("b.h5"), pv_overflow_input(&overflow), "test");
+  const std::string m = "sage2:arch=sm80,pv_accum=fp16,in=fp16";
+  CmdResult r = run("attribute --counters --method " + m + " --input " + path("b.h5") + " --out " +
+                    path("attr.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("pv: overflow_inf " + std::to_string(overflow)), std::string::npos) << r.out;
+  const H5Reader h(path("attr.h5"));
+  const auto stage = h.read_strings("stage");
+  const auto pv = h.read_numeric("cnt_pv_overflow_inf");
+  ASSERT_EQ(pv.size(), stage.size());
+  ASSERT_GT(stage.size(), 2u);
+  for (std::size_t i = 0; i < stage.size(); ++i)
+    EXPECT_EQ(pv[i], stage[i] == "all" ? double(overflow) : -1.0) << stage[i];
+  // The fp32 accumulator: no overflow; without --counters no cnt_ columns.
+  r = run("attribute --counters --quiet --method sage2:arch=sm80,pv_accum=fp32,in=fp16 --input " +
+          path("b.h5") + " --out " + path("attr32.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(H5Reader(path("attr32.h5")).read_numeric("cnt_pv_overflow_inf")[0], 0.0);
+  r = run("attribute --quiet --method " + m + " --input " + path("b.h5") + " --out " +
+          path("plain.h5"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  for (const auto& ds : H5Reader(path("plain.h5")).datasets())
+    EXPECT_NE(ds.name.rfind("cnt_", 0), 0u) << ds.name;
 }
 
 TEST_F(Exp, GateFailsOnAPerturbedBaseline) {
