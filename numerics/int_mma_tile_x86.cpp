@@ -1,8 +1,8 @@
 // The integer instructions of numerics/mma.hpp (IMMA, IGMMA, the emulated s4 mma.sync) over a
 // tile, on AMX-INT8 tiles or AVX512-VNNI: the kernels dot_mma_tile (mma_tile.cpp) takes for them.
 //
-// Why these are exact (shared/research/perf-anchors.md sections 1 and 4.3, measured on this
-// CPU family with 0 mismatches, overflowing lanes included): the GPU's .s32 accumulation is the
+// Why these are exact (proven against the per-output model in tests/numerics/mma_tile_long_test.cpp,
+// 0 mismatches, overflowing lanes included): the GPU's .s32 accumulation is the
 // exact sum wrapped modulo 2^32, and addition modulo 2^32 is associative, so any grouping of the
 // products (AMX tdpbssd's 64-product steps, VNNI vpdpbusd's groups of 4) gives the chain's bits.
 // vpdpbusd multiplies unsigned by signed bytes, so a signed B is offset by +128 (its byte XOR

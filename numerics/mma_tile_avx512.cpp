@@ -2,8 +2,8 @@
 // columns per register (never across the reduction): the kernel dot_mma_tile (mma_tile.cpp)
 // takes for every floating-point instruction model when the CPU has AVX-512.
 //
-// Per block of products and output (shared/research/perf-anchors.md section 4.2, the model of
-// tensor-core-numerics.md section 6.2): the alignment exponent is the largest unit-bit exponent
+// Per block of products and output (the block FMA of numerics/block_fma.hpp, whose model the H100
+// recordings in data/hw/ prove): the alignment exponent is the largest unit-bit exponent
 // ea + eb of the block's non-zero products and of C, floored at min_exp, taken from integer
 // exponent arrays (never from the product values); every term is truncated toward zero to the
 // quantum 2^(maxE − kw) (kw = 23 + neab) by one exact power-of-two scale and a truncating
