@@ -74,10 +74,7 @@ void pv_ref(const PvStage& st, const PStage& pst, const PreparedInput& in, const
         oi[c] = r;
         continue;
       }
-      float f = row_scale;
-      if (v_chunk_scale) f = f * in.v.scale(ti.skv, b.j0, c);
-      if (p_scaled || v_chunk_scale) r = r * T(f);
-      ch[c] = r;
+      ch[c] = dequant_chunk(r, row_scale, p_scaled, v_chunk_scale, in, ti, b.j0, c);
     }
   }
 }

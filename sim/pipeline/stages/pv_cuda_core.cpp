@@ -229,14 +229,12 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
     }
   }
   if (!chunked || !(p_scaled || v_chunk_scale)) return;
-  // The chunk's dequantization, as pv_ref: f = s_P (· s_V of the channel), r = r · f.
+  // The chunk's dequantization, as pv_ref (dequant_chunk).
   for (int i = 0; i < rows; ++i) {
     const float row_scale = p_scaled ? buf.p_scale[std::size_t(i)] : 1.0f;
     T* ch = buf.chunk.data() + std::size_t(i) * dv;
     for (int c = 0; c < dv; ++c) {
-      float f = row_scale;
-      if (v_chunk_scale) f = f * in.v.scale(ti.skv, b.j0, c);
-      ch[c] = ch[c] * T(f);
+      ch[c] = dequant_chunk(ch[c], row_scale, p_scaled, v_chunk_scale, in, ti, b.j0, c);
     }
   }
 }

@@ -74,10 +74,7 @@ void pv_mma(const PvStage& st, const PStage& pst, const PreparedInput& in, const
         continue;
       }
       // pv_ref's dequantization of the chunk, in its order.
-      float f = row_scale;
-      if (v_chunk_scale) f = f * in.v.scale(ti.skv, b.j0, c);
-      if (p_scaled || v_chunk_scale) r = r * T(f);
-      ch[c] = r;
+      ch[c] = dequant_chunk(r, row_scale, p_scaled, v_chunk_scale, in, ti, b.j0, c);
     }
   }
 }
@@ -146,10 +143,7 @@ void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const
     const float row_scale = p_scaled ? buf.p_scale[std::size_t(i)] : 1.0f;
     for (int c = 0; c < dv; ++c) {
       T r = exact_integer_as<T>(st.dot.kind, std::int32_t(d[c]));
-      float f = row_scale;
-      if (v_chunk_scale) f = f * in.v.scale(ti.skv, b.j0, c);
-      if (p_scaled || v_chunk_scale) r = r * T(f);
-      ch[c] = r;
+      ch[c] = dequant_chunk(r, row_scale, p_scaled, v_chunk_scale, in, ti, b.j0, c);
     }
   }
 }

@@ -259,6 +259,18 @@ void epilogue_avx512(const Pipeline& p, const PreparedInput& in, const TileIndex
                      const TileState<float>& state, double* o, double* lse);
 
 // The number of row-sum lanes of a model (4 for the quad-lane models, 1 otherwise).
+// A chunk's product r dequantized as every P·V model does it: fl(row_scale · s_v(key block,
+// channel c)) once, then one multiply (TurboAttention `s_P̃ · s_V · Q(P̃)V`); r unchanged when
+// neither P nor V carries a per-block scale.
+template <class T>
+inline T dequant_chunk(T r, float row_scale, bool p_scaled, bool v_chunk_scale,
+                       const PreparedInput& in, const TileIndex& ti, int j0, int c) {
+  if (!p_scaled && !v_chunk_scale) return r;
+  float f = row_scale;
+  if (v_chunk_scale) f = f * in.v.scale(ti.skv, j0, c);
+  return r * T(f);
+}
+
 int row_sum_lanes(RowSum r);
 
 // SageAttention's in-16 V order (fused.cu TransposePadPermute): key position k of an instruction
