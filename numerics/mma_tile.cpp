@@ -80,7 +80,7 @@ FloatModel float_model(const DotModel& m) {
   FloatTilePlan& pl = f.plan;
   pl.via_hmma = info.composition == MmaComposition::kFp8ViaHmma;
   pl.block = pl.via_hmma ? 16 : p.block;
-  if (pl.block != 16 && pl.block != 32) return f;
+  if (pl.block != 8 && pl.block != 16 && pl.block != 32) return f;
   pl.kw = 23 + p.neab;
   pl.min_exp = p.min_exp;
   pl.acc_fp16 = p.acc_fp16;

@@ -285,7 +285,7 @@ ATTNSIM_AVX512 void tile_all(const FloatTilePlan& pl) {
 
 ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av,
                                   std::int32_t* ae) {
-  // n is a multiple of 16 (every float instruction's k is).
+  // n is a multiple of 8 (every float instruction's k is; of 32 where positions are permuted).
   for (int i = 0; i < t.rows; ++i) {
     float* vo = av + std::ptrdiff_t(i) * t.n;
     std::int32_t* eo = ae + std::ptrdiff_t(i) * t.n;
@@ -294,8 +294,10 @@ ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av
       __m512i e;
       decode16(s, load_a16(t, i, k0), &v, &e);
       if (!s.permute32) {
-        _mm512_storeu_ps(vo + k0, v);
-        _mm512_storeu_si512(eo + k0, e);
+        // The last 8 of a row whose n is an odd multiple of 8 (HMMA.1688's k) stay in the row.
+        const __mmask16 in_row = lanes_below(t.n - k0);
+        _mm512_mask_storeu_ps(vo + k0, in_row, v);
+        _mm512_mask_storeu_epi32(eo + k0, in_row, e);
         continue;
       }
       alignas(64) float vt[16];
@@ -336,6 +338,16 @@ ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, f
 }
 
 ATTNSIM_AVX512 void float_tile_avx512(const FloatTilePlan& pl) {
+  if (!pl.via_hmma && pl.block == 8) {
+    switch (pl.out) {
+      case BlockOut::kF32Rz:
+        return tile_all<BlockOut::kF32Rz, 8>(pl);
+      case BlockOut::kFp22:
+        return tile_all<BlockOut::kFp22, 8>(pl);
+      case BlockOut::kF16Rne:
+        return tile_all<BlockOut::kF16Rne, 8>(pl);
+    }
+  }
   if (pl.via_hmma || pl.block == 16) {
     switch (pl.out) {
       case BlockOut::kF32Rz:
