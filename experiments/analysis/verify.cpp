@@ -333,6 +333,48 @@ VerifyReport verify_kernel(const AttentionInput& in, const KernelOutput& k,
     else if (2 * v.visible < s.len_kv) tally("rows with most keys masked", d);
     if (v.nonfinite_input) tally("rows with non-finite inputs", d);
   }
+  // A split schedule (lean, splitkv): rows by how many CTAs' partial results they merge, and, for
+  // each CTA holding a diverging row, the rows it takes part in (a bug in one CTA's segment or in
+  // the merge shows as a class at or near 100%).
+  if (m.spec->row_ctas) {
+    const std::vector<std::vector<int>> ctas = m.spec->row_ctas(m.values, in);
+    std::map<int, std::pair<std::int64_t, std::int64_t>> by_cta;  // cta -> (rows, diverging)
+    for (std::size_t i = 0; i < r.per_row.size() && i < ctas.size(); ++i) {
+      const bool d = !r.per_row[i].identical;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "rows merged from %zu split(s)", ctas[i].size());
+      tally(buf, d);
+      for (int c : ctas[i]) {
+        auto& e = by_cta[c];
+        ++e.first;
+        e.second += d;
+      }
+    }
+    int named = 0, more = 0;
+    Concentration rest;
+    for (const auto& [cta, e] : by_cta) {
+      if (e.second == 0) continue;
+      if (named == 16) {  // the first 16 such CTAs by number, the others together
+        ++more;
+        rest.rows += e.first;
+        rest.diverging += e.second;
+        continue;
+      }
+      ++named;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "rows with a segment in CTA %4d", cta);
+      Concentration& c = cls[buf];
+      c.what = buf;
+      c.rows = e.first;
+      c.diverging = e.second;
+    }
+    if (more > 0) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "rows with a segment in %d other such CTAs", more);
+      rest.what = buf;
+      cls[buf] = rest;
+    }
+  }
   for (auto& [name, c] : cls) r.concentration.push_back(c);
   // The LSE.
   if (!k.lse.empty()) {

@@ -244,7 +244,10 @@ void print_param(const MethodParam& p, const std::string& def) {
   std::string choices;
   for (const auto& c : p.choices) choices += (choices.empty() ? "" : "|") + c;
   if (p.choices.empty())
-    choices = p.number ? "a number" : p.min_int > 0 ? "positive integer" : "integer >= 0";
+    choices = p.text     ? "text (see above)"
+              : p.number ? "a number"
+              : p.min_int > 0 ? "positive integer"
+                              : "integer >= 0";
   std::printf("  %-14s default %-14s %s\n      choices: %s\n", p.key.c_str(), def.c_str(),
               p.help.c_str(), choices.c_str());
 }

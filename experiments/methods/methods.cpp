@@ -305,6 +305,12 @@ MethodConfig parse_method(const std::string& text) {
       throw UsageError("method option '" + key + "' given twice in '" + abbreviate(text) + "'");
     }
     seen.push_back(key);
+    if (p->text) {
+      if (value.empty())
+        throw UsageError("method '" + name + "' option " + key + "= is empty");
+      cfg.values[key] = value;
+      continue;
+    }
     if (p->number) {
       char* end = nullptr;
       std::strtod(value.c_str(), &end);

@@ -30,6 +30,9 @@ struct MethodParam {
   bool stage = false;
   bool shadows = false;                  // a method's own option with a stage key's name ...
   std::vector<std::string> own_choices = {};  // ... and its own choices (empty: an integer)
+  // Free text that the method's `check` validates (no choices, no integer): e.g. turbo's
+  // head_bits=42/24.
+  bool text = false;
 };
 
 // What a method returns: the output tensor [batch, heads_q, len_q, head_dim_v] as the values it
@@ -68,6 +71,9 @@ struct MethodSpec {
   // one line, saying what runs instead); MethodConfig::run prints each once per process on
   // stderr, `methods --describe` lists them. Empty when every part is verified.
   std::function<std::vector<std::string>(const MethodValues&, const AttentionInput&)> notes;
+  // Optional: a split schedule's CTAs per output row (output order; the CTAs whose partial
+  // results the row merges, in split order), for `attnsim verify`'s concentration table.
+  std::function<std::vector<std::vector<int>>(const MethodValues&, const AttentionInput&)> row_ctas;
 };
 
 // A method with every parameter resolved (defaults filled in).

@@ -58,6 +58,16 @@ std::string method_message(const std::string& method, std::string m) {
   return method + ": " + m;
 }
 
+// The CTAs of each output row under the method's partition (verify's concentration table).
+std::vector<std::vector<int>> row_ctas(const AttentionInput& in, const LeanOptions& o,
+                                       const std::string& method) {
+  try {
+    return plan_row_ctas(lean_run_plan(in, o), in.shape);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(method_message(method, e.what()));
+  }
+}
+
 MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
                       const MethodValues& v, const std::string& method) {
   LeanResult r;
@@ -141,6 +151,9 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
     return run_lean(in, lean_options(v, in.dtype, SplitStyle::kLean), p, v, "lean");
   };
   lean.outside = outside;
+  lean.row_ctas = [](const MethodValues& v, const AttentionInput& in) {
+    return row_ctas(in, lean_options(v, in.dtype, SplitStyle::kLean), "lean");
+  };
   r.push_back(std::move(lean));
   std::vector<MethodParam> sp = common_params();
   sp.insert(sp.begin(),
@@ -172,6 +185,9 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
     return run_lean(in, lean_options(v, in.dtype, style_of(v)), p, v, "splitkv");
   };
   split.outside = outside;
+  split.row_ctas = [style_of](const MethodValues& v, const AttentionInput& in) {
+    return row_ctas(in, lean_options(v, in.dtype, style_of(v)), "splitkv");
+  };
   r.push_back(std::move(split));
 }
 

@@ -43,6 +43,24 @@ TurboOptions turbo_options(const MethodValues& v, const std::string& dtype) {
                : sel == "variation" ? HeadSelector::kVariation
                                     : HeadSelector::kPriority;
   o.nh_scope = v.at("nh_scope") == "kv_separate" ? HeadScope::kKvSeparate : HeadScope::kHead;
+  const std::string hb = v.at("head_bits");
+  if (hb != "auto") {
+    // One digit (4 or 2) per KV head, K's then V's: "42/24" is K {4, 2}, V {2, 4}.
+    const std::size_t slash = hb.find('/');
+    if (slash == std::string::npos || slash == 0 || slash + 1 == hb.size() ||
+        hb.find_first_not_of("24/") != std::string::npos || hb.find('/', slash + 1) != std::string::npos ||
+        slash != hb.size() - slash - 1)
+      throw std::invalid_argument("turbo: head_bits=" + hb +
+                                  " is not allowed (expected auto or one digit 4 or 2 per KV head "
+                                  "for K, '/', the same for V, e.g. 42/24)");
+    if (o.n_h > 0 || kb != "4")
+      throw std::invalid_argument(
+          "turbo: head_bits gives every KV head's bits; kv_bits and n_h do not apply with it");
+    for (std::size_t i = 0; i < slash; ++i) {
+      o.head_bits_k.push_back(hb[i] - '0');
+      o.head_bits_v.push_back(hb[slash + 1 + i] - '0');
+    }
+  }
   const std::string bpq = v.at("bpq");
   o.bpq = bpq == "alg1_appendix" ? kBpqAlg1Appendix
           : bpq == "alg1_main"   ? kBpqAlg1MainText
@@ -148,6 +166,9 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
        "attention rows, min-max gap alone, or the std of the channel gaps alone"},
       {"nh_scope", {"head", "kv_separate"}, "head",
        "one bit-width per KV head for K and V, or K and V ranked separately"},
+      {"head_bits", {}, "auto",
+       "every KV head's bits instead of kv_bits/n_h: one digit (4 or 2) per KV head for K, '/', "
+       "the same for V (42/24: K {4, 2}, V {2, 4}); auto: kv_bits and n_h decide"},
       {"bpq", {"offset", "alg1_appendix", "alg1_main", "alg1_ceil", "eq3_ceil"}, "offset",
        "BPQ stage-2 reading: offset (z = min, 2^b - 1 levels; the intent), or Algorithm 1 / Eq. 3 "
        "as printed"},
@@ -173,6 +194,8 @@ void register_turbo_methods(std::vector<MethodSpec>& r) {
       {"in", {"auto", "fp16", "bf16"}, "auto", "input format (auto: a bf16 dump's, else fp16)"},
       {"out", {"auto", "fp16", "bf16", "fp32"}, "auto", "output format (auto: the input's)"},
   };
+  for (MethodParam& q : p)
+    if (q.key == "head_bits") q.text = q.sparse = true;  // the recorded method strings stay
   MethodSpec t;
   t.name = "turbo";
   t.help =

@@ -201,12 +201,39 @@ LeanResult lean_attention(const AttentionInput& in, const LeanOptions& o, const 
                           bool keep_partials) {
   validate(o, in);
   validate(p);
+  return run_plan(in, o, p, lean_run_plan(in, o), keep_partials);
+}
+
+LeanPlan lean_run_plan(const AttentionInput& in, const LeanOptions& o) {
+  validate(o, in);
   const LeanShape ls = lean_shape(in, o);
   LeanPlan plan = o.style == SplitStyle::kLean ? lean_plan(ls) : splitkv_plan(ls, o.splits);
   if (o.style == SplitStyle::kLean && !plan.coverage.empty())
     throw std::invalid_argument("lean: ONNX Runtime's LeanAttention does not compute this shape (" +
                                 plan.coverage[0] + "); mblocks=all runs the corrected partition");
-  return run_plan(in, o, p, std::move(plan), keep_partials);
+  return plan;
+}
+
+std::vector<std::vector<int>> plan_row_ctas(const LeanPlan& plan, const AttentionShape& s) {
+  // The segments of each (batch, head, m-block) by split, as tiles_of_block maps rows to blocks.
+  std::map<long long, std::vector<std::pair<int, int>>> by_block;  // -> (split, cta)
+  for (const LeanSegment& g : plan.segments)
+    by_block[((long long)g.batch * plan.heads + g.head) * plan.num_m_blocks + g.m_block].push_back(
+        {g.split, g.cta});
+  const int g = s.heads_q / s.heads_kv;
+  std::vector<std::vector<int>> rows(std::size_t(s.batch) * s.heads_q * s.len_q);
+  for (std::size_t row = 0; row < rows.size(); ++row) {
+    const int i = int(row % std::size_t(s.len_q)), h = int(row / std::size_t(s.len_q) % std::size_t(s.heads_q)),
+              b = int(row / std::size_t(s.len_q) / std::size_t(s.heads_q));
+    const int head = plan.folded ? h / g : h;
+    const int r = plan.folded ? h % g : i;
+    const auto it = by_block.find(((long long)b * plan.heads + head) * plan.num_m_blocks + r / plan.block_m);
+    if (it == by_block.end()) continue;  // no tile (a row with no keys)
+    std::vector<std::pair<int, int>> segs = it->second;
+    std::sort(segs.begin(), segs.end());
+    for (const auto& [split, cta] : segs) rows[row].push_back(cta);
+  }
+  return rows;
 }
 
 LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPlan plan,

@@ -119,6 +119,13 @@ LeanResult run_partition(const AttentionInput& in, const LeanOptions& o, LeanPla
 std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOptions& o,
                                         const LeanPlan& plan);
 
+// The partition lean_attention runs for an input (validated; the same refusals).
+LeanPlan lean_run_plan(const AttentionInput& in, const LeanOptions& o);
+// For each output row [batch, heads_q, len_q] (output order), the CTAs whose segments it is made
+// of, in split order (one CTA: the row's keys are not split). `attnsim verify` tallies diverging
+// rows by split count and CTA.
+std::vector<std::vector<int>> plan_row_ctas(const LeanPlan& plan, const AttentionShape& s);
+
 // One line naming the configuration.
 std::string describe(const LeanOptions& o);
 

@@ -214,7 +214,10 @@ HeadBits resolve_head_bits(const AttentionInput& in, const TurboOptions& o, int 
   if (o.head_bits_k.empty() && o.head_bits_v.empty()) return turbo_head_bits(in, o, prefill);
   const int heads_kv = in.shape.heads_kv;
   if (int(o.head_bits_k.size()) != heads_kv || int(o.head_bits_v.size()) != heads_kv)
-    throw std::invalid_argument("turbo: head_bits needs one value per KV head for K and V");
+    throw std::invalid_argument("turbo: head_bits needs one value per KV head for K and V (given " +
+                                std::to_string(o.head_bits_k.size()) + " and " +
+                                std::to_string(o.head_bits_v.size()) + "; the input has " +
+                                std::to_string(heads_kv) + " KV heads)");
   for (const std::vector<int>* bits : {&o.head_bits_k, &o.head_bits_v})
     for (int b : *bits)
       if (b != 4 && b != 2) throw std::invalid_argument("turbo: head bits must be 4 or 2");

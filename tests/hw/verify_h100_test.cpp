@@ -16,7 +16,10 @@
 
 #include "experiments/analysis/verify.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/methods/methods.hpp"
 #include "formats/encoding.hpp"
+#include "sim/lean/lean.hpp"
+#include "tests/hw/amla_check.hpp"
 #include "tests/hw/sage_inputs.hpp"
 
 namespace attnsim {
@@ -24,6 +27,7 @@ namespace {
 
 const std::string kSage = ATTNSIM_DATA_DIR "/hw/h100/sage/sage_h100.h5";
 const std::string kLean = ATTNSIM_DATA_DIR "/hw/h100/lean/lean_h100.h5";
+const std::string kTurbo = ATTNSIM_DATA_DIR "/hw/h100/turbo/turbo_h100.h5";
 
 std::uint32_t fnv1a_row(Encoding e, const std::vector<double>& o, std::size_t row, int dv) {
   constexpr Policy kExact{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
@@ -239,43 +243,202 @@ TEST(VerifyH100, ReportDoesNotDependOnTheThreadCount) {
   EXPECT_EQ(a.counters.column_values(), b.counters.column_values());
 }
 
+// A recorded uniform-length case of our LeanAttention decode kernel: its input, the kernel's output
+// and the method of record (`lean:mblocks=all,sms=N`); false for a ragged case (per-batch lengths
+// are no method option).
+struct LeanCase {
+  AttentionInput in;
+  KernelOutput k;
+  std::string method;
+};
+bool lean_case(const H5Reader& r, const std::string& c, LeanCase* out) {
+  const std::vector<std::int64_t> lk = r.read_i64(c + "/lk");
+  const int LK = int(r.attr_f64(c, "lk_max"));
+  for (auto l : lk)
+    if (l != LK) return false;
+  const int B = int(r.attr_f64(c, "batch")), HQ = int(r.attr_f64(c, "hq")),
+            HK = int(r.attr_f64(c, "hk")), D = int(r.attr_f64(c, "d"));
+  const std::string dt = r.attr_string(c, "dtype");
+  const Encoding e = dt == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
+  AttentionInput& in = out->in;
+  in.shape = AttentionShape{B, HQ, HK, 1, LK, D, D};
+  in.dtype = dt == "bf16" ? "bfloat16" : "float16";
+  auto widen = [&](const std::vector<std::int64_t>& b) {
+    std::vector<float> f(b.size());
+    for (std::size_t i = 0; i < b.size(); ++i) f[i] = decode_float_bits(e, std::uint32_t(b[i]));
+    return f;
+  };
+  in.q = widen(r.read_i64(c + "/q"));
+  in.k = widen(r.read_i64(c + "/k"));
+  in.v = widen(r.read_i64(c + "/v"));
+  out->k.format = dt;
+  out->k.o.clear();
+  for (std::int64_t b : r.read_i64(c + "/lean/o"))
+    out->k.o.push_back(decode_float_bits(e, std::uint32_t(b)));
+  out->method = "lean:dtype=" + dt + ",mblocks=all,sms=" + std::to_string(int(r.attr_f64(c, "num_sms")));
+  return true;
+}
+
 // Our LeanAttention decode kernel (every m-block, FA2 tiles, stream-K splits) on the uniform-length
 // recorded cases: bit-identical to `lean:mblocks=all,sms=N`.
 TEST(VerifyH100, LeanKernelOutputsAreBitIdentical) {
   H5Reader r(kLean);
   int checked = 0;
   for (const std::string& c : r.members("/")) {
-    const std::vector<std::int64_t> lk = r.read_i64(c + "/lk");
-    const int LK = int(r.attr_f64(c, "lk_max"));
-    bool ragged = false;
-    for (auto l : lk) ragged = ragged || l != LK;
-    if (ragged) continue;  // per-batch lengths are no method option
-    const int B = int(r.attr_f64(c, "batch")), HQ = int(r.attr_f64(c, "hq")),
-              HK = int(r.attr_f64(c, "hk")), D = int(r.attr_f64(c, "d"));
-    const std::string dt = r.attr_string(c, "dtype");
-    const Encoding e = dt == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
-    AttentionInput in;
-    in.shape = AttentionShape{B, HQ, HK, 1, LK, D, D};
-    in.dtype = dt == "bf16" ? "bfloat16" : "float16";
-    auto widen = [&](const std::vector<std::int64_t>& b) {
-      std::vector<float> f(b.size());
-      for (std::size_t i = 0; i < b.size(); ++i) f[i] = decode_float_bits(e, std::uint32_t(b[i]));
-      return f;
-    };
-    in.q = widen(r.read_i64(c + "/q"));
-    in.k = widen(r.read_i64(c + "/k"));
-    in.v = widen(r.read_i64(c + "/v"));
-    KernelOutput k;
-    k.format = dt;
-    for (std::int64_t b : r.read_i64(c + "/lean/o")) k.o.push_back(decode_float_bits(e, std::uint32_t(b)));
-    const std::string method = "lean:dtype=" + dt + ",mblocks=all,sms=" +
-                               std::to_string(int(r.attr_f64(c, "num_sms")));
-    SCOPED_TRACE(c + " " + method);
-    const VerifyReport v = verify(in, k, method);
+    LeanCase lc;
+    if (!lean_case(r, c, &lc)) continue;
+    SCOPED_TRACE(c + " " + lc.method);
+    const VerifyReport v = verify(lc.in, lc.k, lc.method);
     EXPECT_EQ(v.verdict, Verdict::kIdentical) << format_verify_report(v, 3);
     ++checked;
   }
   EXPECT_GE(checked, 5);
+}
+
+// The split schedule in the concentration table: one output row made of several CTAs' segments
+// changed in a recorded Lean output; the table names that row's CTAs (1 diverging row each, out of
+// the rows each CTA takes part in, counted here from the plan's segments) and its split count, and
+// no other CTA.
+TEST(VerifyH100, LeanDivergenceIsTalliedBySplitAndCta) {
+  H5Reader r(kLean);
+  int checked = 0;
+  for (const std::string& c : r.members("/")) {
+    LeanCase lc;
+    if (!lean_case(r, c, &lc)) continue;
+    const AttentionShape& s = lc.in.shape;
+    // Which CTAs make each row, from the plan's segments (folded GQA decode: a segment's rows are
+    // query heads head·g + r of its KV head).
+    const MethodConfig m = parse_method(lc.method);
+    LeanOptions o;
+    o.style = SplitStyle::kLean;
+    o.dtype = lc.k.format == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
+    o.m_blocks = LeanMBlocks::kAll;
+    o.sms = std::stoi(m.values.at("sms"));
+    const LeanPlan plan = lean_run_plan(lc.in, o);
+    const int g = s.heads_q / s.heads_kv;
+    std::vector<std::vector<int>> ctas(std::size_t(s.batch) * s.heads_q);
+    for (const LeanSegment& seg : plan.segments)
+      for (int i = seg.m_block * plan.block_m; i < std::min(plan.rows, (seg.m_block + 1) * plan.block_m); ++i) {
+        const int h = plan.folded ? seg.head * g + i : seg.head;
+        ctas[std::size_t(seg.batch) * s.heads_q + h].push_back(seg.cta);
+      }
+    std::size_t row = 0;
+    while (row < ctas.size() && ctas[row].size() < 2) ++row;
+    if (row == ctas.size()) continue;
+    const int dv = s.head_dim_v;
+    const Encoding e = lc.k.format == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
+    constexpr Policy kRne{Round::kNearestEven, Overflow::kInf, NanEncoding::kCuda};
+    KernelOutput bug = lc.k;
+    for (int ch = 0; ch < dv; ++ch) {
+      double& x = bug.o[row * dv + std::size_t(ch)];
+      x = decode_float_bits(e, encode_float_bits(e, float(x * 1.01 + 1e-3), kRne));
+    }
+    SCOPED_TRACE(c + " row " + std::to_string(row));
+    const VerifyReport v = verify(lc.in, bug, lc.method);
+    ASSERT_TRUE(v.diverges);
+    EXPECT_EQ(v.rows - v.rows_identical, 1);
+    int cta_classes = 0;
+    bool split_class = false;
+    for (const Concentration& k : v.concentration) {
+      if (k.what.rfind("rows with a segment in CTA", 0) == 0) {
+        const int cta = std::stoi(k.what.substr(26));
+        ++cta_classes;
+        EXPECT_NE(std::find(ctas[row].begin(), ctas[row].end(), cta), ctas[row].end()) << k.what;
+        std::int64_t rows_of_cta = 0;
+        for (const std::vector<int>& x : ctas) rows_of_cta += std::count(x.begin(), x.end(), cta) > 0;
+        EXPECT_EQ(k.rows, rows_of_cta) << k.what;
+        EXPECT_EQ(k.diverging, 1) << k.what;
+      }
+      if (k.what == "rows merged from " + std::to_string(ctas[row].size()) + " split(s)") {
+        split_class = true;
+        EXPECT_EQ(k.diverging, 1);
+      }
+    }
+    std::vector<int> distinct = ctas[row];
+    std::sort(distinct.begin(), distinct.end());
+    distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+    EXPECT_EQ(cta_classes, int(distinct.size())) << format_verify_report(v, 3);
+    EXPECT_TRUE(split_class) << format_verify_report(v, 3);
+    ++checked;
+  }
+  EXPECT_GE(checked, 1);
+}
+
+// Our MLA-decode kernels (data/hw/h100/amla: AMLA's integer-add rescaling and the FP32 Base) on
+// two recorded cases, one of them the adversarial score jump that breaks Lemma 3.1's bound: each
+// output bit-identical to its variant's method and not to the other variant's.
+TEST(VerifyH100, AmlaKernelOutputsAreBitIdenticalToTheirVariant) {
+  H5Reader r(hwtest::amla_h100_file());
+  const std::string common = ",in=bf16,block=512,bq=32,qk_sum=block16,pv_sum=block16,target=h100";
+  int checked = 0;
+  for (const hwtest::AmlaCase& c : hwtest::amla_cases()) {
+    if (c.name != "g16_u20_s1000" && c.name != "jump_g32_s2560") continue;
+    const AttentionInput in = hwtest::amla_checked_input(r, c);
+    for (const char* kernel : {"amla", "base"}) {
+      KernelOutput k;
+      k.format = "bf16";
+      for (std::int64_t b : r.read_i64(c.name + "/" + kernel + "/out"))
+        k.o.push_back(decode_float_bits(Encoding::kBf16, std::uint32_t(b)));
+      const bool cann = std::string(kernel) == "amla";
+      const std::string mine = std::string("amla:variant=") + (cann ? "cann" : "base") + common;
+      const std::string other = std::string("amla:variant=") + (cann ? "base" : "cann") + common;
+      SCOPED_TRACE(c.name + " " + kernel);
+      const VerifyReport v = verify(in, k, mine);
+      EXPECT_EQ(v.verdict, Verdict::kIdentical) << format_verify_report(v, 3);
+      EXPECT_EQ(v.elems_identical, v.elems);
+      const VerifyReport w = verify(in, k, other);
+      EXPECT_NE(w.verdict, Verdict::kIdentical) << format_verify_report(w, 3);
+      EXPECT_TRUE(w.diverges);
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 4);
+}
+
+// Our TurboAttention kernels (data/hw/h100/turbo): the prefill rows and every teacher-forced decode
+// row over the 4/2-bit cache, each case with its recorded per-head bits (`head_bits`), bit-identical
+// to `turbo:mode=decode`; the same output checked with every head at 4 bits is not.
+TEST(VerifyH100, TurboKernelOutputsAreBitIdentical) {
+  H5Reader r(kTurbo);
+  int checked = 0;
+  for (const std::string& c : r.members("/")) {
+    const int B = int(r.attr_f64(c, "batch")), HQ = int(r.attr_f64(c, "hq")),
+              HK = int(r.attr_f64(c, "hkv")), N = int(r.attr_f64(c, "n")),
+              D = int(r.attr_f64(c, "d")), P = int(r.attr_f64(c, "prefill"));
+    AttentionInput in;
+    in.shape = AttentionShape{B, HQ, HK, N, N, D, D};
+    in.causal = true;
+    in.dtype = "float16";
+    auto widen = [&](const std::string& name) {
+      std::vector<float> f;
+      for (std::int64_t b : r.read_i64(c + "/" + name))
+        f.push_back(decode_float_bits(Encoding::kFp16, std::uint32_t(b)));
+      return f;
+    };
+    in.q = widen("q");
+    in.k = widen("k");
+    in.v = widen("v");
+    std::string bits_k, bits_v, all4;
+    for (std::int64_t b : r.read_i64(c + "/bits_k")) bits_k += std::to_string(b);
+    for (std::int64_t b : r.read_i64(c + "/bits_v")) bits_v += std::to_string(b);
+    all4.assign(bits_k.size(), '4');
+    KernelOutput k;
+    k.format = "fp32";
+    k.o = r.read_f64(c + "/o");
+    const std::string base = "turbo:mode=decode,prefill=" + std::to_string(P) + ",in=fp16,out=fp32";
+    SCOPED_TRACE(c);
+    const VerifyReport v = verify(in, k, base + ",head_bits=" + bits_k + "/" + bits_v);
+    EXPECT_EQ(v.verdict, Verdict::kIdentical) << format_verify_report(v, 3);
+    EXPECT_EQ(v.rows_identical, v.rows);
+    if (bits_k + bits_v != all4 + all4) {
+      const VerifyReport w = verify(in, k, base + ",head_bits=" + all4 + "/" + all4);
+      EXPECT_NE(w.verdict, Verdict::kIdentical) << format_verify_report(w, 3);
+      // The prefill rows do not read the cache: the first divergence is a decode row.
+      EXPECT_GE(w.first_row, P);
+    }
+    ++checked;
+  }
+  EXPECT_EQ(checked, 5);
 }
 
 }  // namespace

@@ -309,7 +309,8 @@ nb::list methods() {
       o["choices"] = p.choices;
       o["default"] = p.default_value;
       o["help"] = p.help;
-      o["min"] = p.choices.empty() ? nb::object(nb::int_(p.min_int)) : nb::none();
+      o["min"] = p.choices.empty() && !p.text && !p.number ? nb::object(nb::int_(p.min_int))
+                                                           : nb::none();
       opts.append(o);
     }
     nb::dict d;

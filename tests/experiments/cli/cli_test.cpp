@@ -637,5 +637,34 @@ TEST_F(Cli, MessagesNameWhatTheUserGave) {
   EXPECT_LT(r.err.size(), 600u);
 }
 
+// turbo's head_bits: a free-text option checked by the method (one line, exit 2, before any
+// computation), one digit per KV head; it changes the decode rows it should and no others.
+TEST_F(Cli, TurboHeadBitsAreCheckedAndApplied) {
+  const std::string in = " --synthetic normal:hq=2,hkv=2,nq=96,d=64,causal=1";
+  for (const char* bad : {"head_bits=", "head_bits=4", "head_bits=43/44", "head_bits=44/4",
+                          "head_bits=4/4/4", "head_bits=44/44,n_h=1", "head_bits=44/44,kv_bits=2"}) {
+    const CliRun r = run(std::string("run --quiet --method turbo:") + bad + in);
+    EXPECT_EQ(r.code, 2) << bad;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << bad << ": " << r.err;
+    EXPECT_NE(r.err.find("head_bits"), std::string::npos) << bad << ": " << r.err;
+  }
+  // Three digits for two KV heads: refused at run time, still one line.
+  CliRun r = run("run --quiet --method turbo:head_bits=444/444" + in);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("one value per KV head"), std::string::npos) << r.err;
+  // Every head at 4 bits is kv_bits=4; a 2-bit head differs.
+  auto out = [&](const std::string& m) {
+    const CliRun x = run("run --quiet --method " + m + in + " --out " + path("o.h5"));
+    EXPECT_EQ(x.code, 0) << m << ": " << x.err;
+    return H5Reader(path("o.h5")).read_f64("o");
+  };
+  const std::vector<double> a = out("turbo:mode=decode,prefill=64,head_bits=44/44");
+  const std::vector<double> b = out("turbo:mode=decode,prefill=64,kv_bits=4");
+  const std::vector<double> c = out("turbo:mode=decode,prefill=64,head_bits=42/44");
+  EXPECT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+}
+
 }  // namespace
 }  // namespace attnsim
