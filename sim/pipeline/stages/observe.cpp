@@ -203,6 +203,13 @@ void observe_rescale(const RescaleStage& st, const TileIndex& ti, const BlockVie
         }
         continue;
       }
+      if (st.kind == Rescale::kDivide && a == T(0) && std::isfinite(o0) && o0 != T(0) &&
+          std::isinf(o1)) {
+        // A finite O divided by a zero factor (TurboAttention's printed diag(α)^-1 with SAS's
+        // α = 0): a finite computation gave ±Inf.
+        c.add(CounterStage::kRescale, CounterEvent::kOverflowInf, ti.sq, row, ch);
+        continue;
+      }
       const double exact = st.kind == Rescale::kDivide ? double(o0) / double(a) : double(o0) * double(a);
       const CounterEvent nan_cause =
           st.kind == Rescale::kDivide ? CounterEvent::kNanZeroOverZero : CounterEvent::kNanZeroTimesInf;

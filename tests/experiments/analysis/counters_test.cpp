@@ -289,5 +289,97 @@ TEST(Counters, TurboBufferClampsAndBpqZeroRangeBlocks) {
   EXPECT_EQ(nc.c.first[int(CounterStage::kPrepare)].col, first_clamp.second);
 }
 
+// AMLA's rescale is an INT32 add of N << 23 to O's FP32 bits (O · 2^N only for a normal O whose
+// result stays normal). Two KV blocks of 512 keys, scores 0 then 16 (q = e_0, k_j = a_j e_0), so
+// the running max rises once, at the second block, by 16 (N = -23 in the AMLA variant): every row's
+// O is rescaled once. V is 1 except in the zero channels, whose O is exactly 0 when the rescale
+// comes: an integer add on a zero O is a failure; on the other channels O ≈ 512 and O · 2^-23 is
+// normal, so none. Brute force: rows × zero channels, first event at row 0, the first zero channel.
+TEST(Counters, AmlaIntegerAddOnAZeroOutputIsAFailure) {
+  const int rows = 4, d = 16, n = 1024;
+  std::vector<double> a(n, 0.0);
+  for (int j = 512; j < n; ++j) a[std::size_t(j)] = 16.0;
+  AttentionInput in = scored(rows, a, d, 1.0);
+  const std::vector<int> zero_channels{3, 4, 11};
+  for (int j = 0; j < n; ++j)
+    for (int c : zero_channels) in.v[std::size_t(j) * d + c] = 0.0f;
+  // The max rises once (block 2) by a nonzero amount: one rescale per row and channel.
+  double m1 = -kInf, m2 = -kInf;
+  for (int j = 0; j < n; ++j) (j < 512 ? m1 : m2) = std::max(j < 512 ? m1 : m2, a[std::size_t(j)]);
+  ASSERT_GT(m2, m1);
+  const std::int64_t want = std::int64_t(rows) * std::int64_t(zero_channels.size());
+  for (const char* m : {"amla:block=512", "amla:block=512,target=h100"}) {
+    const Counted r = run_counted(m, in);
+    EXPECT_EQ(r.c.get(CounterStage::kRescale, CounterEvent::kAmlaAddFailure), want)
+        << m << "\n" << r.c.describe();
+    EXPECT_EQ(r.c.first[int(CounterStage::kRescale)].row, 0) << m;
+    EXPECT_EQ(r.c.first[int(CounterStage::kRescale)].col, zero_channels[0]) << m;
+    EXPECT_TRUE(same_bits(r.out.o, parse_method(m).run(in).o)) << m;
+  }
+  // The same scores with no zero channel: no failure.
+  const Counted ok = run_counted("amla:block=512", scored(rows, a, d, 1.0));
+  EXPECT_EQ(ok.c.total(CounterEvent::kAmlaAddFailure), 0) << ok.c.describe();
+}
+
+// 0/0: TurboAttention's rescale as Algorithm 1 prints it, O · diag(α)^-1 (rescale=literal_inverse),
+// divides by α = SAS(m_old − m_new), which SAS makes exactly 0 below its threshold n_r = -6. Two
+// blocks of 64 keys with scores 1 then 20 (sm_scale 1): α = SAS(-19) = 0 once per row. The zero
+// channels of V hold O = 0 there (0/0: NaN), the others O > 0 (O/0: +Inf). Brute force from the
+// scores and V.
+TEST(Counters, TurboLiteralInverseRescaleZeroOverZero) {
+  const int rows = 8, d = 16, n = 128;
+  std::vector<double> a(n, 1.0);
+  for (int j = 64; j < n; ++j) a[std::size_t(j)] = 20.0;
+  AttentionInput in = scored(rows, a, d, 0.5);
+  const std::vector<int> zero_channels{0, 7};
+  for (int j = 0; j < n; ++j)
+    for (int c : zero_channels) in.v[std::size_t(j) * d + c] = 0.0f;
+  ASSERT_LT(a[0] - a[64], -6.0);  // below n_r: α = 0
+  const std::int64_t nan = std::int64_t(rows) * std::int64_t(zero_channels.size());
+  const std::int64_t inf = std::int64_t(rows) * (d - std::int64_t(zero_channels.size()));
+  const std::string m = "turbo:mode=prefill,rescale=literal_inverse,out=fp32";
+  const Counted r = run_counted(m, in);
+  EXPECT_EQ(r.c.get(CounterStage::kRescale, CounterEvent::kNanZeroOverZero), nan) << r.c.describe();
+  EXPECT_EQ(r.c.get(CounterStage::kRescale, CounterEvent::kOverflowInf), inf) << r.c.describe();
+  EXPECT_EQ(r.c.first[int(CounterStage::kRescale)].row, 0);
+  EXPECT_EQ(r.c.first[int(CounterStage::kRescale)].col, 0);
+  // The multiply the kernels use (O · SAS(m_old − m_new) = O · 0) has neither.
+  const Counted ok = run_counted("turbo:mode=prefill,out=fp32", in);
+  EXPECT_EQ(ok.c.get(CounterStage::kRescale, CounterEvent::kNanZeroOverZero), 0) << ok.c.describe();
+  EXPECT_EQ(ok.c.get(CounterStage::kRescale, CounterEvent::kOverflowInf), 0) << ok.c.describe();
+}
+
+// Integer wraps of the INT32 QKᵀ accumulator need |Σ q·k| ≥ 2^31: with INT8 operands of ±127 a
+// head dim of at least 133,144. d = 133,152 (a multiple of the IMMA's k = 32); query row 0 is all
+// 127, row 1 all 64; key 0 all 127, key 1 all 1, key 2 all -127. Brute force: the exact int64 sums
+// outside int32, here (row 0, key 0) and (row 0, key 2); the wrapping instruction and the
+// .satfinite one (which clamps) both count them.
+TEST(Counters, IntegerQkWrapsAtHugeHeadDim) {
+  const int rows = 2, n = 3, d = 133152, dv = 8;
+  AttentionInput in;
+  in.shape = AttentionShape{1, 1, 1, rows, n, d, dv};
+  in.q.resize(std::size_t(rows) * d);
+  in.k.resize(std::size_t(n) * d);
+  in.v.assign(std::size_t(n) * dv, 1.0f);
+  const float qv[rows] = {127.0f, 64.0f}, kv[n] = {127.0f, 1.0f, -127.0f};
+  for (int i = 0; i < rows; ++i) std::fill_n(in.q.begin() + std::ptrdiff_t(i) * d, d, qv[i]);
+  for (int j = 0; j < n; ++j) std::fill_n(in.k.begin() + std::ptrdiff_t(j) * d, d, kv[j]);
+  std::int64_t want = 0;
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < n; ++j) {
+      std::int64_t sum = 0;
+      for (int x = 0; x < d; ++x) sum += std::int64_t(qv[i]) * std::int64_t(kv[j]);
+      want += sum > std::numeric_limits<std::int32_t>::max() || sum < std::numeric_limits<std::int32_t>::min();
+    }
+  ASSERT_EQ(want, 2);
+  for (const char* m : {"flash:qkv=s8,q_quant=symmetric_int8,k_quant=symmetric_int8,qk_dot=sm90.imma.s8.s32,v=fp32",
+                        "flash:qkv=s8,q_quant=symmetric_int8,k_quant=symmetric_int8,qk_dot=sm90.imma.s8.s32.satfinite,v=fp32"}) {
+    const Counted r = run_counted(m, in);
+    EXPECT_EQ(r.c.get(CounterStage::kQk, CounterEvent::kIntWrap), want) << m << "\n" << r.c.describe();
+    EXPECT_EQ(r.c.first[int(CounterStage::kQk)].row, 0) << m;
+    EXPECT_EQ(r.c.first[int(CounterStage::kQk)].col, 0) << m;
+  }
+}
+
 }  // namespace
 }  // namespace attnsim
