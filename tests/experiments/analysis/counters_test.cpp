@@ -343,6 +343,10 @@ TEST(Counters, TurboLiteralInverseRescaleZeroOverZero) {
   EXPECT_EQ(r.c.get(CounterStage::kRescale, CounterEvent::kOverflowInf), inf) << r.c.describe();
   EXPECT_EQ(r.c.first[int(CounterStage::kRescale)].row, 0);
   EXPECT_EQ(r.c.first[int(CounterStage::kRescale)].col, 0);
+  // Each NaN then flows on once per later stage that writes O: the second block's P·V chunk added
+  // to it, and the epilogue's O / l (nan_propagated, not a new cause).
+  EXPECT_EQ(r.c.get(CounterStage::kChunkAdd, CounterEvent::kNanPropagated), nan) << r.c.describe();
+  EXPECT_EQ(r.c.get(CounterStage::kEpilogue, CounterEvent::kNanPropagated), nan) << r.c.describe();
   // The multiply the kernels use (O · SAS(m_old − m_new) = O · 0) has neither.
   const Counted ok = run_counted("turbo:mode=prefill,out=fp32", in);
   EXPECT_EQ(ok.c.get(CounterStage::kRescale, CounterEvent::kNanZeroOverZero), 0) << ok.c.describe();
