@@ -337,35 +337,27 @@ ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, f
   }
 }
 
-ATTNSIM_AVX512 void float_tile_avx512(const FloatTilePlan& pl) {
-  if (!pl.via_hmma && pl.block == 8) {
-    switch (pl.out) {
-      case BlockOut::kF32Rz:
-        return tile_all<BlockOut::kF32Rz, 8>(pl);
-      case BlockOut::kFp22:
-        return tile_all<BlockOut::kFp22, 8>(pl);
-      case BlockOut::kF16Rne:
-        return tile_all<BlockOut::kF16Rne, 8>(pl);
-    }
-  }
-  if (pl.via_hmma || pl.block == 16) {
-    switch (pl.out) {
-      case BlockOut::kF32Rz:
-        return tile_all<BlockOut::kF32Rz, 16>(pl);
-      case BlockOut::kFp22:
-        return tile_all<BlockOut::kFp22, 16>(pl);
-      case BlockOut::kF16Rne:
-        return tile_all<BlockOut::kF16Rne, 16>(pl);
-    }
-  }
+namespace {
+
+template <int kBlock>
+ATTNSIM_AVX512 void tile_blocks(const FloatTilePlan& pl) {
   switch (pl.out) {
     case BlockOut::kF32Rz:
-      return tile_all<BlockOut::kF32Rz, 32>(pl);
+      return tile_all<BlockOut::kF32Rz, kBlock>(pl);
     case BlockOut::kFp22:
-      return tile_all<BlockOut::kFp22, 32>(pl);
+      return tile_all<BlockOut::kFp22, kBlock>(pl);
     case BlockOut::kF16Rne:
-      return tile_all<BlockOut::kF16Rne, 32>(pl);
+      return tile_all<BlockOut::kF16Rne, kBlock>(pl);
   }
+}
+
+}  // namespace
+
+ATTNSIM_AVX512 void float_tile_avx512(const FloatTilePlan& pl) {
+  // The emulated FP8 mma.sync runs two 16-product HMMAs per 32 positions.
+  if (pl.via_hmma || pl.block == 16) return tile_blocks<16>(pl);
+  if (pl.block == 8) return tile_blocks<8>(pl);
+  return tile_blocks<32>(pl);
 }
 
 }  // namespace attnsim::mma_tile_detail

@@ -243,6 +243,13 @@ TEST(VerifyH100, ReportDoesNotDependOnTheThreadCount) {
   EXPECT_EQ(a.counters.column_values(), b.counters.column_values());
 }
 
+// Recorded bit patterns of a 16-bit format as values.
+std::vector<float> decode_bits(const std::vector<std::int64_t>& bits, Encoding e) {
+  std::vector<float> f(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) f[i] = decode_float_bits(e, std::uint32_t(bits[i]));
+  return f;
+}
+
 // A recorded uniform-length case of our LeanAttention decode kernel: its input, the kernel's output
 // and the method of record (`lean:mblocks=all,sms=N`); false for a ragged case (per-batch lengths
 // are no method option).
@@ -263,18 +270,12 @@ bool lean_case(const H5Reader& r, const std::string& c, LeanCase* out) {
   AttentionInput& in = out->in;
   in.shape = AttentionShape{B, HQ, HK, 1, LK, D, D};
   in.dtype = dt == "bf16" ? "bfloat16" : "float16";
-  auto widen = [&](const std::vector<std::int64_t>& b) {
-    std::vector<float> f(b.size());
-    for (std::size_t i = 0; i < b.size(); ++i) f[i] = decode_float_bits(e, std::uint32_t(b[i]));
-    return f;
-  };
-  in.q = widen(r.read_i64(c + "/q"));
-  in.k = widen(r.read_i64(c + "/k"));
-  in.v = widen(r.read_i64(c + "/v"));
+  in.q = decode_bits(r.read_i64(c + "/q"), e);
+  in.k = decode_bits(r.read_i64(c + "/k"), e);
+  in.v = decode_bits(r.read_i64(c + "/v"), e);
   out->k.format = dt;
-  out->k.o.clear();
-  for (std::int64_t b : r.read_i64(c + "/lean/o"))
-    out->k.o.push_back(decode_float_bits(e, std::uint32_t(b)));
+  const std::vector<float> o = decode_bits(r.read_i64(c + "/lean/o"), e);
+  out->k.o.assign(o.begin(), o.end());
   out->method = "lean:dtype=" + dt + ",mblocks=all,sms=" + std::to_string(int(r.attr_f64(c, "num_sms")));
   return true;
 }
@@ -377,8 +378,8 @@ TEST(VerifyH100, AmlaKernelOutputsAreBitIdenticalToTheirVariant) {
     for (const char* kernel : {"amla", "base"}) {
       KernelOutput k;
       k.format = "bf16";
-      for (std::int64_t b : r.read_i64(c.name + "/" + kernel + "/out"))
-        k.o.push_back(decode_float_bits(Encoding::kBf16, std::uint32_t(b)));
+      const std::vector<float> o = decode_bits(r.read_i64(c.name + "/" + kernel + "/out"), Encoding::kBf16);
+      k.o.assign(o.begin(), o.end());
       const bool cann = std::string(kernel) == "amla";
       const std::string mine = std::string("amla:variant=") + (cann ? "cann" : "base") + common;
       const std::string other = std::string("amla:variant=") + (cann ? "base" : "cann") + common;
@@ -409,15 +410,9 @@ TEST(VerifyH100, TurboKernelOutputsAreBitIdentical) {
     in.shape = AttentionShape{B, HQ, HK, N, N, D, D};
     in.causal = true;
     in.dtype = "float16";
-    auto widen = [&](const std::string& name) {
-      std::vector<float> f;
-      for (std::int64_t b : r.read_i64(c + "/" + name))
-        f.push_back(decode_float_bits(Encoding::kFp16, std::uint32_t(b)));
-      return f;
-    };
-    in.q = widen("q");
-    in.k = widen("k");
-    in.v = widen("v");
+    in.q = decode_bits(r.read_i64(c + "/q"), Encoding::kFp16);
+    in.k = decode_bits(r.read_i64(c + "/k"), Encoding::kFp16);
+    in.v = decode_bits(r.read_i64(c + "/v"), Encoding::kFp16);
     std::string bits_k, bits_v, all4;
     for (std::int64_t b : r.read_i64(c + "/bits_k")) bits_k += std::to_string(b);
     for (std::int64_t b : r.read_i64(c + "/bits_v")) bits_v += std::to_string(b);
