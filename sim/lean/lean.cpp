@@ -16,6 +16,18 @@ namespace attnsim {
 
 namespace {
 
+// A (batch, kernel head, m-block) as one key, and the block of output row `row`
+// ([batch, heads_q, len_q] order) under the plan, as tiles_of_block maps rows to blocks.
+long long block_key(const LeanPlan& pl, int batch, int head, int m_block) {
+  return ((long long)batch * pl.heads + head) * pl.num_m_blocks + m_block;
+}
+long long block_key_of_row(const LeanPlan& pl, const AttentionShape& s, long long row) {
+  const int i = int(row % s.len_q), h = int(row / s.len_q % s.heads_q),
+            b = int(row / s.len_q / s.heads_q), g = s.heads_q / s.heads_kv;
+  return block_key(pl, b, pl.folded ? h / g : h, (pl.folded ? h % g : i) / pl.block_m);
+}
+
+
 constexpr double kLog2e = 1.44269504088896340736;
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 
@@ -91,7 +103,7 @@ void check_partition(const LeanPlan& pl) {
     if (g.batch < 0 || g.head < 0 || g.m_block < 0 || g.m_block >= pl.num_m_blocks ||
         g.head >= pl.heads)
       throw std::invalid_argument("lean: a segment names a block outside the shape");
-    by[((long long)g.batch * pl.heads + g.head) * pl.num_m_blocks + g.m_block].push_back(&g);
+    by[block_key(pl, g.batch, g.head, g.m_block)].push_back(&g);
   }
   for (auto& [key, v] : by) {
     std::sort(v.begin(), v.end(), [](auto* a, auto* b) { return a->split < b->split; });
@@ -215,19 +227,13 @@ LeanPlan lean_run_plan(const AttentionInput& in, const LeanOptions& o) {
 }
 
 std::vector<std::vector<int>> plan_row_ctas(const LeanPlan& plan, const AttentionShape& s) {
-  // The segments of each (batch, head, m-block) by split, as tiles_of_block maps rows to blocks.
+  // The segments of each (batch, head, m-block) by split.
   std::map<long long, std::vector<std::pair<int, int>>> by_block;  // -> (split, cta)
   for (const LeanSegment& g : plan.segments)
-    by_block[((long long)g.batch * plan.heads + g.head) * plan.num_m_blocks + g.m_block].push_back(
-        {g.split, g.cta});
-  const int g = s.heads_q / s.heads_kv;
+    by_block[block_key(plan, g.batch, g.head, g.m_block)].push_back({g.split, g.cta});
   std::vector<std::vector<int>> rows(std::size_t(s.batch) * s.heads_q * s.len_q);
   for (std::size_t row = 0; row < rows.size(); ++row) {
-    const int i = int(row % std::size_t(s.len_q)), h = int(row / std::size_t(s.len_q) % std::size_t(s.heads_q)),
-              b = int(row / std::size_t(s.len_q) / std::size_t(s.heads_q));
-    const int head = plan.folded ? h / g : h;
-    const int r = plan.folded ? h % g : i;
-    const auto it = by_block.find(((long long)b * plan.heads + head) * plan.num_m_blocks + r / plan.block_m);
+    const auto it = by_block.find(block_key_of_row(plan, s, (long long)row));
     if (it == by_block.end()) continue;  // no tile (a row with no keys)
     std::vector<std::pair<int, int>> segs = it->second;
     std::sort(segs.begin(), segs.end());
@@ -359,7 +365,7 @@ LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, const Pipeli
   std::vector<BlockRef> blocks;
   std::map<long long, std::size_t> index;
   for (const LeanSegment& g : pl.segments) {
-    const long long key = ((long long)g.batch * pl.heads + g.head) * pl.num_m_blocks + g.m_block;
+    const long long key = block_key(pl, g.batch, g.head, g.m_block);
     auto it = index.find(key);
     if (it == index.end()) {
       it = index.emplace(key, blocks.size()).first;
@@ -479,7 +485,7 @@ std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOpti
   // Splits and the largest segment per (batch, kernel head, m-block).
   std::map<long long, std::pair<int, int>> split_info;
   for (const LeanSegment& sg : plan.segments) {
-    auto& e = split_info[((long long)sg.batch * plan.heads + sg.head) * plan.num_m_blocks + sg.m_block];
+    auto& e = split_info[block_key(plan, sg.batch, sg.head, sg.m_block)];
     e.first++;
     e.second = std::max(e.second, sg.n_end - sg.n_begin);
   }
@@ -492,9 +498,7 @@ std::vector<double> reassociation_bound(const AttentionInput& in, const LeanOpti
               b = int(row / s.len_q / s.heads_q);
     const int lk = o.len_kv_per_batch.empty() ? s.len_kv : o.len_kv_per_batch[std::size_t(b)];
     const int kh = b * s.heads_kv + h / g;
-    const int head = plan.folded ? h / g : h;
-    const int r = plan.folded ? h % g : i;
-    const auto it = split_info.find(((long long)b * plan.heads + head) * plan.num_m_blocks + r / plan.block_m);
+    const auto it = split_info.find(block_key_of_row(plan, s, row));
     const int splits = it == split_info.end() ? 1 : it->second.first;
     std::vector<double> sc(std::size_t(lk), 0.0);
     double m = -1e300;
