@@ -9,27 +9,7 @@ namespace {
 int ceil_div(int a, int b) { return (a + b - 1) / b; }
 }  // namespace
 
-int GroupMap::group(int t, int c, int tokens, int channels) const {
-  (void)tokens;
-  switch (kind) {
-    case Granularity::kPerTensor:
-      return 0;
-    case Granularity::kPerBlock:
-    case Granularity::kPerWarp:
-      return t / block;
-    case Granularity::kPerToken:
-      return t;
-    case Granularity::kPerChannel:
-      return c;
-    case Granularity::kPerBlockChannel:
-      return (t / block) * channels + c;
-    case Granularity::kSagePerThreadQ:
-      return (t / block) * 8 + t % 8;
-    case Granularity::kSagePerThreadK:
-      return (t / block) * 4 + (t % 8) / 2;
-  }
-  throw std::logic_error("GroupMap::group");
-}
+int GroupMap::unknown_kind() { throw std::logic_error("GroupMap::group: unknown granularity"); }
 
 int GroupMap::count(int tokens_in, int channels) const {
   const int tokens = pad > 0 ? ceil_div(tokens_in, pad) * pad : tokens_in;

@@ -37,13 +37,36 @@ struct GroupMap {
   // only rounded up to `block`); it changes count(), never group().
   int pad = 0;
 
-  // Group of element (t, c) of a [tokens, channels] tensor.
-  int group(int t, int c, int tokens, int channels) const;
+  // Group of element (t, c) of a [tokens, channels] tensor (inline: the pipeline asks per element).
+  int group(int t, int c, int tokens, int channels) const {
+    (void)tokens;
+    switch (kind) {
+      case Granularity::kPerTensor:
+        return 0;
+      case Granularity::kPerBlock:
+      case Granularity::kPerWarp:
+        return t / block;
+      case Granularity::kPerToken:
+        return t;
+      case Granularity::kPerChannel:
+        return c;
+      case Granularity::kPerBlockChannel:
+        return (t / block) * channels + c;
+      case Granularity::kSagePerThreadQ:
+        return (t / block) * 8 + t % 8;
+      case Granularity::kSagePerThreadK:
+        return (t / block) * 4 + (t % 8) / 2;
+    }
+    return unknown_kind();
+  }
   // Number of groups, including those that only padding fills (their amax is 0).
   int count(int tokens, int channels) const;
   std::string describe() const;  // e.g. "sage_per_thread_q(32, pad 128)"
 
   bool operator==(const GroupMap&) const = default;
+
+ private:
+  [[noreturn]] static int unknown_kind();
 };
 
 // Named maps of the public kernels (seed-code.md 1.4: BLKQ/WARPQ/BLKK/WARPK per path).

@@ -91,6 +91,11 @@ const Ex2ApproxFtz& Ex2ApproxFtz::h100() {
   return table;
 }
 
+const void* Ex2ApproxFtz::derived(std::shared_ptr<const void> (*build)(const Ex2ApproxFtz&)) const {
+  std::call_once(derived_once_, [&] { derived_ = build(*this); });
+  return derived_.get();
+}
+
 std::uint32_t Ex2ApproxFtz::bits(std::uint32_t x) const {
   const bool neg = (x >> 31) != 0;
   const std::uint32_t e = (x >> 23) & 0xFF, m = x & 0x7FFFFF;

@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,9 +57,15 @@ class Ex2ApproxFtz {
   std::uint32_t table(bool negative, std::uint32_t f) const { return (negative ? neg_ : pos_)[f]; }
   // T- or T+ (2^23 entries each), for gathers.
   const std::uint32_t* table_data(bool negative) const { return (negative ? neg_ : pos_).data(); }
+  // Data a vector kernel derives from T± once (numerics/special_array.cpp: a 4 MiB form of the
+  // 64 MiB tables, whose random gathers miss the caches and the TLB), kept with them: `build` runs
+  // on the first call only (thread-safe), later calls return what it returned.
+  const void* derived(std::shared_ptr<const void> (*build)(const Ex2ApproxFtz&)) const;
 
  private:
   std::vector<std::uint32_t> pos_, neg_;
+  mutable std::once_flag derived_once_;
+  mutable std::shared_ptr<const void> derived_;
 };
 
 // lg2.approx.ftz.f32 (MUFU.LG2 on sm_90). Measured on the H100 over all 2^32 inputs

@@ -3,11 +3,26 @@
 // table entries (vpgatherdd) and rebuild the exponent with the scalar model's integer steps.
 #include "numerics/special_array.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <memory>
+#include <vector>
 
 #include "formats/float32.hpp"
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 #include "numerics/isa.hpp"
 #include "numerics/simd.hpp"
+
+// GCC 12's AVX-512 headers also warn `-Wuninitialized` about their own _mm512_undefined_*() in
+// the double-precision conversions and gathers below (GCC PR 105593, as simd.hpp says).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 namespace attnsim {
 
@@ -39,9 +54,130 @@ bool use_avx512() { return active_isa() >= Isa::kAvx512 && mxcsr_plain(); }
 
 inline __mmask16 tail_mask(std::size_t left) { return __mmask16((1u << left) - 1); }
 
-// Ex2ApproxFtz::bits of 16 lanes.
+// T± of Ex2ApproxFtz in 4 MiB instead of 64: T±[f] = P±(f) + code±(f) − bias±, P± a prediction
+// of 2^(±f·2^-23) in the entry's bit units by double-precision operations (predict8: the same
+// vector code builds the codes and reads them, so only the codes' range needs checking, which
+// build_ex2_compact does on every entry), code± a 2-bit number. On the H100's tables P± is within
+// a few units of T± (the MUFU result lies within about 2 ulp of 2^x): codes 0..2 for T+ and 0..3
+// for T-. The 32 MiB tables' random gathers miss the caches and the TLB (11 ns per lane on this
+// CPU); the 2 MiB of codes a sign reads fit the L2 cache.
+struct Ex2Compact {
+  alignas(64) double e[2][16];  // 2^(±i/16)
+  double c1[2], c2, c3[2], c4;  // the quartic of 2^(±r) = 1 + r·(c1 + r·(c2 + r·(c3 + r·c4)))
+  std::int32_t bias[2];
+  // Entry f of T+ in word f/16, of T- in word 2^19 + f/16: 4 MiB on 2 MiB pages where the
+  // kernel grants them (random gathers over 4 KiB pages miss the first-level TLB).
+  std::unique_ptr<std::uint32_t, void (*)(void*)> codes{nullptr, &std::free};
+  const std::uint32_t* words = nullptr;  // codes.get(): the kernels call no inline STL function
+};
+
+// P± of 8 lanes (neg: the T- lanes): 2^(±f·2^-23) = 2^(±(f>>19)/16) · 2^(±r), r = (f mod 2^19)
+// · 2^-23 < 2^-4, in the bit pattern's units (T+ = 0x3F000000 + y·2^23 for y in [1, 2), T- =
+// 0x3E800000 + y·2^24 for y in (1/2, 1]), truncated. No gather: a vector gather costs about
+// 30 cycles on this CPU even from the L1 cache.
+ATTNSIM_TARGET_AVX512 inline __m256i ex2_predict8(__m256i f, __mmask8 neg, const Ex2Compact& c) {
+  const __m512d r = _mm512_mul_pd(
+      _mm512_cvtepi32_pd(_mm256_and_si256(f, _mm256_set1_epi32(0x7FFFF))), _mm512_set1_pd(0x1p-23));
+  const __m512d c1 = _mm512_mask_blend_pd(neg, _mm512_set1_pd(c.c1[0]), _mm512_set1_pd(c.c1[1]));
+  const __m512d c3 = _mm512_mask_blend_pd(neg, _mm512_set1_pd(c.c3[0]), _mm512_set1_pd(c.c3[1]));
+  __m512d q = _mm512_mul_pd(_mm512_set1_pd(c.c4), r);
+  q = _mm512_add_pd(q, c3);
+  q = _mm512_mul_pd(q, r);
+  q = _mm512_add_pd(q, _mm512_set1_pd(c.c2));
+  q = _mm512_mul_pd(q, r);
+  q = _mm512_add_pd(q, c1);
+  q = _mm512_mul_pd(q, r);
+  q = _mm512_add_pd(q, _mm512_set1_pd(1.0));
+  const __m512i idx = _mm512_cvtepu32_epi64(_mm256_srli_epi32(f, 19));
+  const __m512d ep = _mm512_permutex2var_pd(_mm512_load_pd(c.e[0]), idx, _mm512_load_pd(c.e[0] + 8));
+  const __m512d en = _mm512_permutex2var_pd(_mm512_load_pd(c.e[1]), idx, _mm512_load_pd(c.e[1] + 8));
+  const __m512d y = _mm512_mul_pd(_mm512_mask_blend_pd(neg, ep, en), q);
+  const __m512d z =
+      _mm512_mul_pd(y, _mm512_mask_blend_pd(neg, _mm512_set1_pd(0x1p23), _mm512_set1_pd(0x1p24)));
+  const __m256i base = _mm256_mask_blend_epi32(neg, _mm256_set1_epi32(0x3F000000),
+                                               _mm256_set1_epi32(0x3E800000));
+  return _mm256_add_epi32(_mm512_cvttpd_epi32(z), base);
+}
+
+ATTNSIM_TARGET_AVX512 inline __m512i ex2_predict16(__m512i f, __mmask16 neg, const Ex2Compact& c) {
+  const __m256i p0 = ex2_predict8(_mm512_castsi512_si256(f), __mmask8(neg), c);
+  const __m256i p1 = ex2_predict8(_mm512_extracti64x4_epi64(f, 1), __mmask8(neg >> 8), c);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(p0), p1, 1);
+}
+
+// P± of every f of one sign, into p[2^23].
+ATTNSIM_TARGET_AVX512 void ex2_predict_all(const Ex2Compact& c, bool negative, std::int32_t* p) {
+  const __m512i step = _mm512_set1_epi32(16);
+  __m512i f = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  for (std::uint32_t i = 0; i < (1u << 23); i += 16, f = _mm512_add_epi32(f, step))
+    _mm512_storeu_si512(p + i, ex2_predict16(f, negative ? __mmask16(0xFFFF) : 0, c));
+}
+
+// The compact form of ex2's tables, or none when an entry's difference from P± needs more than 2
+// bits (not so for the H100's tables: tests/numerics/special_array_test.cpp).
+std::shared_ptr<const void> build_ex2_compact(const Ex2ApproxFtz& ex2) {
+  auto c = std::make_shared<Ex2Compact>();
+  for (int i = 0; i < 16; ++i) {
+    c->e[0][i] = std::exp2(double(i) / 16.0);
+    c->e[1][i] = std::exp2(-double(i) / 16.0);
+  }
+  const double ln2 = 0.69314718055994530942;
+  c->c1[0] = ln2;
+  c->c1[1] = -ln2;
+  c->c2 = ln2 * ln2 / 2.0;
+  c->c3[0] = ln2 * ln2 * ln2 / 6.0;
+  c->c3[1] = -c->c3[0];
+  c->c4 = ln2 * ln2 * ln2 * ln2 / 24.0;
+  constexpr std::size_t kBytes = std::size_t{4} << 20;
+  c->codes.reset(static_cast<std::uint32_t*>(std::aligned_alloc(std::size_t{2} << 20, kBytes)));
+  if (!c->codes) throw std::bad_alloc();
+#ifdef MADV_HUGEPAGE
+  ::madvise(c->codes.get(), kBytes, MADV_HUGEPAGE);  // advice only: 4 KiB pages work too
+#endif
+  std::memset(c->codes.get(), 0, kBytes);
+  c->words = c->codes.get();
+  std::vector<std::int32_t> p(std::size_t{1} << 23);
+  for (int s = 0; s < 2; ++s) {
+    ex2_predict_all(*c, s == 1, p.data());
+    const std::uint32_t* t = ex2.table_data(s == 1);
+    std::int32_t lo = 0, hi = 0;
+    for (std::uint32_t f = 0; f < (1u << 23); ++f) {
+      const std::int32_t d = std::int32_t(t[f]) - p[f];
+      lo = f == 0 ? d : std::min(lo, d);
+      hi = f == 0 ? d : std::max(hi, d);
+    }
+    if (hi - lo > 3) return nullptr;
+    c->bias[s] = -lo;
+    std::uint32_t* w = c->codes.get() + (std::size_t(s) << 19);
+    for (std::uint32_t f = 0; f < (1u << 23); ++f)
+      w[f >> 4] |= std::uint32_t(std::int32_t(t[f]) - p[f] - lo) << (2 * (f & 15));
+  }
+  return c;
+}
+
+const Ex2Compact* ex2_compact(const Ex2ApproxFtz& ex2) {
+  return static_cast<const Ex2Compact*>(ex2.derived(&build_ex2_compact));
+}
+
+// T±[f] of 16 lanes (f < 2^23) from the compact form.
+ATTNSIM_TARGET_AVX512 inline __m512i ex2_compact_lookup(__m512i f, __mmask16 neg,
+                                                        const Ex2Compact& c) {
+  __m512i word = _mm512_srli_epi32(f, 4);
+  word = _mm512_mask_add_epi32(word, neg, word, _mm512_set1_epi32(1 << 19));
+  const __m512i w = _mm512_i32gather_epi32(word, c.words, 4);
+  const __m512i code = _mm512_and_si512(
+      _mm512_srlv_epi32(w, _mm512_slli_epi32(_mm512_and_si512(f, _mm512_set1_epi32(15)), 1)),
+      _mm512_set1_epi32(3));
+  const __m512i bias =
+      _mm512_mask_blend_epi32(neg, _mm512_set1_epi32(c.bias[0]), _mm512_set1_epi32(c.bias[1]));
+  return _mm512_sub_epi32(_mm512_add_epi32(ex2_predict16(f, neg, c), code), bias);
+}
+
+// Ex2ApproxFtz::bits of 16 lanes: T± gathered from the tables (pos, negt) or, with cmp, from
+// their compact form.
 ATTNSIM_TARGET_AVX512 inline __m512i ex2_ftz_vec(__m512i u, const std::uint32_t* pos,
-                                                 const std::uint32_t* negt) {
+                                                 const std::uint32_t* negt, const Ex2Compact* cmp) {
+
   const __m512i zero = _mm512_setzero_si512();
   const __m512i e = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xFF));
   const __m512i m = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFF));
@@ -59,9 +195,14 @@ ATTNSIM_TARGET_AVX512 inline __m512i ex2_ftz_vec(__m512i u, const std::uint32_t*
   k = _mm512_maskz_mov_epi32(normal, k);
   const __m512i a = _mm512_srli_epi32(k, 23);
   const __m512i f = _mm512_and_si512(k, _mm512_set1_epi32(0x7FFFFF));
-  const __mmask16 live = __mmask16(~big);
-  __m512i t = _mm512_mask_i32gather_epi32(zero, live & __mmask16(~neg), f, pos, 4);
-  t = _mm512_mask_i32gather_epi32(t, live & neg, f, negt, 4);
+  __m512i t;
+  if (cmp) {
+    t = ex2_compact_lookup(f, neg, *cmp);
+  } else {
+    const __mmask16 live = __mmask16(~big);
+    t = _mm512_mask_i32gather_epi32(zero, live & __mmask16(~neg), f, pos, 4);
+    t = _mm512_mask_i32gather_epi32(t, live & neg, f, negt, 4);
+  }
   const __m512i sa = _mm512_mask_sub_epi32(a, neg, zero, a);
   const __m512i re = _mm512_add_epi32(
       _mm512_sub_epi32(_mm512_and_si512(_mm512_srli_epi32(t, 23), _mm512_set1_epi32(0xFF)),
@@ -107,15 +248,15 @@ ATTNSIM_TARGET_AVX512 inline __m512i canonical_vec_nan(__m512 v) {
 // kVariant: 0 ex2.ftz, 1 ex2 (range scaled), 2 rcp.ftz, 3 rcp (range scaled).
 template <int kVariant>
 ATTNSIM_TARGET_AVX512 inline __m512i mufu_vec(__m512i u, const std::uint32_t* t0,
-                                              const std::uint32_t* t1) {
+                                              const std::uint32_t* t1, const Ex2Compact* cmp) {
   if constexpr (kVariant == 0) {
-    return ex2_ftz_vec(u, t0, t1);
+    return ex2_ftz_vec(u, t0, t1, cmp);
   } else if constexpr (kVariant == 1) {
     // x < -126: r = ex2.ftz(x · 0.5), result r · r (ex2_approx_bits).
     const __m512 x = _mm512_castsi512_ps(u);
     const __mmask16 low = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-126.0f), _CMP_LT_OQ);
     const __m512 xs = _mm512_mask_mul_ps(x, low, x, _mm512_set1_ps(0.5f));
-    const __m512 r = _mm512_castsi512_ps(ex2_ftz_vec(_mm512_castps_si512(xs), t0, t1));
+    const __m512 r = _mm512_castsi512_ps(ex2_ftz_vec(_mm512_castps_si512(xs), t0, t1, cmp));
     return canonical_vec_nan(_mm512_mask_mul_ps(r, low, r, r));
   } else if constexpr (kVariant == 2) {
     return rcp_ftz_vec(u, t0);
@@ -139,41 +280,50 @@ ATTNSIM_TARGET_AVX512 inline __m512i mufu_vec(__m512i u, const std::uint32_t* t0
 
 template <int kVariant>
 ATTNSIM_TARGET_AVX512 void mufu_kernel(const float* x, std::size_t n, float* out,
-                                       const std::uint32_t* t0, const std::uint32_t* t1) {
+                                       const std::uint32_t* t0, const std::uint32_t* t1,
+                                       const Ex2Compact* cmp) {
   std::size_t i = 0;
   for (; i + 16 <= n; i += 16)
-    _mm512_storeu_si512(out + i, mufu_vec<kVariant>(_mm512_loadu_si512(x + i), t0, t1));
+    _mm512_storeu_si512(out + i, mufu_vec<kVariant>(_mm512_loadu_si512(x + i), t0, t1, cmp));
   if (i < n) {
     const __mmask16 m = tail_mask(n - i);
     _mm512_mask_storeu_epi32(out + i, m,
-                             mufu_vec<kVariant>(_mm512_maskz_loadu_epi32(m, x + i), t0, t1));
+                             mufu_vec<kVariant>(_mm512_maskz_loadu_epi32(m, x + i), t0, t1, cmp));
   }
 }
 
 }  // namespace
 #endif  // ATTNSIM_X86_KERNELS
 
+bool ex2_array_compact_tables(const Ex2ApproxFtz& ex2) {
+#if ATTNSIM_X86_KERNELS
+  if (detected_isa() >= Isa::kAvx512) return ex2_compact(ex2) != nullptr;
+#endif
+  (void)ex2;
+  return false;
+}
+
 void ex2_approx_ftz_array(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
 #if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<0>(x, n, out, ex2.table_data(false), ex2.table_data(true));
+  if (use_avx512()) return mufu_kernel<0>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
 #endif
   ex2_approx_ftz_array_ref(x, n, out, ex2);
 }
 void ex2_approx_array(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
 #if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<1>(x, n, out, ex2.table_data(false), ex2.table_data(true));
+  if (use_avx512()) return mufu_kernel<1>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
 #endif
   ex2_approx_array_ref(x, n, out, ex2);
 }
 void rcp_approx_ftz_array(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
 #if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<2>(x, n, out, rcp.table_data(), nullptr);
+  if (use_avx512()) return mufu_kernel<2>(x, n, out, rcp.table_data(), nullptr, nullptr);
 #endif
   rcp_approx_ftz_array_ref(x, n, out, rcp);
 }
 void rcp_approx_array(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
 #if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<3>(x, n, out, rcp.table_data(), nullptr);
+  if (use_avx512()) return mufu_kernel<3>(x, n, out, rcp.table_data(), nullptr, nullptr);
 #endif
   rcp_approx_array_ref(x, n, out, rcp);
 }

@@ -1,5 +1,6 @@
 // The MUFU models of numerics/special.hpp over whole arrays: ex2.approx{.ftz}.f32 and
-// rcp.approx{.ftz}.f32 element by element, as AVX-512 gathers from the same recorded tables,
+// rcp.approx{.ftz}.f32 element by element, as AVX-512 gathers from the same recorded tables (ex2:
+// from a 4 MiB form of them, see ex2_array_compact_tables),
 // chosen once per call by numerics/isa.hpp and bit-identical to the `_ref` loops over the scalar
 // models beside them (tests/numerics/special_array_test.cpp on adversarial inputs; all 2^32
 // inputs against the H100's recorded digests in tests/hw/cvt_h100_long_test.cpp, which runs these
@@ -23,6 +24,11 @@ void ex2_approx_array(const float* x, std::size_t n, float* out,
                       const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
 void ex2_approx_array_ref(const float* x, std::size_t n, float* out,
                           const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+// Whether the AVX-512 ex2 kernels read ex2's tables in their compact form (T±[f] = a
+// double-precision prediction of 2^(±f·2^-23) plus a 2-bit code: 4 MiB instead of 64, checked
+// against every entry when it is built, on first use): true for the H100's tables.
+bool ex2_array_compact_tables(const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+
 // out[i] = rcp(x[i]) (RcpApproxFtz::operator()).
 void rcp_approx_ftz_array(const float* x, std::size_t n, float* out,
                           const RcpApproxFtz& rcp = RcpApproxFtz::h100());

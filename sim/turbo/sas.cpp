@@ -5,6 +5,7 @@
 #include "sim/turbo/sas.hpp"
 
 #include <Eigen/Dense>
+#include <algorithm>
 #include <boost/math/quadrature/gauss.hpp>
 #include <cmath>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "formats/encoding.hpp"
+#include "numerics/convert_array.hpp"
 
 namespace attnsim {
 
@@ -184,12 +186,32 @@ float sas_exp(float x, const SasRule& r) {
   return table->y[float_to_half_bits(x)];
 }
 
+void sas_exp_array(const float* x, std::size_t n, float* out, const SasRule& r) {
+  if (r.fmt == SasFormat::kFp32) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = sas_native<float>(x[i], r);
+    return;
+  }
+  // The fp16 arguments by the array conversion (formats' RNE with overflow to Inf, as the
+  // compiler's _Float16 conversion of sas_exp: equal on every non-NaN input; every NaN reads the
+  // table's 0), then the table, in chunks that stay in the L1 cache.
+  const std::vector<float>& y = fp16_table(r).y;
+  std::uint16_t h[256];
+  for (std::size_t i0 = 0; i0 < n; i0 += 256) {
+    const std::size_t m = std::min<std::size_t>(256, n - i0);
+    encode_array(Encoding::kFp16, x + i0, m, h, kCudaRn);
+    for (std::size_t i = 0; i < m; ++i) out[i0 + i] = y[h[i]];
+  }
+}
+
 namespace {
 
 class SasExpHook final : public ExpHook {
  public:
   explicit SasExpHook(const SasRule& r) : rule_(r) {}
   float eval(float x) const override { return sas_exp(x, rule_); }
+  void eval_array(const float* x, std::size_t n, float* out) const override {
+    sas_exp_array(x, n, out, rule_);
+  }
   std::string name() const override { return "sas"; }
   OptionList options() const override {
     if (rule_.poly != SasRule{}.poly)

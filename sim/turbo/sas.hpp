@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -38,6 +39,10 @@ struct SasRule {
 // −inf give 0). The result is exact in FP32 (a value of fmt widened).
 // Fast path: fp16 rules read a 65,536-entry table indexed by the argument's fp16 bits.
 float sas_exp(float x, const SasRule& r);
+// sas_exp of n arguments (out may be x): fp16 rules convert the arguments by
+// numerics/convert_array's fp16 kernel, then read the table (tests/sim/turbo/sas_test.cpp: equal to
+// sas_exp on every FP32 upper half and on random arguments).
+void sas_exp_array(const float* x, std::size_t n, float* out, const SasRule& r);
 // The same function written step by step in FP64 with an explicit rounding after every
 // operation (formats/ float16 encode/decode): the reference sas_exp is tested against, on every
 // fp16 argument and on millions of FP32 ones.

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "formats/float32.hpp"
+#include "numerics/isa.hpp"
 #include "numerics/special_array.hpp"
 
 namespace attnsim {
@@ -66,6 +67,36 @@ TEST(SpecialArray, Ex2Approx) {
       "ex2.approx", [](const float* x, std::size_t n, float* o) { ex2_approx_array(x, n, o); },
       [](const float* x, std::size_t n, float* o) { ex2_approx_array_ref(x, n, o); });
 }
+// Every entry of T+ and T- (x in [1, 2) and (-2, -1]: f = the mantissa) through the kernels, whose
+// compact form of the tables (a prediction plus 2-bit codes) must hold for the H100's.
+TEST(SpecialArray, Ex2EveryTableEntry) {
+  if (detected_isa() >= Isa::kAvx512) {
+    EXPECT_TRUE(ex2_array_compact_tables());
+  }
+  std::vector<float> x(std::size_t{1} << 24), got(x.size()), want(x.size());
+  for (std::uint32_t m = 0; m < (1u << 23); ++m) {
+    x[m] = f32_from_bits(0x3F800000u | m);
+    x[(1u << 23) + m] = f32_from_bits(0xBF800000u | m);
+  }
+  for (int ftz = 0; ftz < 2; ++ftz) {
+    if (ftz) {
+      ex2_approx_ftz_array(x.data(), x.size(), got.data());
+      ex2_approx_ftz_array_ref(x.data(), x.size(), want.data());
+    } else {
+      ex2_approx_array(x.data(), x.size(), got.data());
+      ex2_approx_array_ref(x.data(), x.size(), want.data());
+    }
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (f32_bits(got[i]) != f32_bits(want[i]) && ++bad <= 3) {
+        ADD_FAILURE() << "input 0x" << std::hex << f32_bits(x[i]) << ": ref 0x"
+                      << f32_bits(want[i]) << ", fast 0x" << f32_bits(got[i]);
+      }
+    }
+    EXPECT_EQ(bad, 0u) << (ftz ? "ex2.approx.ftz" : "ex2.approx");
+  }
+}
+
 TEST(SpecialArray, RcpApproxFtz) {
   expect_same(
       "rcp.approx.ftz", [](const float* x, std::size_t n, float* o) { rcp_approx_ftz_array(x, n, o); },

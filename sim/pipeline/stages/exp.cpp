@@ -45,10 +45,23 @@ void exp_ex2_rows(const ExpStage& st, ExpKind base, const BlockView& b, TileBuff
   }
 }
 
+// An FP32 state's hook (exp=sas): each row's p through the hook's array form (ExpHook::eval_array,
+// equal to eval element by element), alpha by eval.
+void exp_hook_rows(const ExpStage& st, const BlockView& b, TileBuffers<float>& buf) {
+  const ExpHook& h = *st.hook;
+  for (int i = 0; i < b.rows; ++i) {
+    const float* xi = buf.x.data() + std::size_t(i) * b.bk;
+    float* pi = buf.p.data() + std::size_t(i) * b.bk;
+    h.eval_array(xi, std::size_t(b.cols), pi);
+    for (int j = b.cols; j < b.bk; ++j) pi[j] = 0.0f;
+    buf.alpha[std::size_t(i)] = h.eval(buf.alpha_arg[std::size_t(i)]);
+  }
+}
+
 }  // namespace
 
 // The dispatcher (stages.hpp): the MUFU models of an FP32 state as array kernels when the
-// instruction set allows, else the reference.
+// instruction set allows, a hook's array form, else the reference.
 template <class T>
 void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>) {
@@ -56,6 +69,8 @@ void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers
         (st.fn == ExpFn::kEx2ApproxFtz || st.fn == ExpFn::kEx2Approx)) {
       return exp_ex2_rows(st, base, b, buf);
     }
+    if (active_isa() != Isa::kScalar && st.fn == ExpFn::kHook && st.hook)
+      return exp_hook_rows(st, b, buf);
   }
   exp_ref(st, base, b, buf);
 }

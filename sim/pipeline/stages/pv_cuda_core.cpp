@@ -12,6 +12,7 @@
 //         to FP32; the other outputs take the reference's dot_exact_f32.
 // A chunk's dequantization by P's and V's per-block scales follows pv_ref operation by operation.
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "numerics/exact_sum.hpp"
@@ -123,6 +124,35 @@ void fp64_chains(bool exact_products, const double* p, int ldp, const double* v,
   }
 }
 
+// The spans (cuda_core_span::Span::add over the block's n keys) of V's dv channels, 16 channels
+// per register, into vs[0, dv).
+ATTNSIM_AVX512 void channel_spans(const float* v, int n, int dv, cuda_core_span::Span* vs) {
+  for (int c = 0; c < dv; c += 16) {
+    avx512::SpanLanes s = avx512::span_lanes_empty();
+    const __mmask16 live = avx512::first16(dv - c);
+    for (int j = 0; j < n; ++j)
+      avx512::span_add(s, _mm512_maskz_loadu_ps(live, v + std::size_t(j) * dv + c), live);
+    alignas(64) std::int32_t lo[16], hi[16];
+    _mm512_store_si512(lo, s.lo);
+    _mm512_store_si512(hi, s.hi);
+    for (int l = 0; l < 16 && c + l < dv; ++l)
+      vs[c + l] = cuda_core_span::Span{lo[l], hi[l], ((s.bad >> l) & 1) != 0};
+  }
+}
+
+// The span of n FP64 values each taken as an FP32 value (RNE, as float(x)).
+ATTNSIM_AVX512 cuda_core_span::Span f32_span(const double* x, int n) {
+  avx512::SpanLanes s = avx512::span_lanes_empty();
+  for (int j = 0; j < n; j += 16) {
+    const __m256 a = _mm512_cvtpd_ps(avx512::load_n(x + j, n - j));
+    const __m256 b = _mm512_cvtpd_ps(avx512::load_n(x + j + 8, n - j - 8));
+    const __m512 v = _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
+    avx512::span_add(s, v, avx512::first16(n - j));
+  }
+  return cuda_core_span::Span{_mm512_reduce_min_epi32(s.lo), _mm512_reduce_max_epi32(s.hi),
+                              s.bad != 0};
+}
+
 }  // namespace
 
 template <class T>
@@ -203,14 +233,11 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
       const int log2n = cuda_core_span::log2_terms(n);
       std::vector<Span>& vs = buf.spans;
       vs.assign(std::size_t(dv), Span{});
-      for (int j = 0; j < n; ++j)
-        for (int c = 0; c < dv; ++c) vs[std::size_t(c)].add(v[std::size_t(j) * dv + c]);
+      channel_spans(v, n, dv, vs.data());
       buf.tmp_f.resize(std::size_t(n));
       float* vc = buf.tmp_f.data();
       for (int i = 0; i < rows; ++i) {
-        Span ps;
-        const double* pi = buf.tmp_pd.data() + std::size_t(i) * bk;
-        for (int j = 0; j < n; ++j) ps.add(float(pi[j]));
+        const Span ps = f32_span(buf.tmp_pd.data() + std::size_t(i) * bk, n);
         T* ri = res + std::size_t(i) * dv;
         const double* oi = out + std::size_t(i) * dv;
         for (int c = 0; c < dv; ++c) {

@@ -12,6 +12,7 @@
 //         (cuda_core_span.hpp), then rounded once to FP32; every other output takes the
 //         reference's dot_exact_f32.
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "numerics/exact_sum.hpp"
@@ -107,6 +108,31 @@ ATTNSIM_AVX512 void round_exact_sums(const double* s, float* out, int n) {
   }
 }
 
+// The spans (cuda_core_span::Span::add over head_dim) of the block's keys, 16 keys per register
+// from the transposed block, into ks[0, cols).
+ATTNSIM_AVX512 void key_spans(const float* kt, int d, int ldk, int cols, cuda_core_span::Span* ks) {
+  for (int jg = 0; jg < cols; jg += 16) {
+    avx512::SpanLanes s = avx512::span_lanes_empty();
+    const __mmask16 live = avx512::first16(cols - jg);
+    for (int k = 0; k < d; ++k)
+      avx512::span_add(s, _mm512_loadu_ps(kt + std::size_t(k) * ldk + jg), live);
+    alignas(64) std::int32_t lo[16], hi[16];
+    _mm512_store_si512(lo, s.lo);
+    _mm512_store_si512(hi, s.hi);
+    for (int l = 0; l < 16 && jg + l < cols; ++l)
+      ks[jg + l] = cuda_core_span::Span{lo[l], hi[l], ((s.bad >> l) & 1) != 0};
+  }
+}
+
+// The span of n values.
+ATTNSIM_AVX512 cuda_core_span::Span values_span(const float* x, int n) {
+  avx512::SpanLanes s = avx512::span_lanes_empty();
+  for (int j = 0; j < n; j += 16)
+    avx512::span_add(s, avx512::load_n(x + j, n - j), avx512::first16(n - j));
+  return cuda_core_span::Span{_mm512_reduce_min_epi32(s.lo), _mm512_reduce_max_epi32(s.hi),
+                              s.bad != 0};
+}
+
 }  // namespace
 
 template <class T>
@@ -165,15 +191,11 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     const int log2n = cuda_core_span::log2_terms(d);
     std::vector<Span>& ks = buf.spans;
     ks.assign(std::size_t(b.cols), Span{});
-    for (int j = 0; j < b.cols; ++j) {
-      const float* kj = in.k.row(ti.skv, b.j0 + j);
-      for (int k = 0; k < d; ++k) ks[std::size_t(j)].add(kj[k]);
-    }
+    key_spans(buf.kt.data(), d, ldk, b.cols, ks.data());
     buf.tmp_f.resize(std::size_t(b.rows) * ldk);
     for (int i = 0; i < b.rows; ++i) {
       const float* qi = in.q.row(ti.sq, ti.q_begin + i);
-      Span qs;
-      for (int k = 0; k < d; ++k) qs.add(qi[k]);
+      const Span qs = values_span(qi, d);
       const int n = visible(i);
       float* fi = buf.tmp_f.data() + std::size_t(i) * ldk;
       round_exact_sums(res_d + std::size_t(i) * lda, fi, n);

@@ -1,0 +1,71 @@
+// avx512::span_add (sim/pipeline/stages/avx512.hpp), the vector form of cuda_core_span::Span::add
+// that decides which outputs of the exact CUDA-core products the FP64 lanes may round: lane by
+// lane against Span::add on every FP32 upper half with six low halves (zeros, subnormals, normals
+// with every trailing-zero count, Inf, NaN), in random 16-lane sequences with random live masks.
+// The random-block tests of the kernels cannot see a wrong span: a too-narrow one only matters
+// when an FP64 sum rounds and that rounding changes the FP32 result.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "numerics/isa.hpp"
+#include "sim/pipeline/stages/cuda_core_span.hpp"
+// Last: the AVX-512 helpers.
+#include "sim/pipeline/stages/avx512.hpp"
+
+namespace attnsim {
+namespace {
+
+using cuda_core_span::Span;
+
+// Lane l of the result: span_add over x[k][l] for the k with live bit l set.
+ATTNSIM_AVX512 void lanes(const float* x, const std::uint16_t* live, int steps, Span* out) {
+  avx512::SpanLanes s = avx512::span_lanes_empty();
+  for (int k = 0; k < steps; ++k) avx512::span_add(s, _mm512_loadu_ps(x + 16 * k), live[k]);
+  alignas(64) std::int32_t lo[16], hi[16];
+  _mm512_store_si512(lo, s.lo);
+  _mm512_store_si512(hi, s.hi);
+  for (int l = 0; l < 16; ++l) out[l] = Span{lo[l], hi[l], ((s.bad >> l) & 1) != 0};
+}
+
+TEST(SpanLanes, EqualsSpanAddLaneByLane) {
+  if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  std::vector<float> pool;
+  for (std::uint32_t hi = 0; hi < 65536; ++hi)
+    for (std::uint32_t lo : {0x0000u, 0x0001u, 0x0100u, 0x8000u, 0xFFFFu, 0x1234u}) {
+      const std::uint32_t b = (hi << 16) | lo;
+      float f;
+      std::memcpy(&f, &b, 4);
+      pool.push_back(f);
+    }
+  std::mt19937 g(3);
+  std::size_t bad = 0, cases = 0;
+  for (int rep = 0; rep < 20000; ++rep) {
+    const int steps = 1 + int(g() % 12);
+    std::vector<float> x(std::size_t(16) * steps);
+    std::vector<std::uint16_t> live(static_cast<std::size_t>(steps));
+    // Half the cases draw from one exponent band (spans near each other), half from anywhere.
+    const std::size_t band = g() % pool.size();
+    for (float& v : x) v = pool[(g() & 1) ? (band + g() % 3000) % pool.size() : g() % pool.size()];
+    for (auto& m : live) m = std::uint16_t(g());
+    Span got[16];
+    lanes(x.data(), live.data(), steps, got);
+    for (int l = 0; l < 16; ++l) {
+      Span want;
+      for (int k = 0; k < steps; ++k)
+        if ((live[std::size_t(k)] >> l) & 1) want.add(x[std::size_t(16 * k + l)]);
+      ++cases;
+      if ((got[l].lo != want.lo || got[l].hi != want.hi || got[l].bad != want.bad) && ++bad <= 3)
+        ADD_FAILURE() << "rep " << rep << " lane " << l << ": lo " << got[l].lo << "/" << want.lo
+                      << " hi " << got[l].hi << "/" << want.hi << " bad " << got[l].bad << "/"
+                      << want.bad;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "of " << cases << " lanes";
+}
+
+}  // namespace
+}  // namespace attnsim
