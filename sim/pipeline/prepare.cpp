@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "formats/encoding.hpp"
+#include "numerics/convert_array.hpp"
 #include "numerics/reduce.hpp"
 #include "numerics/special.hpp"
 #include "sim/pipeline/pipeline.hpp"
@@ -67,13 +68,15 @@ void finish_encodings(PreparedOperand& out, int k_step_bits) {
   }
   out.dim_pad = (out.dim + k_step_bits - 1) / k_step_bits * k_step_bits;
   out.bits.assign(std::size_t(out.slices) * out.tokens * out.dim_pad, 0u);
+  const bool fp = is_float_encoding(out.enc) && out.enc != Encoding::kFp64;  // encode_array's
   for (std::size_t r = 0; r < std::size_t(out.slices) * out.tokens; ++r) {
-    for (int c = 0; c < out.dim; ++c) {
-      const float v = out.values[r * out.dim + c];
-      out.bits[r * out.dim_pad + c] = is_float_encoding(out.enc)
-                                          ? encode_float_bits(out.enc, v, kCudaRn)
-                                          : int_to_encoding(out.enc, std::int32_t(v));
+    const float* v = out.values.data() + r * out.dim;
+    std::uint32_t* b = out.bits.data() + r * out.dim_pad;
+    if (fp) {
+      encode_array(out.enc, v, std::size_t(out.dim), b, kCudaRn);  // encode_float_bits per value
+      continue;
     }
+    for (int c = 0; c < out.dim; ++c) b[c] = int_to_encoding(out.enc, std::int32_t(v[c]));
   }
 }
 
@@ -126,11 +129,15 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
   std::vector<float> w(std::size_t(tokens) * dim);
   for (int sl = 0; sl < slices; ++sl) {
     const float* xs = x.data() + std::size_t(sl) * tokens * dim;
-    for (std::size_t i = 0; i < w.size(); ++i) {
-      // The format the tensor arrives in (the kernels' fp16/bf16 inputs), then the prescale.
-      const float xin = s.input == Encoding::kFp32 ? xs[i] : round_to(s.input, xs[i], kCudaRn);
-      w[i] = s.prescale != Prescale::kNone ? xin * pre : xin;
+    // The format the tensor arrives in (the kernels' fp16/bf16 inputs: round_to by the array
+    // kernel), then the prescale.
+    if (is_float_encoding(s.input)) {
+      round_array(s.input, xs, w.size(), w.data(), kCudaRn);
+    } else {
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = round_to(s.input, xs[i], kCudaRn);
     }
+    if (s.prescale != Prescale::kNone)
+      for (std::size_t i = 0; i < w.size(); ++i) w[i] = w[i] * pre;
     if (s.mean != MeanMode::kNone) {
       // The mean in FP64 (exact enough that its one rounding to mean_enc is the only one: torch's
       // mean accumulates in FP32 and rounds once to the input dtype), subtracted in FP32, the
@@ -158,10 +165,12 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
     if (centered) std::copy(w.begin(), w.end(), centered->begin() + std::size_t(sl) * tokens * dim);
     float* vs = out.values.data() + std::size_t(sl) * tokens * dim;
     if (!scaled) {
-      for (std::size_t i = 0; i < w.size(); ++i)
-        vs[i] = s.enc == Encoding::kFp32
-                    ? w[i]
-                    : decode_float_bits(s.enc, encode_float_bits(s.enc, w[i], s.cast));
+      if (is_float_encoding(s.enc)) {  // decode(encode(w, cast)) by the array kernel
+        round_array(s.enc, w.data(), w.size(), vs, s.cast);
+      } else {
+        for (std::size_t i = 0; i < w.size(); ++i)
+          vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, w[i], s.cast));
+      }
       continue;
     }
     std::vector<float> sc;
@@ -203,9 +212,14 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
         for (int c = 0; c < dim; ++c) {
           const std::size_t i = std::size_t(t) * dim + c;
           const float r = inv[std::size_t(s.groups.group(t, c, tokens, dim))];
-          const float y = mufu ? fmul_ftz(r, w[i]) : w[i] * r;
-          vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, y, s.cast));
+          vs[i] = mufu ? fmul_ftz(r, w[i]) : w[i] * r;
         }
+      }
+      if (is_float_encoding(s.enc)) {  // decode(encode(y, cast)) by the array kernel
+        round_array(s.enc, vs, w.size(), vs, s.cast);
+      } else {
+        for (std::size_t i = 0; i < w.size(); ++i)
+          vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, vs[i], s.cast));
       }
     }
     if (s.apply == ScaleAt::kOperand) {

@@ -186,21 +186,30 @@ float sas_exp(float x, const SasRule& r) {
   return table->y[float_to_half_bits(x)];
 }
 
-void sas_exp_array(const float* x, std::size_t n, float* out, const SasRule& r) {
-  if (r.fmt == SasFormat::kFp32) {
-    for (std::size_t i = 0; i < n; ++i) out[i] = sas_native<float>(x[i], r);
-    return;
-  }
+namespace {
+
+// sas_exp_array's fp16 path on a rule's table.
+void sas_fp16_rows(const float* x, std::size_t n, float* out, const Fp16Table& t) {
   // The fp16 arguments by the array conversion (formats' RNE with overflow to Inf, as the
   // compiler's _Float16 conversion of sas_exp: equal on every non-NaN input; every NaN reads the
   // table's 0), then the table, in chunks that stay in the L1 cache.
-  const std::vector<float>& y = fp16_table(r).y;
+  const float* y = t.y.data();
   std::uint16_t h[256];
   for (std::size_t i0 = 0; i0 < n; i0 += 256) {
     const std::size_t m = std::min<std::size_t>(256, n - i0);
     encode_array(Encoding::kFp16, x + i0, m, h, kCudaRn);
     for (std::size_t i = 0; i < m; ++i) out[i0 + i] = y[h[i]];
   }
+}
+
+}  // namespace
+
+void sas_exp_array(const float* x, std::size_t n, float* out, const SasRule& r) {
+  if (r.fmt == SasFormat::kFp32) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = sas_native<float>(x[i], r);
+    return;
+  }
+  sas_fp16_rows(x, n, out, fp16_table(r));
 }
 
 namespace {
@@ -210,7 +219,10 @@ class SasExpHook final : public ExpHook {
   explicit SasExpHook(const SasRule& r) : rule_(r) {}
   float eval(float x) const override { return sas_exp(x, rule_); }
   void eval_array(const float* x, std::size_t n, float* out) const override {
-    sas_exp_array(x, n, out, rule_);
+    if (rule_.fmt == SasFormat::kFp32) return sas_exp_array(x, n, out, rule_);
+    // The rule's table looked up once per hook (fp16_table builds a key string).
+    std::call_once(table_once_, [this] { table_ = &fp16_table(rule_); });
+    sas_fp16_rows(x, n, out, *table_);
   }
   std::string name() const override { return "sas"; }
   OptionList options() const override {
@@ -224,6 +236,8 @@ class SasExpHook final : public ExpHook {
 
  private:
   SasRule rule_;
+  mutable std::once_flag table_once_;
+  mutable const Fp16Table* table_ = nullptr;
 };
 
 }  // namespace
