@@ -41,6 +41,11 @@ void rcp_approx_array_ref(const float* x, std::size_t n, float* out, const RcpAp
   for (std::size_t i = 0; i < n; ++i) out[i] = f32_from_bits(rcp_approx_bits(f32_bits(x[i]), rcp));
 }
 
+void exp_exact_array_ref(const float* x, std::size_t n, float* out, bool base2) {
+  for (std::size_t i = 0; i < n; ++i)
+    out[i] = base2 ? float(std::exp2(double(x[i]))) : float(std::exp(double(x[i])));
+}
+
 // ---- AVX-512 kernels ---------------------------------------------------------------------------
 
 #if ATTNSIM_X86_KERNELS
@@ -292,8 +297,99 @@ ATTNSIM_TARGET_AVX512 void mufu_kernel(const float* x, std::size_t n, float* out
   }
 }
 
+// float(exp(double(x))) of 8 lanes (base2: exp2); `slow` receives the lanes the reference must
+// compute (NaN, +Inf, a subnormal or overflowing FP32 result, an FP64 value within 64 ulps of an
+// FP32 rounding boundary). Arguments at or below -104 (-150 for exp2) give +0 directly: their
+// exact exponential lies below 2^-150, half the smallest subnormal.
+ATTNSIM_TARGET_AVX512 inline __m256 exp_f64_8(__m256 xf, bool base2, __mmask8* slow) {
+  const __m512d x = _mm512_cvtps_pd(xf);
+  const __m512d lo = _mm512_set1_pd(base2 ? -126.0 : -87.0);
+  const __m512d hi = _mm512_set1_pd(base2 ? 127.5 : 88.3);
+  const __m512d zero_at = _mm512_set1_pd(base2 ? -150.0 : -104.0);
+  const __mmask8 in = _mm512_cmp_pd_mask(x, lo, _CMP_GE_OQ) & _mm512_cmp_pd_mask(x, hi, _CMP_LE_OQ);
+  const __mmask8 zero = _mm512_cmp_pd_mask(x, zero_at, _CMP_LE_OQ);
+  const __m512d xs = _mm512_mask_mov_pd(_mm512_setzero_pd(), in, x);
+  __m512d k, r;
+  if (base2) {
+    k = _mm512_roundscale_pd(xs, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm512_mul_pd(_mm512_sub_pd(xs, k), _mm512_set1_pd(0x1.62e42fefa39efp-1));
+  } else {
+    k = _mm512_roundscale_pd(_mm512_mul_pd(xs, _mm512_set1_pd(0x1.71547652b82fep0)),
+                             _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    // Cody-Waite: k·ln2_hi is exact (ln2_hi has 32 significant bits, |k| <= 128).
+    r = _mm512_sub_pd(xs, _mm512_mul_pd(k, _mm512_set1_pd(0x1.62e42feep-1)));
+    r = _mm512_sub_pd(r, _mm512_mul_pd(k, _mm512_set1_pd(0x1.a39ef35793c76p-33)));
+  }
+  // e^r, |r| <= 0.35: Taylor to degree 13 (truncation below 5e-18 relative), Horner.
+  static constexpr double kC[14] = {1.0,
+                                    1.0,
+                                    1.0 / 2,
+                                    1.0 / 6,
+                                    1.0 / 24,
+                                    1.0 / 120,
+                                    1.0 / 720,
+                                    1.0 / 5040,
+                                    1.0 / 40320,
+                                    1.0 / 362880,
+                                    1.0 / 3628800,
+                                    1.0 / 39916800,
+                                    1.0 / 479001600,
+                                    1.0 / 6227020800.0};
+  __m512d p = _mm512_set1_pd(kC[13]);
+  for (int i = 12; i >= 0; --i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kC[i]));
+  const __m512i e = _mm512_slli_epi64(
+      _mm512_add_epi64(_mm512_cvtpd_epi64(k), _mm512_set1_epi64(1023)), 52);
+  const __m512d y = _mm512_mul_pd(p, _mm512_castsi512_pd(e));
+  // The FP32 rounding boundaries (midpoints) of a normal FP64 value: the 29 bits below FP32's
+  // last place equal 2^28.
+  const __m512i low = _mm512_and_si512(_mm512_castpd_si512(y), _mm512_set1_epi64((1ll << 29) - 1));
+  const __m512i d = _mm512_abs_epi64(_mm512_sub_epi64(low, _mm512_set1_epi64(1ll << 28)));
+  const __mmask8 near = _mm512_cmple_epi64_mask(d, _mm512_set1_epi64(64));
+  *slow = __mmask8(~(in | zero)) | (in & near);
+  return _mm256_maskz_mov_ps(in, _mm512_cvtpd_ps(y));  // +0 for the zero lanes
+}
+
+// exp_exact_array over n values; the lanes exp_f64_8 hands back are recomputed by the caller:
+// their indices go to slow_at (at most n), their count is returned.
+ATTNSIM_TARGET_AVX512 std::size_t exp_exact_kernel(const float* x, std::size_t n, float* out,
+                                                   bool base2, std::uint32_t* slow_at) {
+  std::size_t ns = 0;
+  for (std::size_t i = 0; i < n; i += 8) {
+    const std::size_t m = n - i < 8 ? n - i : 8;
+    const __mmask8 live = __mmask8((1u << m) - 1u);
+    __mmask8 slow;
+    const __m256 r = exp_f64_8(_mm256_maskz_loadu_ps(live, x + i), base2, &slow);
+    _mm256_mask_storeu_ps(out + i, live, r);
+    for (unsigned s = slow & live; s != 0; s &= s - 1)
+      slow_at[ns++] = std::uint32_t(i + std::size_t(__builtin_ctz(s)));
+  }
+  return ns;
+}
+
 }  // namespace
 #endif  // ATTNSIM_X86_KERNELS
+
+void exp_exact_array(const float* x, std::size_t n, float* out, bool base2) {
+#if ATTNSIM_X86_KERNELS
+  if (use_avx512()) {
+    // In chunks, so that the indices of the lanes for the reference fit a small buffer; x may be
+    // out (each chunk's arguments are read before its results are written, the slow lanes' again
+    // from a copy).
+    constexpr std::size_t kChunk = 1024;
+    std::uint32_t slow_at[kChunk];
+    float xin[kChunk];
+    for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+      const std::size_t m = std::min(kChunk, n - i0);
+      std::copy(x + i0, x + i0 + m, xin);
+      const std::size_t ns = exp_exact_kernel(xin, m, out + i0, base2, slow_at);
+      for (std::size_t k = 0; k < ns; ++k)
+        exp_exact_array_ref(xin + slow_at[k], 1, out + i0 + slow_at[k], base2);
+    }
+    return;
+  }
+#endif
+  exp_exact_array_ref(x, n, out, base2);
+}
 
 bool ex2_array_compact_tables(const Ex2ApproxFtz& ex2) {
 #if ATTNSIM_X86_KERNELS

@@ -24,6 +24,16 @@ void ex2_approx_array(const float* x, std::size_t n, float* out,
                       const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
 void ex2_approx_array_ref(const float* x, std::size_t n, float* out,
                           const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100());
+// out[i] = float(std::exp(double(x[i]))) (base2: std::exp2), ExpFn::kExact's FP32 model: the
+// FP64 exponential of the FP32 argument rounded once to FP32. The AVX-512 kernel evaluates the
+// FP64 exponential itself (a reduction to |r| <= ln2/2 and a degree-13 polynomial, within a few
+// FP64 ulps) and rounds it to FP32; lanes whose FP64 value lies within 64 FP64 ulps of an FP32
+// rounding boundary (about 2.4e-7 of them), whose FP32 result is subnormal, and NaN and +Inf
+// lanes take the libm reference, so the result equals it bit for bit (all 2^32 inputs:
+// tests/numerics/special_array_long_test.cpp).
+void exp_exact_array(const float* x, std::size_t n, float* out, bool base2);
+void exp_exact_array_ref(const float* x, std::size_t n, float* out, bool base2);
+
 // Whether the AVX-512 ex2 kernels read ex2's tables in their compact form (T±[f] = a
 // double-precision prediction of 2^(±f·2^-23) plus a 2-bit code: 4 MiB instead of 64, checked
 // against every entry when it is built, on first use): true for the H100's tables.

@@ -97,6 +97,17 @@ TEST(SpecialArray, Ex2EveryTableEntry) {
   }
 }
 
+TEST(SpecialArray, ExpExact) {
+  expect_same(
+      "exp exact", [](const float* x, std::size_t n, float* o) { exp_exact_array(x, n, o, false); },
+      [](const float* x, std::size_t n, float* o) { exp_exact_array_ref(x, n, o, false); });
+}
+TEST(SpecialArray, Exp2Exact) {
+  expect_same(
+      "exp2 exact", [](const float* x, std::size_t n, float* o) { exp_exact_array(x, n, o, true); },
+      [](const float* x, std::size_t n, float* o) { exp_exact_array_ref(x, n, o, true); });
+}
+
 TEST(SpecialArray, RcpApproxFtz) {
   expect_same(
       "rcp.approx.ftz", [](const float* x, std::size_t n, float* o) { rcp_approx_ftz_array(x, n, o); },

@@ -45,6 +45,19 @@ void exp_ex2_rows(const ExpStage& st, ExpKind base, const BlockView& b, TileBuff
   }
 }
 
+// An FP32 state's exp.exact (float(exp(double(x))), ExpModel's kExact): each row's p by
+// numerics/special_array's exp_exact_array (bit-identical to the libm reference), alpha by eval.
+void exp_exact_rows(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<float>& buf) {
+  const ExpModel<float> e = exp_model<float>(st, base, 1.0f);
+  for (int i = 0; i < b.rows; ++i) {
+    const float* xi = buf.x.data() + std::size_t(i) * b.bk;
+    float* pi = buf.p.data() + std::size_t(i) * b.bk;
+    exp_exact_array(xi, std::size_t(b.cols), pi, base == ExpKind::kExp2);
+    for (int j = b.cols; j < b.bk; ++j) pi[j] = 0.0f;
+    buf.alpha[std::size_t(i)] = e.eval(buf.alpha_arg[std::size_t(i)]);
+  }
+}
+
 // An FP32 state's hook (exp=sas): each row's p through the hook's array form (ExpHook::eval_array,
 // equal to eval element by element), alpha by eval.
 void exp_hook_rows(const ExpStage& st, const BlockView& b, TileBuffers<float>& buf) {
@@ -71,6 +84,8 @@ void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers
     }
     if (active_isa() != Isa::kScalar && st.fn == ExpFn::kHook && st.hook)
       return exp_hook_rows(st, b, buf);
+    if (active_isa() != Isa::kScalar && st.fn == ExpFn::kExact)
+      return exp_exact_rows(st, base, b, buf);
   }
   exp_ref(st, base, b, buf);
 }
