@@ -314,21 +314,48 @@ struct SpecialLanes {
   __m512i ovf_pos, ovf_neg, inf_pos, inf_neg;
 };
 
-template <class Out>
-ATTNSIM_TARGET_AVX512 SpecialLanes encode_specials(Encoding e, Policy p) {
-  auto code = [&](float v) { return int(Out(encode_float_bits(e, v, p))); };
-  return {_mm512_set1_epi32(code(0x1.fffffep127f)), _mm512_set1_epi32(code(-0x1.fffffep127f)),
-          _mm512_set1_epi32(code(HUGE_VALF)), _mm512_set1_epi32(code(-HUGE_VALF))};
+// The four results as integers, from the scalar encoder, kept per thread for the last (what,
+// encoding, policy): the kernels run once per row of a tile, where four scalar encodes per call
+// cost more than the row's vector work.
+struct SpecialCodes {
+  int ovf_pos, ovf_neg, inf_pos, inf_neg;
+};
+// what: the output width in bytes (1, 2, 4) for encodes, 0 for round_to.
+SpecialCodes special_codes(int what, Encoding e, Policy p) {
+  thread_local struct {
+    bool valid = false;
+    int what;
+    Encoding e;
+    Policy p;
+    SpecialCodes c;
+  } last;
+  if (last.valid && last.what == what && last.e == e && last.p == p) return last.c;
+  auto val = [&](float v) {
+    if (what == 0) return int(f32_bits(round_to(e, v, p)));
+    const std::uint32_t b = encode_float_bits(e, v, p);
+    return int(what == 1 ? std::uint32_t(std::uint8_t(b))
+                         : what == 2 ? std::uint32_t(std::uint16_t(b)) : b);
+  };
+  last.c = {val(0x1.fffffep127f), val(-0x1.fffffep127f), val(HUGE_VALF), val(-HUGE_VALF)};
+  last.what = what;
+  last.e = e;
+  last.p = p;
+  last.valid = true;
+  return last.c;
 }
-ATTNSIM_TARGET_AVX512 SpecialLanes round_specials(Encoding e, Policy p) {
-  auto val = [&](float v) { return int(f32_bits(round_to(e, v, p))); };
-  return {_mm512_set1_epi32(val(0x1.fffffep127f)), _mm512_set1_epi32(val(-0x1.fffffep127f)),
-          _mm512_set1_epi32(val(HUGE_VALF)), _mm512_set1_epi32(val(-HUGE_VALF))};
+
+ATTNSIM_TARGET_AVX512 SpecialLanes special_lanes(SpecialCodes c) {
+  return {_mm512_set1_epi32(c.ovf_pos), _mm512_set1_epi32(c.ovf_neg), _mm512_set1_epi32(c.inf_pos),
+          _mm512_set1_epi32(c.inf_neg)};
 }
 
 // The flagged lanes of v that are not NaN replaced by their specials; returns the NaN lanes.
 ATTNSIM_TARGET_AVX512 inline __m512i settle(__m512i v, __m512i u, __mmask16 flagged,
                                             const SpecialLanes& sp, __mmask16* nan) {
+  if (flagged == 0) {  // the common vector: nothing to settle (a predictable branch)
+    *nan = 0;
+    return v;
+  }
   const __m512i a = _mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFFFF));
   const __m512i inf_bits = _mm512_set1_epi32(0x7F800000);
   *nan = flagged & _mm512_cmpgt_epu32_mask(a, inf_bits);
@@ -529,7 +556,8 @@ void encode_dispatch(Encoding e, const float* x, std::size_t n, Out* out, Policy
   if (use_avx512() && with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
                                   [&]<class Fmt, Round kR>() {
                                     SlowLanes s;
-                                    const SpecialLanes sp = encode_specials<Out>(e, p);
+                                    const SpecialLanes sp =
+                                        special_lanes(special_codes(int(sizeof(Out)), e, p));
                                     for (std::size_t i = 0; i < n;) {
                                       s.n = 0;
                                       const std::size_t len = std::min(n - i, kPassMax);
@@ -588,7 +616,7 @@ void round_array(Encoding e, const float* x, std::size_t n, float* out, Policy p
 #if ATTNSIM_X86_KERNELS
   if (use_avx512() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
         SlowLanes s;
-        const SpecialLanes sp = round_specials(e, p);
+        const SpecialLanes sp = special_lanes(special_codes(0, e, p));
         for (std::size_t i = 0; i < n;) {
           s.n = 0;
           const std::size_t done =
