@@ -266,8 +266,8 @@ void add_bench_command(CLI::App& app) {
                 "instead: each method's wall time on one core against a native FP32 attention "
                 "(Eigen GEMMs, -march=native) of the same input, measured in this run");
   cmd->add_option("--method", no->methods,
-                  "with --native: a method to time (repeatable; default: flash, turbo, sage1, "
-                  "each sage2 arch, amla variants, lean, splitkv, kivi)");
+                  "with --native: a method to time (repeatable; default: flash, turbo:mode=prefill, "
+                  "turbo, sage1, each sage2 arch, amla variants, lean, splitkv, kivi)");
   cmd->add_option("--synthetic", no->synthetic,
                   "with --native: the input spec (default normal:hq=8,hkv=8,nq=4096,nkv=4096,"
                   "d=128,causal=1; with --quick nq=nkv=1024)");
