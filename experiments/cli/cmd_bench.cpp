@@ -192,13 +192,12 @@ void bench_vs_native(const NativeBenchOptions& o, bool quick) {
       s.head_dim, s.head_dim_v, in.causal ? ", causal" : "", isa_name(active_isa()));
   std::vector<float> native_o(s.o_size());
   const double min_s = quick ? 0.3 : 1.0;
-  const Seconds t_native = best_seconds(
-      [&] {
-        native_attention(in.q.data(), in.k.data(), in.v.data(), native_o.data(), s.batch,
-                         s.heads_q, s.heads_kv, s.len_q, s.len_kv, s.head_dim, s.head_dim_v,
-                         in.causal, in.scale());
-      },
-      min_s);
+  const auto run_native = [&] {
+    native_attention(in.q.data(), in.k.data(), in.v.data(), native_o.data(), s.batch, s.heads_q,
+                     s.heads_kv, s.len_q, s.len_kv, s.head_dim, s.head_dim_v, in.causal,
+                     in.scale());
+  };
+  const Seconds t_native = best_seconds(run_native, min_s);
   std::printf("  CPU seconds of this process (one thread), ratios of CPU times; wall seconds beside\n");
   std::printf("  %-34s %9s  %9s  %9s  %9s  %s\n", "", "cpu s", "wall s", "x native", "x flash",
               "max |O - native O|");
@@ -216,13 +215,7 @@ void bench_vs_native(const NativeBenchOptions& o, bool quick) {
     for (std::size_t i = 0; i < out.o.size() && i < native_o.size(); ++i)
       errs[m] = std::max(errs[m], std::abs(double(out.o[i]) - double(native_o[i])));
   }
-  const Seconds t_native2 = best_seconds(
-      [&] {
-        native_attention(in.q.data(), in.k.data(), in.v.data(), native_o.data(), s.batch,
-                         s.heads_q, s.heads_kv, s.len_q, s.len_kv, s.head_dim, s.head_dim_v,
-                         in.causal, in.scale());
-      },
-      min_s);
+  const Seconds t_native2 = best_seconds(run_native, min_s);
   const double native_cpu = std::min(t_native.cpu, t_native2.cpu);
   double t_flash = 0;
   for (std::size_t m = 0; m < methods.size(); ++m) {

@@ -7,42 +7,24 @@
 // random inputs (numerics/special_array_test.cpp).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <chrono>
-#include <cstdio>
-#include <cstring>
-#include <vector>
-
-#include "formats/float32.hpp"
-#include "numerics/isa.hpp"
 #include "numerics/special_array.hpp"
+#include "tests/numerics/special_array_sweep.hpp"
 
 namespace attnsim {
 namespace {
 
-void sweep(const char* name, bool base2) {
-  const auto start = std::chrono::steady_clock::now();
-  std::atomic<std::uint64_t> bad{0};
-#pragma omp parallel
-  {
-    std::vector<float> x(1u << 16), got(1u << 16), want(1u << 16);
-#pragma omp for schedule(dynamic, 64)
-    for (std::int64_t hi = 0; hi < 65536; ++hi) {
-      for (std::uint32_t lo = 0; lo < 65536; ++lo)
-        x[lo] = f32_from_bits((std::uint32_t(hi) << 16) | lo);
-      exp_exact_array(x.data(), x.size(), got.data(), base2);
-      exp_exact_array_ref(x.data(), x.size(), want.data(), base2);
-      bad += std::memcmp(got.data(), want.data(), x.size() * 4) != 0 ? 1 : 0;
-    }
-  }
-  EXPECT_EQ(bad.load(), 0u) << name << ": blocks of 2^16 inputs that differ";
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("%-16s all 2^32 FP32 inputs (%s), %llu blocks differ, %.1f s\n", name,
-              isa_name(active_isa()), (unsigned long long)bad.load(), s);
-}
+using special_sweep::sweep;
 
-TEST(SpecialArrayFull, ExpExact) { sweep("exp exact", false); }
-TEST(SpecialArrayFull, Exp2Exact) { sweep("exp2 exact", true); }
+TEST(SpecialArrayFull, ExpExact) {
+  sweep(
+      "exp exact", [](const float* x, std::size_t n, float* o) { exp_exact_array(x, n, o, false); },
+      [](const float* x, std::size_t n, float* o) { exp_exact_array_ref(x, n, o, false); });
+}
+TEST(SpecialArrayFull, Exp2Exact) {
+  sweep(
+      "exp2 exact", [](const float* x, std::size_t n, float* o) { exp_exact_array(x, n, o, true); },
+      [](const float* x, std::size_t n, float* o) { exp_exact_array_ref(x, n, o, true); });
+}
 
 }  // namespace
 }  // namespace attnsim

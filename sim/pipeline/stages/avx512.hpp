@@ -93,39 +93,4 @@ ATTNSIM_AVX512_INLINE void transpose16(__m512 r[16]) {
   }
 }
 
-// cuda_core_span::Span::add of 16 FP32 lanes (those in `live`) into per-lane bounds: lo = min
-// lsb, hi = max top over the non-zero values, `bad` the lanes that saw an Inf or NaN. The lsb and
-// top of a significand come from the exponents of its FP32 conversions (exact: below 2^24), the
-// lowest set bit as sig & −sig.
-struct SpanLanes {
-  __m512i lo, hi;
-  __mmask16 bad;
-};
-ATTNSIM_AVX512_INLINE SpanLanes span_lanes_empty() {
-  return {_mm512_set1_epi32(1 << 20), _mm512_set1_epi32(-(1 << 20)), 0};
-}
-ATTNSIM_AVX512_INLINE __m512i exponent_of_int(__m512i v) {  // floor(log2 v), 0 < v < 2^24
-  return _mm512_sub_epi32(_mm512_srli_epi32(_mm512_castps_si512(_mm512_cvtepi32_ps(v)), 23),
-                          _mm512_set1_epi32(127));
-}
-ATTNSIM_AVX512_INLINE void span_add(SpanLanes& s, __m512 x, __mmask16 live) {
-  const __m512i u = _mm512_and_si512(_mm512_castps_si512(x), _mm512_set1_epi32(0x7FFFFFFF));
-  const __mmask16 special = _mm512_mask_cmpge_epu32_mask(live, u, _mm512_set1_epi32(0x7F800000));
-  s.bad |= special;
-  const __mmask16 m = _mm512_mask_test_epi32_mask(live & __mmask16(~special), u, u);
-  const __m512i e = _mm512_srli_epi32(u, 23);
-  const __mmask16 den = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
-  const __m512i sig = _mm512_mask_mov_epi32(
-      _mm512_or_si512(_mm512_and_si512(u, _mm512_set1_epi32(0x7FFFFF)), _mm512_set1_epi32(0x800000)),
-      den, u);
-  const __m512i base = _mm512_mask_mov_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(150)), den,
-                                             _mm512_set1_epi32(-149));
-  const __m512i low = _mm512_and_si512(sig, _mm512_sub_epi32(_mm512_setzero_si512(), sig));
-  // Lanes outside m may hold sig = 0 (a zero): their results are never merged.
-  const __m512i lsb = _mm512_add_epi32(base, exponent_of_int(low));
-  const __m512i top = _mm512_add_epi32(base, exponent_of_int(sig));
-  s.lo = _mm512_mask_min_epi32(s.lo, m, s.lo, lsb);
-  s.hi = _mm512_mask_max_epi32(s.hi, m, s.hi, top);
-}
-
 }  // namespace attnsim::avx512

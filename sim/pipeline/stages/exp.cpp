@@ -26,66 +26,52 @@ template void exp_ref<double>(const ExpStage&, ExpKind, const BlockView&, TileBu
 
 namespace {
 
-// An FP32 state under the H100's ex2.approx models: each row's p by the gathered MUFU models of
-// numerics/special_array (bit-identical to ExpModel::eval's Ex2ApproxFtz / ex2_approx_bits, the
-// exp_ref loop), alpha by the scalar model.
-void exp_ex2_rows(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<float>& buf) {
-  const ExpModel<float> e = exp_model<float>(st, base, 1.0f);
-  const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
+// An FP32 state's p row by row through an array form of its exp model, bit-identical to
+// ExpModel::eval element by element (the exp_ref loop); alpha by eval; 0 past the block's keys.
+template <class RowFn>
+void exp_rows(const ExpModel<float>& e, const BlockView& b, TileBuffers<float>& buf, RowFn&& row) {
   for (int i = 0; i < b.rows; ++i) {
     const float* xi = buf.x.data() + std::size_t(i) * b.bk;
     float* pi = buf.p.data() + std::size_t(i) * b.bk;
-    if (st.fn == ExpFn::kEx2ApproxFtz) {
-      ex2_approx_ftz_array(xi, std::size_t(b.cols), pi, ex2);
-    } else {
-      ex2_approx_array(xi, std::size_t(b.cols), pi, ex2);
-    }
+    row(xi, std::size_t(b.cols), pi);
     for (int j = b.cols; j < b.bk; ++j) pi[j] = 0.0f;
     buf.alpha[std::size_t(i)] = e.eval(buf.alpha_arg[std::size_t(i)]);
-  }
-}
-
-// An FP32 state's exp.exact (float(exp(double(x))), ExpModel's kExact): each row's p by
-// numerics/special_array's exp_exact_array (bit-identical to the libm reference), alpha by eval.
-void exp_exact_rows(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<float>& buf) {
-  const ExpModel<float> e = exp_model<float>(st, base, 1.0f);
-  for (int i = 0; i < b.rows; ++i) {
-    const float* xi = buf.x.data() + std::size_t(i) * b.bk;
-    float* pi = buf.p.data() + std::size_t(i) * b.bk;
-    exp_exact_array(xi, std::size_t(b.cols), pi, base == ExpKind::kExp2);
-    for (int j = b.cols; j < b.bk; ++j) pi[j] = 0.0f;
-    buf.alpha[std::size_t(i)] = e.eval(buf.alpha_arg[std::size_t(i)]);
-  }
-}
-
-// An FP32 state's hook (exp=sas): each row's p through the hook's array form (ExpHook::eval_array,
-// equal to eval element by element), alpha by eval.
-void exp_hook_rows(const ExpStage& st, const BlockView& b, TileBuffers<float>& buf) {
-  const ExpHook& h = *st.hook;
-  for (int i = 0; i < b.rows; ++i) {
-    const float* xi = buf.x.data() + std::size_t(i) * b.bk;
-    float* pi = buf.p.data() + std::size_t(i) * b.bk;
-    h.eval_array(xi, std::size_t(b.cols), pi);
-    for (int j = b.cols; j < b.bk; ++j) pi[j] = 0.0f;
-    buf.alpha[std::size_t(i)] = h.eval(buf.alpha_arg[std::size_t(i)]);
   }
 }
 
 }  // namespace
 
-// The dispatcher (stages.hpp): the MUFU models of an FP32 state as array kernels when the
-// instruction set allows, a hook's array form, else the reference.
+// The dispatcher (stages.hpp): an FP32 state's p by array kernels when the instruction set allows
+// (numerics/special_array: the H100's ex2.approx{.ftz} models, exp.exact's float(exp(double));
+// a hook's ExpHook::eval_array, e.g. SAS), else the reference.
 template <class T>
 void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>) {
-    if (active_isa() != Isa::kScalar &&
-        (st.fn == ExpFn::kEx2ApproxFtz || st.fn == ExpFn::kEx2Approx)) {
-      return exp_ex2_rows(st, base, b, buf);
+    if (active_isa() != Isa::kScalar) {
+      const ExpModel<float> e = exp_model<float>(st, base, 1.0f);
+      switch (st.fn) {
+        case ExpFn::kEx2ApproxFtz:
+          return exp_rows(e, b, buf, [&](const float* x, std::size_t n, float* p) {
+            ex2_approx_ftz_array(x, n, p);  // the H100 tables
+          });
+        case ExpFn::kEx2Approx:
+          return exp_rows(e, b, buf, [&](const float* x, std::size_t n, float* p) {
+            ex2_approx_array(x, n, p);
+          });
+        case ExpFn::kExact:
+          return exp_rows(e, b, buf, [&](const float* x, std::size_t n, float* p) {
+            exp_exact_array(x, n, p, base == ExpKind::kExp2);
+          });
+        case ExpFn::kHook:
+          if (st.hook)
+            return exp_rows(e, b, buf, [&](const float* x, std::size_t n, float* p) {
+              st.hook->eval_array(x, n, p);
+            });
+          break;
+        default:
+          break;
+      }
     }
-    if (active_isa() != Isa::kScalar && st.fn == ExpFn::kHook && st.hook)
-      return exp_hook_rows(st, b, buf);
-    if (active_isa() != Isa::kScalar && st.fn == ExpFn::kExact)
-      return exp_exact_rows(st, base, b, buf);
   }
   exp_ref(st, base, b, buf);
 }

@@ -12,7 +12,6 @@
 //         to FP32; the other outputs take the reference's dot_exact_f32.
 // A chunk's dequantization by P's and V's per-block scales follows pv_ref operation by operation.
 #include <algorithm>
-#include <cstdint>
 #include <type_traits>
 
 #include "numerics/exact_sum.hpp"
@@ -21,6 +20,7 @@
 #include "sim/pipeline/stages/util.hpp"
 // Last: the AVX-512 helpers (avx512.hpp).
 #include "sim/pipeline/stages/avx512.hpp"
+#include "sim/pipeline/stages/span_lanes.hpp"
 
 namespace attnsim {
 
@@ -132,11 +132,7 @@ ATTNSIM_AVX512 void channel_spans(const float* v, int n, int dv, cuda_core_span:
     const __mmask16 live = avx512::first16(dv - c);
     for (int j = 0; j < n; ++j)
       avx512::span_add(s, _mm512_maskz_loadu_ps(live, v + std::size_t(j) * dv + c), live);
-    alignas(64) std::int32_t lo[16], hi[16];
-    _mm512_store_si512(lo, s.lo);
-    _mm512_store_si512(hi, s.hi);
-    for (int l = 0; l < 16 && c + l < dv; ++l)
-      vs[c + l] = cuda_core_span::Span{lo[l], hi[l], ((s.bad >> l) & 1) != 0};
+    avx512::store_spans(s, dv - c, vs + c);
   }
 }
 
@@ -149,8 +145,7 @@ ATTNSIM_AVX512 cuda_core_span::Span f32_span(const double* x, int n) {
     const __m512 v = _mm512_insertf32x8(_mm512_castps256_ps512(a), b, 1);
     avx512::span_add(s, v, avx512::first16(n - j));
   }
-  return cuda_core_span::Span{_mm512_reduce_min_epi32(s.lo), _mm512_reduce_max_epi32(s.hi),
-                              s.bad != 0};
+  return avx512::reduce_span(s);
 }
 
 }  // namespace

@@ -12,7 +12,6 @@
 //         (cuda_core_span.hpp), then rounded once to FP32; every other output takes the
 //         reference's dot_exact_f32.
 #include <algorithm>
-#include <cstdint>
 #include <type_traits>
 
 #include "numerics/exact_sum.hpp"
@@ -21,6 +20,7 @@
 #include "sim/pipeline/stages/util.hpp"
 // Last: the AVX-512 helpers (avx512.hpp).
 #include "sim/pipeline/stages/avx512.hpp"
+#include "sim/pipeline/stages/span_lanes.hpp"
 
 namespace attnsim {
 
@@ -116,11 +116,7 @@ ATTNSIM_AVX512 void key_spans(const float* kt, int d, int ldk, int cols, cuda_co
     const __mmask16 live = avx512::first16(cols - jg);
     for (int k = 0; k < d; ++k)
       avx512::span_add(s, _mm512_loadu_ps(kt + std::size_t(k) * ldk + jg), live);
-    alignas(64) std::int32_t lo[16], hi[16];
-    _mm512_store_si512(lo, s.lo);
-    _mm512_store_si512(hi, s.hi);
-    for (int l = 0; l < 16 && jg + l < cols; ++l)
-      ks[jg + l] = cuda_core_span::Span{lo[l], hi[l], ((s.bad >> l) & 1) != 0};
+    avx512::store_spans(s, cols - jg, ks + jg);
   }
 }
 
@@ -129,8 +125,7 @@ ATTNSIM_AVX512 cuda_core_span::Span values_span(const float* x, int n) {
   avx512::SpanLanes s = avx512::span_lanes_empty();
   for (int j = 0; j < n; j += 16)
     avx512::span_add(s, avx512::load_n(x + j, n - j), avx512::first16(n - j));
-  return cuda_core_span::Span{_mm512_reduce_min_epi32(s.lo), _mm512_reduce_max_epi32(s.hi),
-                              s.bad != 0};
+  return avx512::reduce_span(s);
 }
 
 }  // namespace

@@ -85,7 +85,7 @@ TEST(Sas, FastPathEqualsReferenceOnRandomAndAdversarialFp32Arguments) {
 }
 
 // The array form (the exp stage's rows: fp16 arguments by the vector conversion kernel) against
-// sas_exp element by element on every FP32 upper half with six low halves (every sign, exponent,
+// sas_exp (and, on the upper halves, against sas_exp_ref, the FP64 reference) element by element on every FP32 upper half with six low halves (every sign, exponent,
 // NaN payload class, fp16 rounding tie and overflow region) and a million random arguments, with
 // tails and in place.
 TEST(Sas, ArrayFormEqualsTheScalarOneOnEveryUpperHalf) {
@@ -109,6 +109,13 @@ TEST(Sas, ArrayFormEqualsTheScalarOneOnEveryUpperHalf) {
         ADD_FAILURE() << describe(r) << " x bits 0x" << std::hex << bits(xs[i]) << " array "
                       << bits(got[i]) << " scalar " << bits(sas_exp(xs[i], r));
     EXPECT_EQ(bad, 0) << describe(r);
+    // And against the independent FP64-with-explicit-roundings reference on the upper halves.
+    long long bad_ref = 0;
+    for (std::size_t i = 0; i < 65536 * 6; ++i)
+      if (bits(got[i]) != bits(sas_exp_ref(xs[i], r)) && ++bad_ref <= 3)
+        ADD_FAILURE() << describe(r) << " x bits 0x" << std::hex << bits(xs[i]) << " array "
+                      << bits(got[i]) << " reference " << bits(sas_exp_ref(xs[i], r));
+    EXPECT_EQ(bad_ref, 0) << describe(r);
     for (std::size_t n = 0; n < 300; n += 37) {
       std::vector<float> a(xs.begin() + 5000, xs.begin() + 5000 + std::ptrdiff_t(n));
       sas_exp_array(a.data(), n, a.data(), r);

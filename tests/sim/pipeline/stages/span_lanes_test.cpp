@@ -1,4 +1,4 @@
-// avx512::span_add (sim/pipeline/stages/avx512.hpp), the vector form of cuda_core_span::Span::add
+// avx512::span_add (sim/pipeline/stages/span_lanes.hpp), the vector form of cuda_core_span::Span::add
 // that decides which outputs of the exact CUDA-core products the FP64 lanes may round: lane by
 // lane against Span::add on every FP32 upper half with six low halves (zeros, subnormals, normals
 // with every trailing-zero count, Inf, NaN), in random 16-lane sequences with random live masks.
@@ -12,9 +12,8 @@
 #include <vector>
 
 #include "numerics/isa.hpp"
-#include "sim/pipeline/stages/cuda_core_span.hpp"
 // Last: the AVX-512 helpers.
-#include "sim/pipeline/stages/avx512.hpp"
+#include "sim/pipeline/stages/span_lanes.hpp"
 
 namespace attnsim {
 namespace {
@@ -25,10 +24,7 @@ using cuda_core_span::Span;
 ATTNSIM_AVX512 void lanes(const float* x, const std::uint16_t* live, int steps, Span* out) {
   avx512::SpanLanes s = avx512::span_lanes_empty();
   for (int k = 0; k < steps; ++k) avx512::span_add(s, _mm512_loadu_ps(x + 16 * k), live[k]);
-  alignas(64) std::int32_t lo[16], hi[16];
-  _mm512_store_si512(lo, s.lo);
-  _mm512_store_si512(hi, s.hi);
-  for (int l = 0; l < 16; ++l) out[l] = Span{lo[l], hi[l], ((s.bad >> l) & 1) != 0};
+  avx512::store_spans(s, 16, out);
 }
 
 TEST(SpanLanes, EqualsSpanAddLaneByLane) {
