@@ -37,7 +37,7 @@ void check_width(Encoding e, int out_bits, const char* fn) {
 }
 
 template <class Out>
-void encode_ref_loop(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
+[[gnu::flatten]] void encode_ref_loop(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
   check_width(e, int(8 * sizeof(Out)), "encode_array");
   for (std::size_t i = 0; i < n; ++i) out[i] = Out(encode_float_bits(e, x[i], p));
 }
@@ -77,10 +77,10 @@ void decode_array_ref(Encoding e, const std::uint16_t* in, std::size_t n, float*
 void decode_array_ref(Encoding e, const std::uint8_t* in, std::size_t n, float* out) {
   decode_ref_loop(e, in, n, out);
 }
-void round_array_ref(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
+[[gnu::flatten]] void round_array_ref(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
   for (std::size_t i = 0; i < n; ++i) out[i] = round_to(e, x[i], p);
 }
-void round_to_int_array_ref(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {
+[[gnu::flatten]] void round_to_int_array_ref(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {
   for (std::size_t i = 0; i < n; ++i) out[i] = round_to_int_one(x[i], r, bits);
 }
 

@@ -9,7 +9,7 @@ unlabeled block has a line starting with a command (`attnsim`, `$B`, `./build/`,
 commands. Each command block must run, unless the HTML comment on the line before it says
 otherwise:
 
-    <!-- readme-test: long -->              run only with --long (CTest label `exhaustive`)
+    <!-- readme-test: long -->              run only with --long (CTest label `docs_long`)
     <!-- readme-test: synopsis -->          a usage synopsis with placeholders (CFG, FILE, [...])
     <!-- readme-test: skip: REASON -->      not runnable here, and why (a GPU, Slurm, the CI
                                             entry points themselves)

@@ -42,5 +42,11 @@ TEST(ConvertArrayAllInputs, E5m2Up) {
 TEST(ConvertArrayAllInputs, E5m2Down) {
   encode_vs_ref<std::uint8_t>(Encoding::kE5m2, Round::kDown, "e5m2 rd");
 }
+// s4 under rzi.sat: the s8 kernel of the same mode with the s4 clamp bounds (both swept in the
+// exhaustive suite, convert_array_long_test.cpp).
+TEST(ConvertArrayAllInputs, S4TowardZero) {
+  convert_sweep::int_vs_ref(Round::kTowardZero, 4, "s4 rzi.sat");
+}
+
 }  // namespace
 }  // namespace attnsim
