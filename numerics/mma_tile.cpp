@@ -182,6 +182,22 @@ struct KeptA {
   }
 };
 
+// A packed B kept with its key (MmaTile::b_key), and what the packing depended on: the float
+// kernel's values and exponents (kind 1) or the integer kernels' bytes and column sums (2, 3).
+struct KeptB {
+  std::uint64_t key = 0;
+  DotModel model{};
+  int cols = 0, n = 0, kind = 0, np = 0, chunk = 0;
+  std::uint64_t used = 0;  // when it was last used (the older of two slots is replaced)
+  std::vector<float> bv;
+  std::vector<std::int32_t> be;
+  std::vector<std::int32_t> b4, csum;
+  bool matches(const MmaTile& t, const DotModel& m, int k, int p, int ch) const {
+    return t.b_key != 0 && key == t.b_key && model == m && cols == t.cols && n == t.n &&
+           kind == k && np == p && chunk == ch;
+  }
+};
+
 // Per-thread packing buffers, grown as needed (the kernels get raw pointers).
 struct Workspace {
   std::vector<float> av, bv;
@@ -189,6 +205,31 @@ struct Workspace {
   std::vector<std::uint8_t> a8;
   std::vector<std::int32_t> b4, rsum, csum, cbuf;
   KeptA kept;
+  KeptB kept_b[2];
+  std::uint64_t clock = 0;
+  // The slot holding B for this call: a matching kept one (*hit), else the older slot, taken
+  // for this key; null for an unkeyed call (the scratch buffers then).
+  KeptB* slot_for(const MmaTile& t, const DotModel& m, int kind, int np, int chunk, bool* hit) {
+    *hit = false;
+    if (t.b_key == 0) return nullptr;
+    ++clock;
+    for (KeptB& k : kept_b)
+      if (k.matches(t, m, kind, np, chunk)) {
+        k.used = clock;
+        *hit = true;
+        return &k;
+      }
+    KeptB& k = kept_b[0].used <= kept_b[1].used ? kept_b[0] : kept_b[1];
+    k.key = t.b_key;
+    k.model = m;
+    k.cols = t.cols;
+    k.n = t.n;
+    k.kind = kind;
+    k.np = np;
+    k.chunk = chunk;
+    k.used = clock;
+    return &k;
+  }
 };
 Workspace& workspace() {
   thread_local Workspace w;
@@ -334,13 +375,20 @@ void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
     pack_int_a(pl, a8.data(), pk.n8, rsum.data(), pk.chunk);
     if (t.a_key) w.kept.remember(t, m, kind, pl.rows_pad, pk.chunk);
   }
-  w.b4.resize(std::size_t(pk.n8 / 4) * pk.np);
-  w.csum.resize(std::size_t(nchunks) * pk.np);
-  pack_int_b(pl, w.b4.data(), pk.n8, pk.np, w.csum.data(), pk.chunk);
+  // A keyed B is packed into a kept slot once and reused while its key comes back.
+  bool hit = false;
+  KeptB* kb = w.slot_for(t, m, kind, pk.np, pk.chunk, &hit);
+  std::vector<std::int32_t>& b4 = kb ? kb->b4 : w.b4;
+  std::vector<std::int32_t>& csum = kb ? kb->csum : w.csum;
+  if (!hit) {
+    b4.resize(std::size_t(pk.n8 / 4) * pk.np);
+    csum.resize(std::size_t(nchunks) * pk.np);
+    pack_int_b(pl, b4.data(), pk.n8, pk.np, csum.data(), pk.chunk);
+  }
   pk.a8 = a8.data();
-  pk.b4 = w.b4.data();
+  pk.b4 = b4.data();
   pk.rsum = rsum.data();
-  pk.csum = w.csum.data();
+  pk.csum = csum.data();
   if (amx) {
     w.cbuf.resize(32 * 32);
     int_tile_amx(pl, pk, w.cbuf.data());
@@ -373,14 +421,20 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
         pack_a_avx512(t.a_values ? value_spec(pl, pl.a_enc) : f.pack, t, av.data(), ae.data());
         if (t.a_key) w.kept.remember(t, m, 1, 0, 0);
       }
-      w.bv.resize(std::size_t(t.n) * pl.np);
-      w.be.resize(std::size_t(t.n) * pl.np);
-      pack_b_avx512(t.b_values ? value_spec(pl, pl.b_enc) : f.pack, t, pl.np, w.bv.data(),
-                    w.be.data());
+      bool hit = false;
+      KeptB* kb = w.slot_for(t, m, 1, pl.np, 0, &hit);
+      std::vector<float>& bv = kb ? kb->bv : w.bv;
+      std::vector<std::int32_t>& be = kb ? kb->be : w.be;
+      if (!hit) {
+        bv.resize(std::size_t(t.n) * pl.np);
+        be.resize(std::size_t(t.n) * pl.np);
+        pack_b_avx512(t.b_values ? value_spec(pl, pl.b_enc) : f.pack, t, pl.np, bv.data(),
+                      be.data());
+      }
       pl.av = av.data();
       pl.ae = ae.data();
-      pl.bv = w.bv.data();
-      pl.be = w.be.data();
+      pl.bv = bv.data();
+      pl.be = be.data();
       pl.c = t.c;
       pl.ldc = t.ldc;
       pl.d = t.d;

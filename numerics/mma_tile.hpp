@@ -43,6 +43,10 @@ struct MmaTile {
   // so the caller promises equal keys only for equal A (qk_mma: Q's rows of one tile, whose key
   // is fresh for every tile: next_mma_tile_key()).
   std::uint64_t a_key = 0;
+  // The same for B (with k_index): a call whose b_key, model and shape equal one of the last two
+  // keyed calls' on this thread reuses B as that call packed it (the attention stages: one K or V
+  // block read by the tiles of a KV group, sim/pipeline/tile.cpp attend_tiles).
+  std::uint64_t b_key = 0;
 };
 
 // A key no earlier call of this process used.

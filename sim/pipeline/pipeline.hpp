@@ -584,6 +584,12 @@ template <class T>
 void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int kv_block_begin,
                  int kv_block_end, TileState<T>& state, TileWorkspace& ws);
 
+// run_pipeline takes the query heads of a KV group together, block by block, when the tiles are
+// short (decode, MLA), which changes no bits; tests turn it off to compare (default on).
+void set_tile_grouping(bool on);
+// How many grouped work items (KV group, Q block, part of the group) this process ran (tests).
+std::int64_t grouped_tile_items();
+
 // The epilogue of one tile: O / l (the normalize model), the static P scale, V's scale and mean,
 // the output cast; writes rows of `o` ([rows][head_dim_v], values of the output encoding) and
 // `lse` ([rows]).

@@ -3,6 +3,7 @@
 // and the same finishing code for operands a technique's cache provides (prepared_operand).
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -69,9 +70,11 @@ void finish_encodings(PreparedOperand& out, int k_step_bits) {
   out.dim_pad = (out.dim + k_step_bits - 1) / k_step_bits * k_step_bits;
   out.bits.assign(std::size_t(out.slices) * out.tokens * out.dim_pad, 0u);
   const bool fp = is_float_encoding(out.enc) && out.enc != Encoding::kFp64;  // encode_array's
-  for (std::size_t r = 0; r < std::size_t(out.slices) * out.tokens; ++r) {
-    const float* v = out.values.data() + r * out.dim;
-    std::uint32_t* b = out.bits.data() + r * out.dim_pad;
+  const std::int64_t rows = std::int64_t(out.slices) * out.tokens;
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const float* v = out.values.data() + std::size_t(r) * out.dim;
+    std::uint32_t* b = out.bits.data() + std::size_t(r) * out.dim_pad;
     if (fp) {
       encode_array(out.enc, v, std::size_t(out.dim), b, kCudaRn);  // encode_float_bits per value
       continue;
@@ -86,6 +89,9 @@ int k_step_bits(const Pipeline& p, Operand which) {
   if (which == Operand::kV) return p.pv.dot.kind == DotModel::kMma ? 1 : 0;
   return p.qk.dot.kind == DotModel::kMma ? dot_requirements(p.qk.dot).k_step : 0;
 }
+
+void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, const OperandSpec& s,
+                   float pre, bool scaled, PreparedOperand& out, std::vector<float>* centered);
 
 // One operand: every (batch, head) slice prepared on its own, as the kernels' per-head scales
 // are ([b, h, n_groups] in SageAttention). `centered` receives the values after mean subtraction
@@ -125,119 +131,143 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
     out.mean.assign(std::size_t(slices) * out.means_per_slice * dim, 0.0f);
   }
   if (centered) centered->resize(x.size());
+  // The scales the products or the reciprocal apply (not kOperand's, folded into the values).
+  if (scaled && s.apply != ScaleAt::kOperand)
+    out.scales.assign(std::size_t(slices) * std::size_t(out.groups_per_slice), 0.0f);
   const float pre = s.prescale != Prescale::kNone ? prescale_factor(s.prescale, sm) : 1.0f;
-  std::vector<float> w(std::size_t(tokens) * dim);
+  // The slices (heads) are independent: one per OpenMP iteration, each writing only its own part
+  // of the outputs, so the result does not depend on the thread count. The first error by slice
+  // order is rethrown after the loop.
+  std::vector<std::exception_ptr> errors(std::size_t(std::max(slices, 0)));
+#pragma omp parallel for schedule(dynamic, 1)
   for (int sl = 0; sl < slices; ++sl) {
-    const float* xs = x.data() + std::size_t(sl) * tokens * dim;
-    // The format the tensor arrives in (the kernels' fp16/bf16 inputs: round_to by the array
-    // kernel), then the prescale.
-    if (is_float_encoding(s.input)) {
-      round_array(s.input, xs, w.size(), w.data(), kCudaRn);
-    } else {
-      for (std::size_t i = 0; i < w.size(); ++i) w[i] = round_to(s.input, xs[i], kCudaRn);
-    }
-    if (s.prescale != Prescale::kNone)
-      for (std::size_t i = 0; i < w.size(); ++i) w[i] = w[i] * pre;
-    if (s.mean != MeanMode::kNone) {
-      // The mean in FP64 (exact enough that its one rounding to mean_enc is the only one: torch's
-      // mean accumulates in FP32 and rounds once to the input dtype), subtracted in FP32, the
-      // difference rounded to centered_enc (SageAttention per_thread: `k - km` in the input dtype).
-      for (int b = 0; b < out.means_per_slice; ++b) {
-        const int t0 = b * out.mean_block, t1 = std::min(tokens, t0 + out.mean_block);
-        float* mu = out.mean.data() + (std::size_t(sl) * out.means_per_slice + b) * dim;
-        if (s.mean_rule == MeanRule::kSageChannel) {
-          sage_channel_mean(w.data(), tokens, dim, mu);
-        } else {
-          for (int c = 0; c < dim; ++c) {
-            double acc = 0;
-            for (int t = t0; t < t1; ++t) acc += double(w[std::size_t(t) * dim + c]);
-            mu[c] = round_to(s.mean_enc, acc / double(t1 - t0), kCudaRn);
-          }
-        }
-        for (int t = t0; t < t1; ++t) {
-          for (int c = 0; c < dim; ++c) {
-            float& v = w[std::size_t(t) * dim + c];
-            v = round_to(s.centered_enc, v - mu[c], kCudaRn);
-          }
-        }
-      }
-    }
-    if (centered) std::copy(w.begin(), w.end(), centered->begin() + std::size_t(sl) * tokens * dim);
-    float* vs = out.values.data() + std::size_t(sl) * tokens * dim;
-    if (!scaled) {
-      if (is_float_encoding(s.enc)) {  // decode(encode(w, cast)) by the array kernel
-        round_array(s.enc, w.data(), w.size(), vs, s.cast);
-      } else {
-        for (std::size_t i = 0; i < w.size(); ++i)
-          vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, w[i], s.cast));
-      }
-      continue;
-    }
-    std::vector<float> sc;
-    if (s.scale == ScaleMode::kInteger) {
-      const QuantizedTensor qt = quantize_symmetric(w.data(), tokens, dim, s.groups, s.quantizer);
-      for (std::size_t i = 0; i < w.size(); ++i) vs[i] = float(qt.q[i]);
-      sc = qt.scale;
-    } else {
-      // SageAttention per_channel_fp8 (fused.cu MeanScaleKernel): v_scale = amax / scale_max,
-      // q = cvt(x · (scale_max / amax)); the reciprocal rounded on its own. No epsilon: an
-      // all-zero group gives 0 · inf = NaN, as the kernel does. kMufuRcp: both divisions are a
-      // bare MUFU.RCP and an FMUL.FTZ, amax by FMNMX.FTZ (subnormals count as 0).
-      const bool mufu = s.float_rule == FloatScaleRule::kMufuRcp;
-      std::vector<float> amax = group_amax(w.data(), tokens, dim, s.groups);
-      if (s.mean_rule == MeanRule::kSageChannel && s.mean != MeanMode::kNone) {
-        // MeanScaleKernel's max/min run over the L16 stored tokens: the zero padding past the
-        // sequence enters the amax as |0 − mean| (fused.cu: statistics over ceil(L/16)·16).
-        const int l16 = (tokens + 15) / 16 * 16;
-        const float* mu = out.mean.data() + std::size_t(sl) * out.means_per_slice * dim;
-        if (l16 > tokens)
-          for (int c = 0; c < dim; ++c) {
-            float& a = amax[std::size_t(s.groups.group(0, c, tokens, dim))];
-            a = std::max(a, std::fabs(0.0f - mu[c]));
-          }
-      }
-      sc.resize(amax.size());
-      std::vector<float> inv(amax.size());
-      for (std::size_t g = 0; g < amax.size(); ++g) {
-        if (mufu) {
-          const float a = amax[g] < 0x1p-126f ? 0.0f : amax[g];
-          sc[g] = fmul_ftz(a, RcpApproxFtz::h100()(s.float_max));
-          inv[g] = fmul_ftz(RcpApproxFtz::h100()(a), s.float_max);
-        } else {
-          sc[g] = amax[g] / s.float_max;
-          inv[g] = s.float_max / amax[g];
-        }
-      }
-      for (int t = 0; t < tokens; ++t) {
-        for (int c = 0; c < dim; ++c) {
-          const std::size_t i = std::size_t(t) * dim + c;
-          const float r = inv[std::size_t(s.groups.group(t, c, tokens, dim))];
-          vs[i] = mufu ? fmul_ftz(r, w[i]) : w[i] * r;
-        }
-      }
-      if (is_float_encoding(s.enc)) {  // decode(encode(y, cast)) by the array kernel
-        round_array(s.enc, vs, w.size(), vs, s.cast);
-      } else {
-        for (std::size_t i = 0; i < w.size(); ++i)
-          vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, vs[i], s.cast));
-      }
-    }
-    if (s.apply == ScaleAt::kOperand) {
-      // x̂ = fl(q · s) (the FP32 multiply of QuantizedTensor::dequantize), rounded to dequant_to.
-      for (int t = 0; t < tokens; ++t) {
-        for (int c = 0; c < dim; ++c) {
-          const std::size_t i = std::size_t(t) * dim + c;
-          vs[i] =
-              round_to(s.dequant_to, vs[i] * sc[std::size_t(s.groups.group(t, c, tokens, dim))],
-                       kCudaRn);
-        }
-      }
-    } else {
-      out.scales.insert(out.scales.end(), sc.begin(), sc.end());
+    try {
+      prepare_slice(x, sl, tokens, dim, s, pre, scaled, out, centered);
+    } catch (...) {
+      errors[std::size_t(sl)] = std::current_exception();
     }
   }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
   finish_encodings(out, k_step_bits);
   return out;
+}
+
+// One (batch, head) slice of prepare_operand: rounding, prescale, mean subtraction, scaling and
+// quantization into out's part of that slice.
+void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, const OperandSpec& s,
+                   float pre, bool scaled, PreparedOperand& out, std::vector<float>* centered) {
+  std::vector<float> w(std::size_t(tokens) * dim);
+  const float* xs = x.data() + std::size_t(sl) * tokens * dim;
+  // The format the tensor arrives in (the kernels' fp16/bf16 inputs: round_to by the array
+  // kernel), then the prescale.
+  if (is_float_encoding(s.input)) {
+    round_array(s.input, xs, w.size(), w.data(), kCudaRn);
+  } else {
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = round_to(s.input, xs[i], kCudaRn);
+  }
+  if (s.prescale != Prescale::kNone)
+    for (std::size_t i = 0; i < w.size(); ++i) w[i] = w[i] * pre;
+  if (s.mean != MeanMode::kNone) {
+    // The mean in FP64 (exact enough that its one rounding to mean_enc is the only one: torch's
+    // mean accumulates in FP32 and rounds once to the input dtype), subtracted in FP32, the
+    // difference rounded to centered_enc (SageAttention per_thread: `k - km` in the input dtype).
+    for (int b = 0; b < out.means_per_slice; ++b) {
+      const int t0 = b * out.mean_block, t1 = std::min(tokens, t0 + out.mean_block);
+      float* mu = out.mean.data() + (std::size_t(sl) * out.means_per_slice + b) * dim;
+      if (s.mean_rule == MeanRule::kSageChannel) {
+        sage_channel_mean(w.data(), tokens, dim, mu);
+      } else {
+        for (int c = 0; c < dim; ++c) {
+          double acc = 0;
+          for (int t = t0; t < t1; ++t) acc += double(w[std::size_t(t) * dim + c]);
+          mu[c] = round_to(s.mean_enc, acc / double(t1 - t0), kCudaRn);
+        }
+      }
+      for (int t = t0; t < t1; ++t) {
+        for (int c = 0; c < dim; ++c) {
+          float& v = w[std::size_t(t) * dim + c];
+          v = round_to(s.centered_enc, v - mu[c], kCudaRn);
+        }
+      }
+    }
+  }
+  if (centered) std::copy(w.begin(), w.end(), centered->begin() + std::size_t(sl) * tokens * dim);
+  float* vs = out.values.data() + std::size_t(sl) * tokens * dim;
+  if (!scaled) {
+    if (is_float_encoding(s.enc)) {  // decode(encode(w, cast)) by the array kernel
+      round_array(s.enc, w.data(), w.size(), vs, s.cast);
+    } else {
+      for (std::size_t i = 0; i < w.size(); ++i)
+        vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, w[i], s.cast));
+    }
+    return;
+  }
+  std::vector<float> sc;
+  if (s.scale == ScaleMode::kInteger) {
+    const QuantizedTensor qt = quantize_symmetric(w.data(), tokens, dim, s.groups, s.quantizer);
+    for (std::size_t i = 0; i < w.size(); ++i) vs[i] = float(qt.q[i]);
+    sc = qt.scale;
+  } else {
+    // SageAttention per_channel_fp8 (fused.cu MeanScaleKernel): v_scale = amax / scale_max,
+    // q = cvt(x · (scale_max / amax)); the reciprocal rounded on its own. No epsilon: an
+    // all-zero group gives 0 · inf = NaN, as the kernel does. kMufuRcp: both divisions are a
+    // bare MUFU.RCP and an FMUL.FTZ, amax by FMNMX.FTZ (subnormals count as 0).
+    const bool mufu = s.float_rule == FloatScaleRule::kMufuRcp;
+    std::vector<float> amax = group_amax(w.data(), tokens, dim, s.groups);
+    if (s.mean_rule == MeanRule::kSageChannel && s.mean != MeanMode::kNone) {
+      // MeanScaleKernel's max/min run over the L16 stored tokens: the zero padding past the
+      // sequence enters the amax as |0 − mean| (fused.cu: statistics over ceil(L/16)·16).
+      const int l16 = (tokens + 15) / 16 * 16;
+      const float* mu = out.mean.data() + std::size_t(sl) * out.means_per_slice * dim;
+      if (l16 > tokens)
+        for (int c = 0; c < dim; ++c) {
+          float& a = amax[std::size_t(s.groups.group(0, c, tokens, dim))];
+          a = std::max(a, std::fabs(0.0f - mu[c]));
+        }
+    }
+    sc.resize(amax.size());
+    std::vector<float> inv(amax.size());
+    for (std::size_t g = 0; g < amax.size(); ++g) {
+      if (mufu) {
+        const float a = amax[g] < 0x1p-126f ? 0.0f : amax[g];
+        sc[g] = fmul_ftz(a, RcpApproxFtz::h100()(s.float_max));
+        inv[g] = fmul_ftz(RcpApproxFtz::h100()(a), s.float_max);
+      } else {
+        sc[g] = amax[g] / s.float_max;
+        inv[g] = s.float_max / amax[g];
+      }
+    }
+    for (int t = 0; t < tokens; ++t) {
+      for (int c = 0; c < dim; ++c) {
+        const std::size_t i = std::size_t(t) * dim + c;
+        const float r = inv[std::size_t(s.groups.group(t, c, tokens, dim))];
+        vs[i] = mufu ? fmul_ftz(r, w[i]) : w[i] * r;
+      }
+    }
+    if (is_float_encoding(s.enc)) {  // decode(encode(y, cast)) by the array kernel
+      round_array(s.enc, vs, w.size(), vs, s.cast);
+    } else {
+      for (std::size_t i = 0; i < w.size(); ++i)
+        vs[i] = decode_float_bits(s.enc, encode_float_bits(s.enc, vs[i], s.cast));
+    }
+  }
+  if (s.apply == ScaleAt::kOperand) {
+    // x̂ = fl(q · s) (the FP32 multiply of QuantizedTensor::dequantize), rounded to dequant_to.
+    for (int t = 0; t < tokens; ++t) {
+      for (int c = 0; c < dim; ++c) {
+        const std::size_t i = std::size_t(t) * dim + c;
+        vs[i] =
+            round_to(s.dequant_to, vs[i] * sc[std::size_t(s.groups.group(t, c, tokens, dim))],
+                     kCudaRn);
+      }
+    }
+  } else {
+    if (sc.size() != std::size_t(out.groups_per_slice))
+      fail("internal: a slice's scales do not match its groups");
+    std::copy(sc.begin(), sc.end(),
+              out.scales.begin() + std::ptrdiff_t(sl) * out.groups_per_slice);
+  }
 }
 
 }  // namespace
@@ -340,16 +370,17 @@ PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
     // smoothing and before quantization, in the FP32 CUDA-core loop.
     const int nb = r.q.means_per_slice;
     r.delta_s.assign(std::size_t(s.batch) * s.heads_q * nb * s.len_kv, 0.0f);
-    for (int b = 0; b < s.batch; ++b) {
-      for (int h = 0; h < s.heads_q; ++h) {
-        const int sq = b * s.heads_q + h, sk = b * s.heads_kv + h / s.group();
-        for (int blk = 0; blk < nb; ++blk) {
-          const float* mu = r.q.mean.data() + (std::size_t(sq) * nb + blk) * s.head_dim;
-          float* ds = r.delta_s.data() + (std::size_t(sq) * nb + blk) * s.len_kv;
-          for (int j = 0; j < s.len_kv; ++j) {
-            const float* kj = k_centered.data() + (std::size_t(sk) * s.len_kv + j) * s.head_dim;
-            ds[j] = float(dot_values(DotModel::kFp32, 0.0, mu, kj, s.head_dim));
-          }
+    // One (batch, query head) per iteration, each writing its own rows.
+#pragma omp parallel for schedule(static)
+    for (int sq = 0; sq < s.batch * s.heads_q; ++sq) {
+      const int b = sq / s.heads_q, h = sq % s.heads_q;
+      const int sk = b * s.heads_kv + h / s.group();
+      for (int blk = 0; blk < nb; ++blk) {
+        const float* mu = r.q.mean.data() + (std::size_t(sq) * nb + blk) * s.head_dim;
+        float* ds = r.delta_s.data() + (std::size_t(sq) * nb + blk) * s.len_kv;
+        for (int j = 0; j < s.len_kv; ++j) {
+          const float* kj = k_centered.data() + (std::size_t(sk) * s.len_kv + j) * s.head_dim;
+          ds[j] = float(dot_values(DotModel::kFp32, 0.0, mu, kj, s.head_dim));
         }
       }
     }
@@ -358,17 +389,17 @@ PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
     // The LSE of the smoothed scores lacks q·mean_k·sm_scale (SageAttention core.py:
     // `lse + (q @ km^T) * sm_scale`), computed here in FP64 from the input q.
     r.lse_shift.assign(std::size_t(s.batch) * s.heads_q * s.len_q, 0.0);
-    for (int b = 0; b < s.batch; ++b) {
-      for (int h = 0; h < s.heads_q; ++h) {
-        const int sk = b * s.heads_kv + h / s.group();
-        const float* mu = r.k.mean.data() + std::size_t(sk) * r.k.means_per_slice * s.head_dim;
-        for (int i = 0; i < s.len_q; ++i) {
-          const std::size_t row = (std::size_t(b) * s.heads_q + h) * s.len_q + i;
-          const float* qi = in.q.data() + row * s.head_dim;
-          double acc = 0;
-          for (int c = 0; c < s.head_dim; ++c) acc += double(qi[c]) * double(mu[c]);
-          r.lse_shift[row] = acc * r.sm_scale;
-        }
+#pragma omp parallel for schedule(static)
+    for (int sq = 0; sq < s.batch * s.heads_q; ++sq) {
+      const int b = sq / s.heads_q, h = sq % s.heads_q;
+      const int sk = b * s.heads_kv + h / s.group();
+      const float* mu = r.k.mean.data() + std::size_t(sk) * r.k.means_per_slice * s.head_dim;
+      for (int i = 0; i < s.len_q; ++i) {
+        const std::size_t row = std::size_t(sq) * s.len_q + std::size_t(i);
+        const float* qi = in.q.data() + row * s.head_dim;
+        double acc = 0;
+        for (int c = 0; c < s.head_dim; ++c) acc += double(qi[c]) * double(mu[c]);
+        r.lse_shift[row] = acc * r.sm_scale;
       }
     }
   }

@@ -1,10 +1,14 @@
 // The tiled attention skeleton (see pipeline.hpp and sim/pipeline/README.md): one query tile over
 // a range of KV blocks as a sequence of stage calls (sim/pipeline/stages/), the epilogue, and the
 // whole attention over every tile.
+#include <omp.h>
+
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <memory>
 
+#include "numerics/mma_tile.hpp"
 #include "sim/pipeline/pipeline.hpp"
 #include "sim/pipeline/counters.hpp"
 #include "sim/pipeline/stages/observe.hpp"
@@ -105,7 +109,51 @@ void attend_block_counted(const PreparedInput& in, const Pipeline& p, const Tile
   }
 }
 
+// One KV block of one tile: every stage through its dispatcher (or the counted references).
+template <class T>
+void attend_block(const PreparedInput& in, const Pipeline& p, const TileIndex& ti,
+                  const BlockView& b, const ExpConstants<T>& kc, TileState<T>& state,
+                  TileWorkspace& ws) {
+  TileBuffers<T>& buf = ws.buffers<T>();
+  if (StageCounters* cnt = ws.counters.get()) {
+    attend_block_counted(in, p, ti, b, kc, state, buf, ws.snapshot<T>(), *cnt);
+    return;
+  }
+  qk_stage(p.qk, in, ti, b, buf);
+  scores_stage(p.softmax, in, ti, b, kc, buf);
+  softmax_step_stage(p.softmax, p.rescale.max_round, b, kc, state, buf);
+  exp_stage(p.exp, p.softmax.base, b, buf);
+  rescale_stage(p.rescale, p.pv.o_accum, b, state, buf);
+  cast_p_stage(p.p, b, buf);
+  row_sum_stage(p.softmax, p.p.enc, p.pv.perm16, b, state, buf);
+  pv_stage(p.pv, p.p, in, ti, b, state, buf);
+  if (p.pv.acc == PvAccumulate::kChunk) add_chunk_stage(p.rescale, p.pv.chunk_add, b, state, buf);
+}
+
+// The block geometry of a tile (everything but the block index).
+BlockView block_view_of(const PreparedInput& in, const Pipeline& p, const Tile& t) {
+  BlockView b;
+  b.rows = t.rows;
+  b.bk = p.tile.block_kv;
+  b.kv_pad = kv_pad_of(p);
+  b.n_blocks = kv_blocks_of_tile(in, p, t);
+  return b;
+}
+
+// Block `step` of the tile's range [lo, hi) in the pipeline's order.
+void set_block(const PreparedInput& in, const Pipeline& p, int lo, int hi, int step, BlockView& b) {
+  b.nb = p.tile.kv_order == KvOrder::kDescending ? hi - 1 - step : lo + step;
+  b.j0 = b.nb * b.bk;
+  b.cols = std::min(b.bk, in.shape.len_kv - b.j0);
+}
+
+std::atomic<bool> g_group_tiles{true};
+std::atomic<std::int64_t> g_grouped_items{0};
+
 }  // namespace
+
+void set_tile_grouping(bool on) { g_group_tiles = on; }
+std::int64_t grouped_tile_items() { return g_grouped_items.load(); }
 
 int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t) {
   const AttentionShape& s = in.shape;
@@ -131,30 +179,13 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
   TileBuffers<T>& buf = ws.buffers<T>();
   const TileIndex ti = tile_index(in, p, t);
   const ExpConstants<T> kc = exp_constants<T>(p, in.sm_scale);
-  BlockView b;
-  b.rows = t.rows;
-  b.bk = p.tile.block_kv;
-  b.kv_pad = kv_pad_of(p);
-  b.n_blocks = kv_blocks_of_tile(in, p, t);
+  BlockView b = block_view_of(in, p, t);
   buf.size(std::max(t.rows, 1), b.bk, in.shape.head_dim_v);
   const int lo = std::max(kv_block_begin, 0), hi = std::min(kv_block_end, b.n_blocks);
   for (int step = 0; step < hi - lo; ++step) {
-    b.nb = p.tile.kv_order == KvOrder::kDescending ? hi - 1 - step : lo + step;
-    b.j0 = b.nb * b.bk;
-    b.cols = std::min(b.bk, in.shape.len_kv - b.j0);
-    if (StageCounters* cnt = ws.counters.get()) {
-      attend_block_counted(in, p, ti, b, kc, state, buf, ws.snapshot<T>(), *cnt);
-      continue;
-    }
-    qk_stage(p.qk, in, ti, b, buf);
-    scores_stage(p.softmax, in, ti, b, kc, buf);
-    softmax_step_stage(p.softmax, p.rescale.max_round, b, kc, state, buf);
-    exp_stage(p.exp, p.softmax.base, b, buf);
-    rescale_stage(p.rescale, p.pv.o_accum, b, state, buf);
-    cast_p_stage(p.p, b, buf);
-    row_sum_stage(p.softmax, p.p.enc, p.pv.perm16, b, state, buf);
-    pv_stage(p.pv, p.p, in, ti, b, state, buf);
-    if (p.pv.acc == PvAccumulate::kChunk) add_chunk_stage(p.rescale, p.pv.chunk_add, b, state, buf);
+    set_block(in, p, lo, hi, step, b);
+    buf.kv_key = next_mma_tile_key();  // this block's K and V, seen by this tile only
+    attend_block(in, p, ti, b, kc, state, ws);
   }
 }
 
@@ -183,11 +214,128 @@ template void finish_tile<double>(const PreparedInput&, const Pipeline&, const T
 
 namespace {
 
+// Tiles of query heads that share a KV head (GQA, MLA), block by block: for each step of the
+// block order, every tile in turn. Each tile's own sequence of blocks and stage calls is
+// attend_tile's, so its bits are too (the stages keep nothing in the buffers from one block of a
+// tile to the next but Q's packing, named per tile by q_key); the tiles at the same block share
+// buf.kv_key, so the stages prepare that K and V block once for all of them (the kernels'
+// transposed, widened and packed copies and exponent spans).
+template <class T>
+void attend_tiles(const PreparedInput& in, const Pipeline& p, const Tile* tiles, int n,
+                  TileState<T>* states, TileWorkspace& ws) {
+  TileBuffers<T>& buf = ws.buffers<T>();
+  const ExpConstants<T> kc = exp_constants<T>(p, in.sm_scale);
+  struct One {
+    TileIndex ti;
+    BlockView b;
+    int hi;
+    std::uint64_t q_key;
+  };
+  std::vector<One> all(static_cast<std::size_t>(n));
+  int rows = 1, steps = 0;
+  for (int k = 0; k < n; ++k) {
+    One& o = all[std::size_t(k)];
+    o.ti = tile_index(in, p, tiles[k]);
+    o.b = block_view_of(in, p, tiles[k]);
+    o.hi = o.b.n_blocks;
+    o.q_key = next_mma_tile_key();
+    rows = std::max(rows, tiles[k].rows);
+    steps = std::max(steps, o.hi);
+  }
+  buf.size(rows, p.tile.block_kv, in.shape.head_dim_v);
+  for (int step = 0; step < steps; ++step) {
+    int shared_nb = -1, shared_skv = -1;
+    std::uint64_t shared_key = 0;
+    for (int k = 0; k < n; ++k) {
+      One& o = all[std::size_t(k)];
+      if (step >= o.hi) continue;
+      set_block(in, p, 0, o.hi, step, o.b);
+      if (shared_key == 0 || o.b.nb != shared_nb || o.ti.skv != shared_skv) {
+        shared_key = next_mma_tile_key();
+        shared_nb = o.b.nb;
+        shared_skv = o.ti.skv;
+      }
+      buf.q_key = o.q_key;
+      buf.kv_key = shared_key;
+      attend_block(in, p, o.ti, o.b, kc, states[k], ws);
+    }
+  }
+}
+
+// run_all's items as (batch, KV head, Q block, `per_item` consecutive query heads of the group).
+template <class T>
+void run_grouped(const PreparedInput& in, const Pipeline& p, PipelineResult& res, int per_item) {
+  const AttentionShape& s = in.shape;
+  const int bq = p.tile.block_q, g = s.group();
+  const int q_blocks = (s.len_q + bq - 1) / bq;
+  const int parts = (g + per_item - 1) / per_item;
+  const std::int64_t items = std::int64_t(s.batch) * s.heads_kv * q_blocks * parts;
+#pragma omp parallel
+  {
+    TileWorkspacePtr ws = make_workspace();
+    std::vector<Tile> tiles;
+    std::vector<TileState<T>> st(static_cast<std::size_t>(per_item));
+    std::vector<double> lse(static_cast<std::size_t>(bq));
+#pragma omp for schedule(static)
+    for (std::int64_t item = 0; item < items; ++item) {
+      const int part = int(item % parts);
+      const int qb = int((item / parts) % q_blocks);
+      const int hk = int((item / parts / q_blocks) % s.heads_kv);
+      const int b = int(item / parts / q_blocks / s.heads_kv);
+      tiles.clear();
+      for (int h = hk * g + part * per_item; h < std::min((hk + 1) * g, hk * g + (part + 1) * per_item);
+           ++h) {
+        Tile t;
+        t.batch = b;
+        t.head = h;
+        t.q_begin = qb * bq;
+        t.rows = std::min(bq, s.len_q - t.q_begin);
+        st[tiles.size()].reset(t.rows, s.head_dim_v);
+        tiles.push_back(t);
+      }
+      attend_tiles<T>(in, p, tiles.data(), int(tiles.size()), st.data(), *ws);
+      ++g_grouped_items;
+      for (std::size_t k = 0; k < tiles.size(); ++k) {
+        const Tile& t = tiles[k];
+        const std::size_t row0 = (std::size_t(t.batch) * s.heads_q + t.head) * s.len_q + t.q_begin;
+        finish_tile<T>(in, p, t, st[k], res.o.data() + row0 * s.head_dim_v, lse.data());
+        for (int i = 0; i < t.rows; ++i) res.lse[row0 + i] = lse[std::size_t(i)];
+      }
+    }
+  }
+}
+
+// How many query heads of a KV group one work item of run_all takes (1: one tile per item). Tiles
+// of one group share every K and V block, which the stages then prepare once per item and block
+// (attend_tiles): worth it when the tiles are short (decode, MLA: one query row per head), where
+// preparing a block costs as much as its products. Short tiles only, so that the states of an
+// item stay O(tile); at least two items per thread where the shape has them and the group's
+// heads allow 8 per item. The grouping changes no bits (attend_tiles), so it may depend on the
+// thread count.
+int heads_per_item(const AttentionShape& s, const Pipeline& p) {
+  const int g = s.group();
+  if (g <= 1 || !g_group_tiles || s.len_q * g > 4 * p.tile.block_q) return 1;
+  const std::int64_t kv_items =
+      std::int64_t(s.batch) * s.heads_kv * ((s.len_q + p.tile.block_q - 1) / p.tile.block_q);
+  // The threads this run_all gets (one inside a caller's parallel region, as repro's cases run).
+  const int threads =
+      omp_get_active_level() >= omp_get_max_active_levels() ? 1 : omp_get_max_threads();
+  const std::int64_t want = 2 * std::int64_t(threads);
+  const std::int64_t split = std::clamp<std::int64_t>((want + kv_items - 1) / kv_items, 1, g);
+  // At least 8 heads an item where the group has them: the reuse is what the grouping is for.
+  return std::min(g, std::max(8, int((g + split - 1) / split)));
+}
+
 template <class T>
 void run_all(const PreparedInput& in, const Pipeline& p, PipelineResult& res) {
   const AttentionShape& s = in.shape;
   const int bq = p.tile.block_q;
   const int q_blocks = (s.len_q + bq - 1) / bq;
+  const int per_item = heads_per_item(s, p);
+  if (per_item > 1) {
+    run_grouped<T>(in, p, res, per_item);
+    return;
+  }
   const std::int64_t items = std::int64_t(s.batch) * s.heads_q * q_blocks;
   // Work items are whole (batch, head, Q block) tiles, as CUDA thread blocks are: every output
   // element is computed by one item in a fixed order, so the thread count changes nothing.

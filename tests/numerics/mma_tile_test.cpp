@@ -91,6 +91,42 @@ TEST(MmaTile, KeyedOperandIsReusedOnlyUnderItsKey) {
   }
 }
 
+// A keyed B (MmaTile::b_key: a K or V block read by the tiles of a KV group) is packed once and
+// reused by later calls with its key, model and shape while it is one of the last two keys used
+// (K and V of one block); a third key evicts the older one, which is then packed again.
+TEST(MmaTile, KeyedBIsReusedOnlyUnderItsKey) {
+  std::mt19937 rng(9);
+  for (const DotModel& m : {DotModel{DotModel::kMma, MmaInstr::kHmmaBf16F32, 0},
+                            DotModel{DotModel::kMma, MmaInstr::kImmaS8, 0},
+                            DotModel{DotModel::kMma, MmaInstr::kWgmmaE4m3F32, 128}}) {
+    const int n = dot_requirements(m).k_step * 2;
+    const std::uint64_t kb[3] = {next_mma_tile_key(), next_mma_tile_key(), next_mma_tile_key()};
+    const Problem bs[3] = {make_problem(rng, m, 5, 40, n, 1), make_problem(rng, m, 5, 40, n, 3),
+                           make_problem(rng, m, 5, 40, n, 4)};
+    // Keys 0, 1, 0, 1, 2, 0, 2, 1, ...: hits, and misses after an eviction.
+    const int order[] = {0, 1, 0, 1, 2, 0, 2, 1, 1, 0};
+    for (int call = 0; call < int(std::size(order)); ++call) {
+      const int w = order[call];
+      Problem p = make_problem(rng, m, 5, 40, n, call % 6);  // fresh A and C
+      p.b = bs[w].b;
+      p.ldb = bs[w].ldb;
+      p.bv = bs[w].bv;
+      p.b_row_major = bs[w].b_row_major;
+      p.k_index = bs[w].k_index;
+      const std::uint64_t key = kb[w];
+      auto keyed = [key](const DotModel& mm, MmaTile t) {
+        t.b_key = key;
+        dot_mma_tile(mm, t);
+      };
+      EXPECT_EQ(run(p, m, keyed), run(p, m, dot_mma_tile_ref)) << model_name(m) << " call " << call;
+      if (call % 3 == 0) {  // an unkeyed product in between leaves the kept ones alone
+        const Problem other = make_problem(rng, m, 5, 40, n, 0);
+        EXPECT_EQ(run(other, m, dot_mma_tile), run(other, m, dot_mma_tile_ref));
+      }
+    }
+  }
+}
+
 // Below the kernels' instruction set every model takes the reference; at or above, the float
 // models take the block-FMA kernel (the test above then compared the kernel, not the reference
 // with itself).

@@ -186,8 +186,13 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
     }
   } else {
     // FP64 copies of V's block and of P (FP32 values, or the FP64 P of p=fp64).
-    buf.wide.resize(std::size_t(n) * dv);
-    for (std::size_t k = 0; k < buf.wide.size(); ++k) buf.wide[k] = double(v[k]);
+    // V's FP64 copy, made once per kv_key (TileBuffers).
+    const std::uint64_t key = buf.kv_key;
+    if (key == 0 || buf.v_wide_for != key) {
+      buf.v_wide.resize(std::size_t(n) * dv);
+      for (std::size_t k = 0; k < buf.v_wide.size(); ++k) buf.v_wide[k] = double(v[k]);
+      buf.v_wide_for = key;
+    }
     buf.tmp_pd.resize(std::size_t(rows) * bk);
     for (int i = 0; i < rows; ++i)
       for (int j = 0; j < n; ++j) {
@@ -217,7 +222,7 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
         }
       }
     }
-    fp64_chains(exact_products, buf.tmp_pd.data(), bk, buf.wide.data(), n, rows, dv, c0, dv, out,
+    fp64_chains(exact_products, buf.tmp_pd.data(), bk, buf.v_wide.data(), n, rows, dv, c0, dv, out,
                 dv);
     if (kind == DotModel::kFp64) {
       if (!in_place)
@@ -226,9 +231,12 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
       // kExact: round the proven-exact sums; the others through the reference's register.
       using cuda_core_span::Span;
       const int log2n = cuda_core_span::log2_terms(n);
-      std::vector<Span>& vs = buf.spans;
-      vs.assign(std::size_t(dv), Span{});
-      channel_spans(v, n, dv, vs.data());
+      std::vector<Span>& vs = buf.v_spans;
+      if (key == 0 || buf.v_spans_for != key) {
+        vs.assign(std::size_t(dv), Span{});
+        channel_spans(v, n, dv, vs.data());
+        buf.v_spans_for = key;
+      }
       buf.tmp_f.resize(std::size_t(n));
       float* vc = buf.tmp_f.data();
       for (int i = 0; i < rows; ++i) {

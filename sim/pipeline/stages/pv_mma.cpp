@@ -47,6 +47,7 @@ void pv_mma(const PvStage& st, const PStage& pst, const PreparedInput& in, const
   t.b_k = dv;
   t.b_n = 1;
   t.k_index = key_index(st.perm16, b, n, buf);
+  t.b_key = stage_util::block_key(buf.kv_key, 3);  // this V block (and its key order)
   buf.mma_d.resize(std::size_t(b.rows) * dv);
   if (!chunked) {
     // O as the instruction's FP32 C (an FP64 state hands fl32(O), as pv_ref does).
@@ -133,6 +134,7 @@ void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const
   t.b_k = dv;
   t.b_n = 1;
   t.k_index = key_index(false, b, n, buf);
+  t.b_key = stage_util::block_key(buf.kv_key, 4);  // this V block, as values
   buf.mma_d.resize(std::size_t(b.rows) * dv);
   t.d = buf.mma_d.data();
   t.ldd = dv;

@@ -137,11 +137,17 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
   const DotModel::Kind kind = st.dot.kind;
   const bool fp32 = kind == DotModel::kFp32;
   const int ldk = stage_util::round_up(std::max(b.cols, 1), 16);
-  buf.kt.resize(std::size_t(d) * ldk);
-  transpose_keys(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
-  if (!fp32) {
-    buf.wide.resize(std::size_t(d) * ldk);
-    for (std::size_t i = 0; i < buf.wide.size(); ++i) buf.wide[i] = double(buf.kt[i]);
+  // The block's transposed copy (and its FP64 copy), made once per kv_key (TileBuffers).
+  const std::uint64_t key = buf.kv_key;
+  if (key == 0 || buf.kt_for != key) {
+    buf.kt.resize(std::size_t(d) * ldk);
+    transpose_keys(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
+    buf.kt_for = key;
+  }
+  if (!fp32 && (key == 0 || buf.kt_wide_for != key)) {
+    buf.kt_wide.resize(std::size_t(d) * ldk);
+    for (std::size_t i = 0; i < buf.kt_wide.size(); ++i) buf.kt_wide[i] = double(buf.kt[i]);
+    buf.kt_wide_for = key;
   }
   // The chains' results: FP32 (kFp32) or FP64 (kFp64, kExact) per [rows][ldk].
   const bool direct = fp32 && std::is_same_v<T, float>;
@@ -175,7 +181,7 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
         kFp32Fns[rows - 1][vecs - 1](q, d, buf.kt.data() + j, ldk,
                                      res_f + std::size_t(i0) * lda + j, lda, n - j);
       } else {
-        kFp64Fns[rows - 1][vecs - 1](q, d, buf.wide.data() + j, ldk,
+        kFp64Fns[rows - 1][vecs - 1](q, d, buf.kt_wide.data() + j, ldk,
                                      res_d + std::size_t(i0) * lda + j, lda, n - j);
       }
     }
@@ -184,9 +190,12 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     // Outputs whose FP64 sum may have rounded go to the reference's exact register.
     using cuda_core_span::Span;
     const int log2n = cuda_core_span::log2_terms(d);
-    std::vector<Span>& ks = buf.spans;
-    ks.assign(std::size_t(b.cols), Span{});
-    key_spans(buf.kt.data(), d, ldk, b.cols, ks.data());
+    std::vector<Span>& ks = buf.k_spans;
+    if (key == 0 || buf.k_spans_for != key) {
+      ks.assign(std::size_t(b.cols), Span{});
+      key_spans(buf.kt.data(), d, ldk, b.cols, ks.data());
+      buf.k_spans_for = key;
+    }
     buf.tmp_f.resize(std::size_t(b.rows) * ldk);
     for (int i = 0; i < b.rows; ++i) {
       const float* qi = in.q.row(ti.sq, ti.q_begin + i);

@@ -26,6 +26,7 @@ void qk_mma(const QkStage& st, const PreparedInput& in, const TileIndex& ti, con
   t.b_k = 1;
   t.b_n = in.k.dim_pad;
   t.a_key = buf.q_key;
+  t.b_key = stage_util::block_key(buf.kv_key, 1);  // this K block
   buf.mma_d.resize(std::size_t(b.rows) * b.bk);
   t.d = buf.mma_d.data();
   t.ldd = b.bk;
@@ -85,6 +86,7 @@ void qk_int(const QkStage& st, const PreparedInput& in, const TileIndex& ti, con
   t.b_k = 1;
   t.b_n = d;
   t.a_key = buf.q_key;
+  t.b_key = stage_util::block_key(buf.kv_key, 2);  // this K block, as values
   if (n != d) {
     buf.mma_k.resize(std::size_t(n));
     for (int k = 0; k < n; ++k) buf.mma_k[std::size_t(k)] = k < d ? k : -1;

@@ -83,13 +83,23 @@ struct TileBuffers {
   // Names this tile's Q rows for the tile products (MmaTile::a_key): fresh for every tile (size),
   // so the QKᵀ of each KV block reuses Q as the first block's product prepared it.
   std::uint64_t q_key = 0;
+  // Names this KV block's K and V (fresh for every block of a tile; one value for the tiles of a
+  // KV group at the same block, attend_tiles): the CUDA-core kernels keep the block's transposed,
+  // widened copies and exponent spans, and the tile products the packed B, for the calls with the
+  // same key on this worker.
+  std::uint64_t kv_key = 0;
   // Scratch of the AVX-512 kernels (qk_cuda_core, pv_cuda_core, *_avx512), sized on first use:
   // O(tile) per worker.
+  // What the CUDA-core kernels derive from a K or V block alone, kept for the calls with the same
+  // kv_key (each with the key it was made for; 0: none):
   std::vector<float> kt;          // [head_dim][keys rounded up to 16] the K block transposed
-  std::vector<double> wide;       // FP64 copies of the block's K (transposed) or V
+  std::vector<double> kt_wide;    // its FP64 copy (kFp64, kExact)
+  std::vector<cuda_core_span::Span> k_spans;  // kExact: the exponent span of each key
+  std::vector<double> v_wide;     // [keys][dv] FP64 copy of the V block (kFp64, kExact)
+  std::vector<cuda_core_span::Span> v_spans;  // kExact: the exponent span of each V column
+  std::uint64_t kt_for = 0, kt_wide_for = 0, k_spans_for = 0, v_wide_for = 0, v_spans_for = 0;
   std::vector<float> tmp_f, tmp_p;     // FP32 results / P of an FP64 state
   std::vector<double> tmp_d, tmp_pd;   // FP64 results / P
-  std::vector<cuda_core_span::Span> spans;  // kExact: exponent spans of K rows or V columns
   void size(int rows, int bk, int dv);
 };
 

@@ -36,6 +36,12 @@ inline double int_add_pow2(double o, std::int32_t n) {
 
 inline int round_up(int n, int k) { return (n + k - 1) / k * k; }
 
+// MmaTile::b_key for one operand's packing of the KV block named by kv_key (TileBuffers): 0 (no
+// reuse) without a key; `tag` (1-4) tells K from V and encodings from values apart.
+inline std::uint64_t block_key(std::uint64_t kv_key, int tag) {
+  return kv_key == 0 ? 0 : (kv_key << 3) | std::uint64_t(tag);
+}
+
 // The state's arithmetic, .ftz or not (SoftmaxStage::ftz: an FP32 state's only; an FP64 state
 // always takes the IEEE form).
 template <class T>

@@ -114,6 +114,57 @@ const char* const kMethods[] = {
     "p_quant=symmetric_int8,pv_acc=chunk",
 };
 
+// run_pipeline takes the query heads of a KV group together, block by block, on short tiles
+// (decode, MLA), and the kernels then prepare each K and V block once per group
+// (sim/pipeline/tile.cpp attend_tiles): the same bits as one tile at a time, for every preset, on
+// GQA and MLA-like decode shapes (one to three query rows per head, ragged last blocks), under
+// the fast kernels and the references.
+TEST(FastStages, GroupedDecodeTilesEqualOneTileAtATime) {
+  IsaGuard guard;
+  const Isa fast = active_isa();
+  struct Case {
+    AttentionShape s;
+    bool causal;
+    double sigma;
+  };
+  const Case cases[] = {
+      {{1, 8, 2, 1, 300, 128, 128}, false, 1.0},
+      {{2, 12, 2, 3, 200, 72, 72}, true, 6.0},
+      {{1, 32, 1, 1, 260, 96, 80}, false, 0.05},
+  };
+  const std::int64_t before = grouped_tile_items();
+  int ran = 0;
+  for (const char* text : kMethods) {
+    const MethodConfig m = parse_method(text);
+    std::uint32_t seed = 11;
+    for (const Case& c : cases) {
+      const AttentionInput in = adversarial_input(c.s, c.causal, seed++, c.sigma);
+      for (Isa isa : {fast, Isa::kScalar}) {
+        set_isa(isa);
+        MethodOutput alone, grouped;
+        set_tile_grouping(false);
+        try {
+          alone = m.run(in);
+        } catch (const std::exception&) {
+          set_tile_grouping(true);
+          EXPECT_THROW(m.run(in), std::exception) << text;
+          continue;
+        }
+        set_tile_grouping(true);
+        grouped = m.run(in);
+        EXPECT_EQ(differing(alone.o, grouped.o), 0u)
+            << text << " " << isa_name(isa) << " shape " << c.s.heads_q << "/" << c.s.heads_kv
+            << " heads, " << c.s.len_q << "x" << c.s.len_kv;
+        EXPECT_EQ(differing(alone.lse, grouped.lse), 0u) << text << " (LSE)";
+        ++ran;
+      }
+    }
+  }
+  set_tile_grouping(true);
+  EXPECT_GE(ran, int(std::size(kMethods)) * 2);
+  EXPECT_GT(grouped_tile_items(), before) << "no preset took the grouped tiles";
+}
+
 TEST(FastStages, EveryPresetEqualsItsStageReferences) {
   if (!dot_mma_tile_has_kernel(DotModel{DotModel::kMma, MmaInstr::kHmmaBf16F32, 0}))
     GTEST_SKIP() << "no tile kernel on this CPU (" << isa_name(active_isa())

@@ -17,6 +17,8 @@
 #include "sim/flash/flash.hpp"
 #include "sim/golden/golden.hpp"
 #include "sim/pipeline/attribution.hpp"
+#include "sim/sage/sage.hpp"
+#include "sim/turbo/turbo.hpp"
 #include "tests/sim/random_input.hpp"
 
 namespace attnsim {
@@ -177,6 +179,55 @@ TEST(Pipeline, ResultsDoNotDependOnTheThreadCount) {
     EXPECT_EQ(one.lse, r.lse) << t;
   }
   omp_set_num_threads(saved);
+}
+
+// prepare() runs the heads of each operand on the OpenMP threads (and ΔS, the LSE shift and the
+// encodings by rows): every prepared field must be the same whatever the thread count. Presets
+// that reach every path: SageAttention2 sm90 (per-thread INT8 scales at the product, smooth K,
+// FP8 V with per-channel scales), the paper's arch (smooth Q: ΔS; INT4), sm80 with smooth V,
+// TurboAttention (INT8 Q/K per block, INT4 V dequantized at the operand).
+void expect_same_operand(const PreparedOperand& a, const PreparedOperand& b, const char* what,
+                         int threads) {
+  EXPECT_EQ(a.values, b.values) << what << " " << threads;
+  EXPECT_EQ(a.bits, b.bits) << what << " " << threads;
+  EXPECT_EQ(a.scales, b.scales) << what << " " << threads;
+  EXPECT_EQ(a.mean, b.mean) << what << " " << threads;
+}
+
+TEST(Pipeline, PreparedOperandsDoNotDependOnTheThreadCount) {
+  const AttentionInput in = random_input({2, 4, 2, 130, 200, 64, 64}, true, 17);
+  std::vector<std::pair<std::string, Pipeline>> presets;
+  for (SageArch a : {SageArch::kSm90, SageArch::kPaper, SageArch::kSm80, SageArch::kSage1}) {
+    SageOptions o;
+    o.arch = a;
+    o.smooth_v = a == SageArch::kSm80;
+    if (o.smooth_v) o.pv_accum = SagePvAccum::kFp16;
+    presets.emplace_back("sage arch " + std::to_string(int(a)), sage_pipeline(o, in.shape));
+  }
+  presets.emplace_back("turbo", turbo_pipeline(TurboOptions{}));
+  const int saved = omp_get_max_threads();
+  for (const auto& [name, p] : presets) {
+    omp_set_num_threads(1);
+    const PreparedInput one = prepare(in, p);
+    EXPECT_FALSE(one.q.values.empty()) << name;
+    for (int t : {2, 3}) {
+      omp_set_num_threads(t);
+      const PreparedInput r = prepare(in, p);
+      expect_same_operand(one.q, r.q, (name + " q").c_str(), t);
+      expect_same_operand(one.k, r.k, (name + " k").c_str(), t);
+      expect_same_operand(one.v, r.v, (name + " v").c_str(), t);
+      EXPECT_EQ(one.delta_s, r.delta_s) << name << " " << t;
+      EXPECT_EQ(one.lse_shift, r.lse_shift) << name << " " << t;
+    }
+  }
+  omp_set_num_threads(saved);
+  // The paths this test means to reach are reached.
+  const PreparedInput paper = prepare(in, presets[1].second);
+  EXPECT_FALSE(paper.delta_s.empty());
+  const PreparedInput sm90 = prepare(in, presets[0].second);
+  EXPECT_FALSE(sm90.k.mean.empty());
+  EXPECT_FALSE(sm90.lse_shift.empty());
+  EXPECT_FALSE(sm90.q.scales.empty());
 }
 
 void expect_invalid(const Pipeline& p, const std::string& fragment) {
