@@ -114,6 +114,13 @@ const char* const kMethods[] = {
     "p_quant=symmetric_int8,pv_acc=chunk",
 };
 
+// One input of the tests below: a shape, the causal mask, the values' spread.
+struct Case {
+  AttentionShape s;
+  bool causal;
+  double sigma;
+};
+
 // run_pipeline takes the query heads of a KV group together, block by block, on short tiles
 // (decode, MLA), and the kernels then prepare each K and V block once per group
 // (sim/pipeline/tile.cpp attend_tiles): the same bits as one tile at a time, for every preset, on
@@ -122,11 +129,6 @@ const char* const kMethods[] = {
 TEST(FastStages, GroupedDecodeTilesEqualOneTileAtATime) {
   IsaGuard guard;
   const Isa fast = active_isa();
-  struct Case {
-    AttentionShape s;
-    bool causal;
-    double sigma;
-  };
   const Case cases[] = {
       {{1, 8, 2, 1, 300, 128, 128}, false, 1.0},
       {{2, 12, 2, 3, 200, 72, 72}, true, 6.0},
@@ -171,11 +173,6 @@ TEST(FastStages, EveryPresetEqualsItsStageReferences) {
                  << "): the stages already run their references";
   IsaGuard guard;
   const Isa fast = active_isa();
-  struct Case {
-    AttentionShape s;
-    bool causal;
-    double sigma;
-  };
   // head_dim 72 and 200 keys: a ragged last KV block, d not a multiple of any instruction's k;
   // grouped heads; more queries than keys (rows that see no key).
   const Case cases[] = {
