@@ -283,8 +283,8 @@ void run_grouped(const PreparedInput& in, const Pipeline& p, PipelineResult& res
       const int hk = int((item / parts / q_blocks) % s.heads_kv);
       const int b = int(item / parts / q_blocks / s.heads_kv);
       tiles.clear();
-      for (int h = hk * g + part * per_item; h < std::min((hk + 1) * g, hk * g + (part + 1) * per_item);
-           ++h) {
+      const int h0 = hk * g + part * per_item, h1 = std::min((hk + 1) * g, h0 + per_item);
+      for (int h = h0; h < h1; ++h) {
         Tile t;
         t.batch = b;
         t.head = h;
@@ -322,7 +322,7 @@ int heads_per_item(const AttentionShape& s, const Pipeline& p) {
       omp_get_active_level() >= omp_get_max_active_levels() ? 1 : omp_get_max_threads();
   const std::int64_t want = 2 * std::int64_t(threads);
   const std::int64_t split = std::clamp<std::int64_t>((want + kv_items - 1) / kv_items, 1, g);
-  // At least 8 heads an item where the group has them: the reuse is what the grouping is for.
+  // At least 8 heads per item where the group has them: the reuse is what the grouping is for.
   return std::min(g, std::max(8, int((g + split - 1) / split)));
 }
 

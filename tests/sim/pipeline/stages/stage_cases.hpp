@@ -27,26 +27,80 @@ namespace attnsim::stagetest {
 //  kCancel      ±(the same few values): sums that cancel to ±0 and to tiny remainders
 enum class Mix { kNormal, kWide, kSpecial, kCoarse, kCancel };
 
+// xoshiro256** (Blackman and Vigna), seeded by splitmix64: the long tests draw about 10^9 values,
+// and std::mt19937_64 with std::normal_distribution and generate_canonical took 38% of the
+// product kernels' long test (perf).
+class Xoshiro256 {
+ public:
+  using result_type = std::uint64_t;
+  explicit Xoshiro256(std::uint64_t seed) {
+    for (std::uint64_t& w : s_) {
+      seed += 0x9E3779B97F4A7C15ull;
+      std::uint64_t z = seed;
+      z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+      z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+      w = z ^ (z >> 31);
+    }
+  }
+  static constexpr result_type min() { return 0; }
+  static constexpr result_type max() { return ~result_type(0); }
+  result_type operator()() {
+    const std::uint64_t r = rotl(s_[1] * 5, 7) * 9, t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return r;
+  }
+
+ private:
+  static std::uint64_t rotl(std::uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  std::uint64_t s_[4];
+};
+
 class Values {
  public:
   explicit Values(std::uint64_t seed) : rng_(seed) {}
-  std::mt19937_64& rng() { return rng_; }
-  int uniform(int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng_); }
-  bool chance(double p) { return std::uniform_real_distribution<double>(0, 1)(rng_) < p; }
+  Xoshiro256& rng() { return rng_; }
+  // Uniform in [lo, hi] (the multiply-shift map: a bias below 2^-32 for these small ranges).
+  int uniform(int lo, int hi) {
+    const std::uint64_t span = std::uint64_t(std::int64_t(hi) - lo + 1);
+    return lo + int((rng_() >> 32) * span >> 32);
+  }
+  double unit() { return double(rng_() >> 11) * 0x1p-53; }  // [0, 1)
+  bool chance(double p) { return unit() < p; }
+  // N(0, 1) by the polar method, in double, rounded to float.
+  float normal() {
+    if (have_spare_) {
+      have_spare_ = false;
+      return spare_;
+    }
+    double u, v, r2;
+    do {
+      u = 2 * unit() - 1;
+      v = 2 * unit() - 1;
+      r2 = u * u + v * v;
+    } while (r2 >= 1 || r2 == 0);
+    const double f = std::sqrt(-2 * std::log(r2) / r2);
+    spare_ = float(v * f);
+    have_spare_ = true;
+    return float(u * f);
+  }
 
   float draw(Mix m) {
-    std::normal_distribution<float>& n = normal_;
     switch (m) {
       case Mix::kNormal:
-        return n(rng_);
+        return normal();
       case Mix::kWide:
-        return std::ldexp(n(rng_), uniform(-60, 60));
+        return std::ldexp(normal(), uniform(-60, 60));
       case Mix::kSpecial: {
         static const std::uint32_t kBits[] = {0x00000000u, 0x80000000u, 0x00000001u, 0x80000001u,
                                               0x007FFFFFu, 0x00400000u, 0x00800000u, 0x7F800000u,
                                               0xFF800000u, 0x7FC00000u, 0xFFC00000u, 0x7FC12345u,
                                               0x7F7FFFFFu, 0xFF7FFFFFu, 0x3F800000u, 0xBF800000u};
-        if (chance(0.5)) return std::ldexp(n(rng_), uniform(-140, -120));  // subnormal products
+        if (chance(0.5)) return std::ldexp(normal(), uniform(-140, -120));  // subnormal products
         return std::bit_cast<float>(kBits[uniform(0, 15)]);
       }
       case Mix::kCoarse:
@@ -66,8 +120,9 @@ class Values {
   Mix any_mix() { return Mix(uniform(0, 4)); }
 
  private:
-  std::mt19937_64 rng_;
-  std::normal_distribution<float> normal_{0.0f, 1.0f};
+  Xoshiro256 rng_;
+  float spare_ = 0.0f;
+  bool have_spare_ = false;
 };
 
 // Bitwise equality, except that two NaNs are equal: which of two NaN operands an x86 add or
