@@ -90,69 +90,6 @@ int k_step_bits(const Pipeline& p, Operand which) {
   return p.qk.dot.kind == DotModel::kMma ? dot_requirements(p.qk.dot).k_step : 0;
 }
 
-void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, const OperandSpec& s,
-                   float pre, bool scaled, PreparedOperand& out, std::vector<float>* centered);
-
-// One operand: every (batch, head) slice prepared on its own, as the kernels' per-head scales
-// are ([b, h, n_groups] in SageAttention). `centered` receives the values after mean subtraction
-// (before quantization) when asked for (ΔS needs K's).
-PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, int slices,
-                                int tokens, int dim, const OperandSpec& s, double sm,
-                                int k_step_bits, std::vector<float>* centered) {
-  PreparedOperand out;
-  out.slices = slices;
-  out.tokens = tokens;
-  out.dim = dim;
-  out.enc = product_encoding(s);
-  out.values.resize(x.size());
-  out.mean_mode = s.mean;
-  out.mean_block = s.mean == MeanMode::kTokens ? tokens : s.mean_block;
-  const bool scaled = s.scale != ScaleMode::kNone;
-  if (scaled) {
-    // Scales multiplying the product's result need groups that do not vary along the reduction
-    // (head_dim for Q/K): checked here, where the lengths are known.
-    out.groups = s.groups;
-    out.groups_per_slice = s.groups.count(tokens, dim);
-  }
-  if (scaled && s.apply == ScaleAt::kProduct && (name[0] == 'q' || name[0] == 'k')) {
-    for (int t = 0; t < tokens; ++t) {
-      const int g0 = s.groups.group(t, 0, tokens, dim);
-      for (int c = 1; c < dim; ++c) {
-        if (s.groups.group(t, c, tokens, dim) != g0) {
-          fail(std::string(name) + ": " + s.groups.describe() +
-               " scales vary along head_dim, the reduction of QKᵀ: the product cannot be "
-               "dequantized (scale the operand instead)");
-        }
-      }
-    }
-  }
-  if (s.mean != MeanMode::kNone) {
-    out.means_per_slice = (tokens + out.mean_block - 1) / out.mean_block;
-    out.mean.assign(std::size_t(slices) * out.means_per_slice * dim, 0.0f);
-  }
-  if (centered) centered->resize(x.size());
-  // The scales the products or the reciprocal apply (not kOperand's, folded into the values).
-  if (scaled && s.apply != ScaleAt::kOperand)
-    out.scales.assign(std::size_t(slices) * std::size_t(out.groups_per_slice), 0.0f);
-  const float pre = s.prescale != Prescale::kNone ? prescale_factor(s.prescale, sm) : 1.0f;
-  // The slices (heads) are independent: one per OpenMP iteration, each writing only its own part
-  // of the outputs, so the result does not depend on the thread count. The first error by slice
-  // order is rethrown after the loop.
-  std::vector<std::exception_ptr> errors(std::size_t(std::max(slices, 0)));
-#pragma omp parallel for schedule(dynamic, 1)
-  for (int sl = 0; sl < slices; ++sl) {
-    try {
-      prepare_slice(x, sl, tokens, dim, s, pre, scaled, out, centered);
-    } catch (...) {
-      errors[std::size_t(sl)] = std::current_exception();
-    }
-  }
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-  finish_encodings(out, k_step_bits);
-  return out;
-}
-
 // One (batch, head) slice of prepare_operand: rounding, prescale, mean subtraction, scaling and
 // quantization into out's part of that slice.
 void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, const OperandSpec& s,
@@ -268,6 +205,66 @@ void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, con
     std::copy(sc.begin(), sc.end(),
               out.scales.begin() + std::ptrdiff_t(sl) * out.groups_per_slice);
   }
+}
+
+// One operand: every (batch, head) slice prepared on its own, as the kernels' per-head scales
+// are ([b, h, n_groups] in SageAttention). `centered` receives the values after mean subtraction
+// (before quantization) when asked for (ΔS needs K's).
+PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, int slices,
+                                int tokens, int dim, const OperandSpec& s, double sm,
+                                int k_step_bits, std::vector<float>* centered) {
+  PreparedOperand out;
+  out.slices = slices;
+  out.tokens = tokens;
+  out.dim = dim;
+  out.enc = product_encoding(s);
+  out.values.resize(x.size());
+  out.mean_mode = s.mean;
+  out.mean_block = s.mean == MeanMode::kTokens ? tokens : s.mean_block;
+  const bool scaled = s.scale != ScaleMode::kNone;
+  if (scaled) {
+    // Scales multiplying the product's result need groups that do not vary along the reduction
+    // (head_dim for Q/K): checked here, where the lengths are known.
+    out.groups = s.groups;
+    out.groups_per_slice = s.groups.count(tokens, dim);
+  }
+  if (scaled && s.apply == ScaleAt::kProduct && (name[0] == 'q' || name[0] == 'k')) {
+    for (int t = 0; t < tokens; ++t) {
+      const int g0 = s.groups.group(t, 0, tokens, dim);
+      for (int c = 1; c < dim; ++c) {
+        if (s.groups.group(t, c, tokens, dim) != g0) {
+          fail(std::string(name) + ": " + s.groups.describe() +
+               " scales vary along head_dim, the reduction of QKᵀ: the product cannot be "
+               "dequantized (scale the operand instead)");
+        }
+      }
+    }
+  }
+  if (s.mean != MeanMode::kNone) {
+    out.means_per_slice = (tokens + out.mean_block - 1) / out.mean_block;
+    out.mean.assign(std::size_t(slices) * out.means_per_slice * dim, 0.0f);
+  }
+  if (centered) centered->resize(x.size());
+  // The scales the products or the reciprocal apply (not kOperand's, folded into the values).
+  if (scaled && s.apply != ScaleAt::kOperand)
+    out.scales.assign(std::size_t(slices) * std::size_t(out.groups_per_slice), 0.0f);
+  const float pre = s.prescale != Prescale::kNone ? prescale_factor(s.prescale, sm) : 1.0f;
+  // The slices (heads) are independent: one per OpenMP iteration, each writing only its own part
+  // of the outputs, so the result does not depend on the thread count. The first error by slice
+  // order is rethrown after the loop.
+  std::vector<std::exception_ptr> errors(std::size_t(std::max(slices, 0)));
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int sl = 0; sl < slices; ++sl) {
+    try {
+      prepare_slice(x, sl, tokens, dim, s, pre, scaled, out, centered);
+    } catch (...) {
+      errors[std::size_t(sl)] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
+  finish_encodings(out, k_step_bits);
+  return out;
 }
 
 }  // namespace

@@ -262,6 +262,16 @@ void attend_tiles(const PreparedInput& in, const Pipeline& p, const Tile* tiles,
   }
 }
 
+// A finished tile's epilogue into the result's rows (`lse`: scratch of block_q rows).
+template <class T>
+void write_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, const TileState<T>& st,
+                PipelineResult& res, std::vector<double>& lse) {
+  const AttentionShape& s = in.shape;
+  const std::size_t row0 = (std::size_t(t.batch) * s.heads_q + t.head) * s.len_q + t.q_begin;
+  finish_tile<T>(in, p, t, st, res.o.data() + row0 * s.head_dim_v, lse.data());
+  for (int i = 0; i < t.rows; ++i) res.lse[row0 + i] = lse[std::size_t(i)];
+}
+
 // run_all's items as (batch, KV head, Q block, `per_item` consecutive query heads of the group).
 template <class T>
 void run_grouped(const PreparedInput& in, const Pipeline& p, PipelineResult& res, int per_item) {
@@ -296,10 +306,7 @@ void run_grouped(const PreparedInput& in, const Pipeline& p, PipelineResult& res
       attend_tiles<T>(in, p, tiles.data(), int(tiles.size()), st.data(), *ws);
       ++g_grouped_items;
       for (std::size_t k = 0; k < tiles.size(); ++k) {
-        const Tile& t = tiles[k];
-        const std::size_t row0 = (std::size_t(t.batch) * s.heads_q + t.head) * s.len_q + t.q_begin;
-        finish_tile<T>(in, p, t, st[k], res.o.data() + row0 * s.head_dim_v, lse.data());
-        for (int i = 0; i < t.rows; ++i) res.lse[row0 + i] = lse[std::size_t(i)];
+        write_tile<T>(in, p, tiles[k], st[k], res, lse);
       }
     }
   }
@@ -354,9 +361,7 @@ void run_all(const PreparedInput& in, const Pipeline& p, PipelineResult& res) {
       t.rows = std::min(bq, s.len_q - t.q_begin);
       st.reset(t.rows, s.head_dim_v);
       attend_tile<T>(in, p, t, 0, std::numeric_limits<int>::max(), st, *ws);
-      const std::size_t row0 = (std::size_t(t.batch) * s.heads_q + t.head) * s.len_q + t.q_begin;
-      finish_tile<T>(in, p, t, st, res.o.data() + row0 * s.head_dim_v, lse.data());
-      for (int i = 0; i < t.rows; ++i) res.lse[row0 + i] = lse[std::size_t(i)];
+      write_tile<T>(in, p, t, st, res, lse);
     }
   }
 }
