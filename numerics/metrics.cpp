@@ -201,39 +201,57 @@ std::uint64_t UlpHistogram::quantile_ulp(double q) const {
 namespace {
 
 // The smallest d such that at least ceil(num/den · n) of the n values are <= d (index
-// ceil(num·n/den) - 1 of the sorted values), in integers so that 0.99·n does not round.
-std::uint64_t order_statistic(std::vector<std::uint64_t>& d, std::uint64_t num,
-                              std::uint64_t den) {
-  if (d.empty()) return 0;
-  const std::uint64_t n = d.size();
+// ceil(num·n/den) - 1 of the sorted values), in integers so that 0.99·n does not round. `from`:
+// an index below which every value is known to be at most the answer and above which none is
+// less (the rank of an earlier call, or 0): the selection runs on [from, n) only.
+template <class T>
+T order_statistic(T* d, std::size_t n, std::uint64_t num, std::uint64_t den, std::size_t* at,
+                  std::size_t from = 0) {
+  if (n == 0) return T(0);
   const std::uint64_t rank = (num * n + den - 1) / den;  // ceil, n < 2^57 so no overflow
   const std::size_t k = std::size_t(rank == 0 ? 0 : rank - 1);
-  std::nth_element(d.begin(), d.begin() + std::ptrdiff_t(k), d.end());
+  if (k < from) from = 0;
+  std::nth_element(d + from, d + k, d + n);
+  *at = k + 1;
   return d[k];
 }
 
 }  // namespace
 
-UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, UlpFormat fmt) {
+void ulp_distances(const double* out, const double* ref, std::size_t n, UlpFormat fmt,
+                   std::uint64_t* d) {
+  for (std::size_t i = 0; i < n; ++i) {
+    d[i] = std::isnan(out[i]) || std::isnan(ref[i]) ? std::numeric_limits<std::uint64_t>::max()
+                                                    : ulp_distance(out[i], ref[i], fmt);
+  }
+}
+
+UlpHistogram ulp_histogram_of(std::uint64_t* d, std::size_t n, UlpFormat fmt) {
   UlpHistogram h;
   h.format = fmt;
   h.counts.assign(UlpHistogram::kBuckets, 0);
-  std::vector<std::uint64_t> all(n);
   for (std::size_t i = 0; i < n; ++i) {
-    const std::uint64_t d = ulp_distance(out[i], ref[i], fmt);
-    if (d == std::numeric_limits<std::uint64_t>::max() || std::isnan(out[i]) ||
-        std::isnan(ref[i])) {
+    // Two non-NaN values are never UINT64_MAX apart: ordinals lie in [-(2^63 - 1), 2^63 - 1].
+    if (d[i] == std::numeric_limits<std::uint64_t>::max()) {
       ++h.nan_mismatch;
-      all[i] = kUlpNanMismatch;
+      d[i] = kUlpNanMismatch;
       continue;
     }
-    all[i] = std::min(d, kUlpNanMismatch - 1);
-    ++h.counts[std::size_t(bucket_of(d))];
-    h.max_ulp = std::max(h.max_ulp, d);
+    ++h.counts[std::size_t(bucket_of(d[i]))];
+    h.max_ulp = std::max(h.max_ulp, d[i]);
+    d[i] = std::min(d[i], kUlpNanMismatch - 1);
   }
-  h.p50 = order_statistic(all, 50, 100);
-  h.p99 = order_statistic(all, 99, 100);
+  // p99's rank is at or above p50's: after the first selection it looks above p50 only.
+  std::size_t at = 0;
+  h.p50 = order_statistic(d, n, 50, 100, &at);
+  h.p99 = order_statistic(d, n, 99, 100, &at, at);
   return h;
+}
+
+UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, UlpFormat fmt) {
+  std::vector<std::uint64_t> d(n);
+  ulp_distances(out, ref, n, fmt, d.data());
+  return ulp_histogram_of(d.data(), n, fmt);
 }
 
 double ulp_at(double magnitude, UlpFormat fmt) {
@@ -269,11 +287,9 @@ double ulp_at(double magnitude, UlpFormat fmt) {
   return std::ldexp(1.0, e - (p - 1));
 }
 
-RowUlpStats row_scaled_ulp(const double* out, const double* ref, std::size_t n, std::size_t row_len,
-                           UlpFormat fmt) {
-  RowUlpStats st;
-  if (n == 0 || row_len == 0) return st;
-  std::vector<double> err(n);
+void row_scaled_errors(const double* out, const double* ref, std::size_t n, std::size_t row_len,
+                       UlpFormat fmt, double* err) {
+  if (row_len == 0) return;
   for (std::size_t r0 = 0; r0 < n; r0 += row_len) {
     const std::size_t r1 = std::min(n, r0 + row_len);
     double mag = 0;
@@ -286,16 +302,24 @@ RowUlpStats row_scaled_ulp(const double* out, const double* ref, std::size_t n, 
       err[i] = std::isnan(d) || std::isinf(d) ? std::numeric_limits<double>::infinity() : d / unit;
     }
   }
-  st.max = *std::max_element(err.begin(), err.end());
-  auto order = [&](std::uint64_t num, std::uint64_t den) {
-    const std::uint64_t rank = (num * n + den - 1) / den;
-    const std::size_t k = std::size_t(rank == 0 ? 0 : rank - 1);
-    std::nth_element(err.begin(), err.begin() + std::ptrdiff_t(k), err.end());
-    return err[k];
-  };
-  st.p50 = order(50, 100);
-  st.p99 = order(99, 100);
+}
+
+RowUlpStats row_ulp_stats_of(double* err, std::size_t n) {
+  RowUlpStats st;
+  if (n == 0) return st;
+  st.max = *std::max_element(err, err + n);
+  std::size_t at = 0;
+  st.p50 = order_statistic(err, n, 50, 100, &at);
+  st.p99 = order_statistic(err, n, 99, 100, &at, at);
   return st;
+}
+
+RowUlpStats row_scaled_ulp(const double* out, const double* ref, std::size_t n, std::size_t row_len,
+                           UlpFormat fmt) {
+  if (n == 0 || row_len == 0) return {};
+  std::vector<double> err(n);
+  row_scaled_errors(out, ref, n, row_len, fmt, err.data());
+  return row_ulp_stats_of(err.data(), n);
 }
 
 }  // namespace attnsim

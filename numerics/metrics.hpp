@@ -74,6 +74,13 @@ struct UlpHistogram {
 UlpHistogram ulp_histogram(const double* out, const double* ref, std::size_t n, UlpFormat fmt);
 // Distance of one pair (UINT64_MAX if exactly one side is NaN).
 std::uint64_t ulp_distance(double a, double b, UlpFormat fmt);
+// ulp_histogram in two steps, for callers that spread the per-element work over threads (the
+// result is the same whatever the split): ulp_distances writes d[i] = ulp_distance(out[i], ref[i])
+// for each i, UINT64_MAX where either side is NaN (the pairs counted as nan_mismatch), each
+// element on its own; ulp_histogram_of counts and ranks all n of them (reordering d).
+void ulp_distances(const double* out, const double* ref, std::size_t n, UlpFormat fmt,
+                   std::uint64_t* d);
+UlpHistogram ulp_histogram_of(std::uint64_t* d, std::size_t n, UlpFormat fmt);
 
 // The spacing of `fmt`'s values at `magnitude`: 2^(floor(log2 |magnitude|) − (p − 1)) with p the
 // significand bits (the subnormal spacing below the smallest normal, and for 0).
@@ -91,5 +98,11 @@ struct RowUlpStats {
 };
 RowUlpStats row_scaled_ulp(const double* out, const double* ref, std::size_t n, std::size_t row_len,
                            UlpFormat fmt);
+// row_scaled_ulp in two steps, as ulp_histogram above: row_scaled_errors writes each element's
+// error (rows of row_len from out[0]: a caller that splits the work starts each part on a row
+// boundary; n = 0 or row_len = 0 writes nothing), row_ulp_stats_of ranks all n (reordering err).
+void row_scaled_errors(const double* out, const double* ref, std::size_t n, std::size_t row_len,
+                       UlpFormat fmt, double* err);
+RowUlpStats row_ulp_stats_of(double* err, std::size_t n);
 
 }  // namespace attnsim

@@ -228,13 +228,20 @@ AttentionInput generate(const Spec& s, std::uint64_t seed) {
   const double sigma = s.get("sigma", 1.0);
   const double lo = s.get("lo", -1.0), hi = s.get("hi", 1.0);
   // Streams 1, 2, 3 = q, k, v; 4+ = per-channel parameters.
+  // Element i of a stream is a function of (seed, stream, i) alone (counter-based draws), so the
+  // threads split the elements and the values cannot depend on their number.
   auto fill_normal = [&](std::vector<float>& x, std::uint64_t stream, double scale) {
-    for (std::size_t i = 0; i < x.size(); ++i) x[i] = float(scale * normal01(seed, stream, i));
+    const std::ptrdiff_t n = std::ptrdiff_t(x.size());
+#pragma omp parallel for schedule(static)
+    for (std::ptrdiff_t i = 0; i < n; ++i)
+      x[std::size_t(i)] = float(scale * normal01(seed, stream, std::uint64_t(i)));
   };
   if (s.dist == "uniform") {
     auto fill = [&](std::vector<float>& x, std::uint64_t stream) {
-      for (std::size_t i = 0; i < x.size(); ++i)
-        x[i] = float(lo + (hi - lo) * uniform01(seed, stream, i));
+      const std::ptrdiff_t n = std::ptrdiff_t(x.size());
+#pragma omp parallel for schedule(static)
+      for (std::ptrdiff_t i = 0; i < n; ++i)
+        x[std::size_t(i)] = float(lo + (hi - lo) * uniform01(seed, stream, std::uint64_t(i)));
     };
     fill(in.q, 1);
     fill(in.k, 2);

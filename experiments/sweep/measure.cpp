@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <vector>
 
 #include "experiments/common/error.hpp"
 
@@ -10,10 +11,40 @@ namespace attnsim {
 
 MetricValues measure(const double* out, const double* golden, std::size_t n,
                      const std::string& format, std::size_t row_len) {
-  const ErrorMetrics e = error_metrics(out, golden, n);
   // ULP distances are measured in the method's output format: how far the stored output is from
   // the golden value rounded to that same format.
-  const UlpHistogram h = ulp_histogram(out, golden, n, parse_ulp_format(format));
+  const UlpFormat uf = parse_ulp_format(format);
+  // On the OpenMP threads, with results that cannot depend on them: one thread sums the error
+  // metrics in element order (compensated sums: the order sets their last bits), the others
+  // take the per-element ULP distances and row-scaled errors in parts of whole rows, then the
+  // two sets are ranked side by side (exact order statistics, counts and maxima).
+  ErrorMetrics e;
+  std::vector<std::uint64_t> dist(n);
+  std::vector<double> row_err(n);
+  const std::size_t rows_per_part =
+      row_len == 0 ? n : std::max<std::size_t>(1, (std::size_t{1} << 15) / row_len);
+  const std::size_t part = std::max<std::size_t>(1, rows_per_part * std::max<std::size_t>(row_len, 1));
+  const std::ptrdiff_t parts = std::ptrdiff_t((n + part - 1) / part);
+#pragma omp parallel
+  {
+#pragma omp single nowait
+    e = error_metrics(out, golden, n);
+#pragma omp for schedule(dynamic, 1)
+    for (std::ptrdiff_t k = 0; k < parts; ++k) {
+      const std::size_t i0 = std::size_t(k) * part, len = std::min(part, n - i0);
+      ulp_distances(out + i0, golden + i0, len, uf, dist.data() + i0);
+      row_scaled_errors(out + i0, golden + i0, len, row_len, uf, row_err.data() + i0);
+    }
+  }
+  UlpHistogram h;
+  RowUlpStats rs;
+#pragma omp parallel sections
+  {
+#pragma omp section
+    h = ulp_histogram_of(dist.data(), n, uf);
+#pragma omp section
+    if (row_len != 0) rs = row_ulp_stats_of(row_err.data(), n);
+  }
   MetricValues m;
   m.cosine = e.cosine;
   m.rel_l1 = e.rel_l1;
@@ -28,7 +59,6 @@ MetricValues measure(const double* out, const double* golden, std::size_t n,
   m.ulp_max = std::int64_t(h.nan_mismatch > 0 ? kUlpNanMismatch
                                                 : std::min(h.max_ulp, kUlpNanMismatch - 1));
   m.ulp_hist.assign(h.counts.begin(), h.counts.end());
-  const RowUlpStats rs = row_scaled_ulp(out, golden, n, row_len, parse_ulp_format(format));
   m.ulp_row_p50 = rs.p50;
   m.ulp_row_p99 = rs.p99;
   m.ulp_row_max = rs.max;

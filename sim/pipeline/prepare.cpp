@@ -12,6 +12,7 @@
 #include "numerics/convert_array.hpp"
 #include "numerics/reduce.hpp"
 #include "numerics/special.hpp"
+#include "numerics/special_array.hpp"
 #include "sim/pipeline/pipeline.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 
@@ -342,8 +343,58 @@ PreparedInput prepare_queries(const AttentionInput& in, const Pipeline& p) {
   return r;
 }
 
+namespace {
+
+// The H100 tables (numerics/special.hpp) that the pipeline's stages read, each built on its first
+// use (0.05-0.2 s apiece: a 2^23-entry table decoded from data/hw/), built here side by side on
+// the OpenMP threads before the slices and tiles start; otherwise the first tile to need one
+// builds it while the other threads wait. A table a stage choice reads without being listed here
+// is still built on first use, only not in parallel.
+void build_special_tables(const Pipeline& p) {
+  const bool ex2 = p.exp.fn == ExpFn::kEx2ApproxFtz || p.exp.fn == ExpFn::kEx2Approx;
+  const bool lg2 = p.softmax.lse == LseModel::kLog2Mufu;
+  bool rcp = p.normalize.kind == Normalize::kRcpApproxFtz ||
+             p.p.quantizer.apply == ScaleApply::kMultiplyRcpApprox;
+  for (const OperandSpec* o : {&p.q, &p.k, &p.v}) {
+    rcp = rcp || o->float_rule == FloatScaleRule::kMufuRcp ||
+          o->mean_rule == MeanRule::kSageChannel ||
+          o->quantizer.apply == ScaleApply::kMultiplyRcpApprox;
+  }
+  if (int(ex2) + int(lg2) + int(rcp) < 2) return;  // one table: its first use builds it
+  std::exception_ptr error[3];
+#pragma omp parallel sections
+  {
+#pragma omp section
+    try {
+      if (ex2) {
+        Ex2ApproxFtz::h100();
+        ex2_array_compact_tables();  // the kernels' 4 MiB form, where they read it
+      }
+    } catch (...) {
+      error[0] = std::current_exception();
+    }
+#pragma omp section
+    try {
+      if (lg2) Lg2ApproxFtz::h100();
+    } catch (...) {
+      error[1] = std::current_exception();
+    }
+#pragma omp section
+    try {
+      if (rcp) RcpApproxFtz::h100();
+    } catch (...) {
+      error[2] = std::current_exception();
+    }
+  }
+  for (const std::exception_ptr& e : error)
+    if (e) std::rethrow_exception(e);
+}
+
+}  // namespace
+
 PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
   validate(p);
+  build_special_tables(p);
   const AttentionShape& s = in.shape;
   if (!s.valid()) fail("invalid attention shape");
   if (p.p.norm != PNorm::kNone && p.tile.block_kv < s.len_kv)

@@ -3,10 +3,12 @@
 #include "experiments/io/dump.hpp"
 
 #include <fcntl.h>
+#include <omp.h>
 #include <gtest/gtest.h>
 #include <hdf5.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -383,6 +385,30 @@ TEST(Synthetic, SeedsAreReproducibleAndDistinct) {
   const AttentionInput n = make_synthetic("normal:nq=1,nkv=1,d=1", 0);
   EXPECT_EQ(n.q[0], -0.7578915f);  // bits 0xbf42052d
   EXPECT_EQ(n.q[0], make_synthetic("normal:nq=1,nkv=1,d=1,seed=0").q[0]);
+}
+
+// The draws are counter-based, so the threads that generate a tensor split its elements: the
+// values must not depend on how many there are. Recorded hashes (FNV-1a over the float32 bits of
+// q, k, v in order, written by the one-thread generator before it ran in parallel) pin every
+// element, not only the first.
+TEST(Synthetic, ValuesDoNotDependOnTheThreadCount) {
+  const auto hash = [](const AttentionInput& in) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    for (const std::vector<float>* x : {&in.q, &in.k, &in.v})
+      for (float v : *x) h = (h ^ std::bit_cast<std::uint32_t>(v)) * 0x100000001b3ull;
+    return h;
+  };
+  const std::pair<const char*, std::uint64_t> specs[] = {
+      {"normal:hq=2,hkv=1,nq=37,nkv=53,d=24,seed=7", 0xb09d1c504c693a13ull},
+      {"uniform:hq=2,nq=37,d=24,lo=-3,hi=5,seed=2", 0x311764341d3ca446ull}};
+  const int saved = omp_get_max_threads();
+  for (const auto& [spec, recorded] : specs) {
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      EXPECT_EQ(hash(make_synthetic(spec)), recorded) << spec << ", " << threads << " threads";
+    }
+  }
+  omp_set_num_threads(saved);
 }
 
 }  // namespace

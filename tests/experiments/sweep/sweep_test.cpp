@@ -1,6 +1,7 @@
 // experiments/sweep/sweep_*: --grid, per-head rows, bit-identical results across thread counts,
 // resume after interruption, MPI ranks, `attnsim run`, `compare`, `gate` and `repro` end to end.
 #include <gtest/gtest.h>
+#include <omp.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -16,9 +17,11 @@
 #include "experiments/common/error.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/sweep/measure.hpp"
 #include "experiments/sweep/sweep_engine.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
 #include "formats/encoding.hpp"
+#include "numerics/metrics.hpp"
 #include "sim/pipeline/counters.hpp"
 #include "sim/sage/sage.hpp"
 
@@ -118,6 +121,84 @@ TEST(GridAxis, ParsesAndExpands) {
     EXPECT_NE(std::string(e.what()).find("none of the methods"), std::string::npos) << e.what();
   }
   EXPECT_THROW(expand_grid({parse_method("flash")}, {parse_grid_axis("qkv=int3")}), UsageError);
+}
+
+// measure() spreads the per-element work over the OpenMP threads: its values must not depend
+// on how many there are, and equal a brute-force computation (every distance and row error
+// listed, fully sorted, ranked) on outputs with NaN, Inf, cancelling rows and a short last row.
+TEST(Measure, ValuesDoNotDependOnTheThreadCountAndEqualSortedRanks) {
+  std::uint64_t st = 0x9E3779B97F4A7C15ull;
+  auto next = [&] {
+    st = st * 6364136223846793005ull + 1442695040888963407ull;
+    return st >> 11;
+  };
+  const std::size_t n = 200003, row = 96;  // a part is whole rows; the last row is short
+  std::vector<double> out(n), ref(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = (double(next() % 2000001) - 1e6) * 1e-6 * std::ldexp(1.0, int(next() % 9) - 4);
+    ref[i] = r;
+    const int kind = int(next() % 1000);
+    out[i] = kind == 0 ? std::nan("") : kind == 1 ? HUGE_VAL : kind < 5 ? -r
+             : r * (1.0 + (double(next() % 2001) - 1000.0) * 1e-5);
+  }
+  ref[17] = std::nan("");
+  for (const char* fmt : {"fp32", "bf16", "e4m3fn"}) {
+    const UlpFormat uf = parse_ulp_format(fmt);
+    // The oracle: per element, then std::sort and the rank rule of numerics/metrics.hpp.
+    std::vector<std::uint64_t> d(n);
+    std::vector<double> err(n);
+    std::uint64_t nan = 0, max_ulp = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint64_t u = ulp_distance(out[i], ref[i], uf);
+      const bool is_nan = std::isnan(out[i]) || std::isnan(ref[i]);
+      nan += is_nan;
+      if (!is_nan) max_ulp = std::max(max_ulp, u);
+      d[i] = is_nan ? kUlpNanMismatch : std::min(u, kUlpNanMismatch - 1);
+    }
+    for (std::size_t r0 = 0; r0 < n; r0 += row) {
+      double mag = 0;
+      for (std::size_t i = r0; i < std::min(n, r0 + row); ++i)
+        if (std::isfinite(ref[i])) mag = std::max(mag, std::fabs(ref[i]));
+      for (std::size_t i = r0; i < std::min(n, r0 + row); ++i) {
+        const double e = std::fabs(out[i] - ref[i]);
+        err[i] = std::isfinite(e) ? e / ulp_at(mag, uf) : HUGE_VAL;
+      }
+    }
+    std::sort(d.begin(), d.end());
+    std::sort(err.begin(), err.end());
+    const std::size_t k50 = (50 * n + 99) / 100 - 1, k99 = (99 * n + 99) / 100 - 1;
+    const ErrorMetrics e = error_metrics(out.data(), ref.data(), n);
+    const int saved = omp_get_max_threads();
+    for (int threads : {1, 2, 3}) {
+      omp_set_num_threads(threads);
+      const MetricValues m = measure(out.data(), ref.data(), n, fmt, row);
+      EXPECT_EQ(std::uint64_t(m.ulp_p50), d[k50]) << fmt << threads;
+      EXPECT_EQ(std::uint64_t(m.ulp_p99), d[k99]) << fmt << threads;
+      EXPECT_EQ(std::uint64_t(m.ulp_max), nan > 0 ? kUlpNanMismatch : max_ulp) << fmt << threads;
+      EXPECT_EQ(m.ulp_row_p50, err[k50]) << fmt << threads;
+      EXPECT_EQ(m.ulp_row_p99, err[k99]) << fmt << threads;
+      EXPECT_EQ(m.ulp_row_max, err[n - 1]) << fmt << threads;
+      EXPECT_TRUE(std::isnan(m.rel_l1) && std::isnan(e.rel_l1)) << fmt << threads;
+      EXPECT_EQ(m.nonfinite, std::int64_t(e.nonfinite)) << fmt << threads;
+      std::uint64_t counted = 0;
+      for (auto c : m.ulp_hist) counted += std::uint64_t(c);
+      EXPECT_EQ(counted + nan, n) << fmt << threads;
+    }
+    omp_set_num_threads(saved);
+  }
+  // Finite outputs: the compensated sums, in element order on one thread, equal error_metrics'.
+  std::vector<double> fo(out), fr(ref);
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(fo[i]) || !std::isfinite(fr[i])) fo[i] = fr[i] = 0.5;
+  const ErrorMetrics e = error_metrics(fo.data(), fr.data(), n);
+  for (int threads : {1, 3}) {
+    omp_set_num_threads(threads);
+    const MetricValues m = measure(fo.data(), fr.data(), n, "fp32", row);
+    EXPECT_EQ(m.rel_l1, e.rel_l1);
+    EXPECT_EQ(m.cosine, e.cosine);
+    EXPECT_EQ(m.rmse, e.rmse);
+    EXPECT_EQ(m.max_abs, e.max_abs);
+  }
 }
 
 TEST(RowRecord, RoundTripsExactlyAndRejectsCutLines) {
