@@ -19,6 +19,12 @@
 #include "numerics/isa.hpp"
 #include "numerics/simd.hpp"
 
+// GCC 12's AVX-512 headers also warn `-Wuninitialized` about their own _mm512_undefined_*() once
+// the masked shifts and adds of the saturating encoder inline (GCC PR 105593, as simd.hpp says).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+
 namespace attnsim {
 
 // ---- references --------------------------------------------------------------------------------
@@ -141,7 +147,7 @@ struct RoundCode {
   // there, and under ties-away to the integer formula).
   static constexpr bool kUseMagic = kNormalFrom != 0 && kR != Round::kNearestAway;
   static_assert(!kUseMagic || (kMagicExp > -127 && kMagicExp < 128));
-  __m512i abs_mask, one, normal_from, rebias, half_m1, half, away_bias, max_mag, sign_bit;
+  __m512i abs_mask, one, normal_from, rebias, half_m1, half, away_bias, max_mag, sign_bit, inf_bits;
   __m512 magic;
 
   ATTNSIM_TARGET_AVX512 RoundCode()
@@ -154,11 +160,32 @@ struct RoundCode {
         away_bias(_mm512_set1_epi32((1 << kSh0) - 1)),
         max_mag(_mm512_set1_epi32(int(std::uint32_t(Fmt::kMaxFinite)))),
         sign_bit(_mm512_set1_epi32(int(Fmt::kSignBit))),
+        inf_bits(_mm512_set1_epi32(0x7F800000)),
         magic(_mm512_castsi512_ps(_mm512_set1_epi32(kUseMagic ? (kMagicExp + 127) << 23 : 0))) {}
 
+  // The code of every lane; *overflow flags the lanes past the largest finite magnitude (NaN,
+  // Inf, finite overflow), whose codes the caller replaces.
   ATTNSIM_TARGET_AVX512 __m512i operator()(__m512i u, __mmask16* overflow) const {
     const __m512i a = _mm512_and_si512(u, abs_mask);
     const __mmask16 neg = _mm512_cmpneq_epi32_mask(a, u);
+    const __m512i q = magnitude(a, neg);
+    *overflow = _mm512_cmpgt_epu32_mask(q, max_mag);
+    return _mm512_mask_or_epi32(q, neg, q, sign_bit);
+  }
+
+  // For a policy under which every finite overflow and Inf becomes the largest finite magnitude
+  // with the input's sign (CUDA's satfinite: policy_saturates below): the code of every lane that
+  // is not NaN, clamped in place of the caller's replacement; *nan flags the NaN lanes.
+  ATTNSIM_TARGET_AVX512 __m512i saturated(__m512i u, __mmask16* nan) const {
+    const __m512i a = _mm512_and_si512(u, abs_mask);
+    const __mmask16 neg = _mm512_cmpneq_epi32_mask(a, u);
+    const __m512i q = _mm512_min_epu32(magnitude(a, neg), max_mag);
+    *nan = _mm512_cmpgt_epu32_mask(a, inf_bits);
+    return _mm512_mask_or_epi32(q, neg, q, sign_bit);
+  }
+
+  // The magnitude's code of the lanes a = |u| (neg: the negative lanes), unbounded above.
+  ATTNSIM_TARGET_AVX512 __m512i magnitude(__m512i a, __mmask16 neg) const {
     // Lanes rounded away from zero under a directed mode.
     const __mmask16 away = kR == Round::kUp ? __mmask16(~neg) : kR == Round::kDown ? neg : 0;
     const __mmask16 sub = kNormalFrom == 0 ? __mmask16(0) : _mm512_cmplt_epu32_mask(a, normal_from);
@@ -207,8 +234,7 @@ struct RoundCode {
       const __m512i bias = _mm512_sllv_epi32(one, _mm512_sub_epi32(sh, one));  // half
       q = _mm512_add_epi32(_mm512_srlv_epi32(_mm512_add_epi32(sig, bias), sh), hi);
     }
-    *overflow = _mm512_cmpgt_epu32_mask(q, max_mag);
-    return _mm512_mask_or_epi32(q, neg, q, sign_bit);
+    return q;
   }
 };
 
@@ -344,6 +370,24 @@ SpecialCodes special_codes(int what, Encoding e, Policy p) {
   return last.c;
 }
 
+// Whether the policy's encodes of ±FLT_MAX and ±Inf (sc: special_codes of an encode) are all the
+// largest finite magnitude of Fmt with the input's sign, as under CUDA's satfinite: then every
+// lane that RoundCode flags and that is not NaN (a finite overflow or an Inf) takes that code,
+// which RoundCode::saturated gives by clamping.
+template <class Fmt, Round kR>
+inline constexpr bool kClamps = std::is_same_v<Encoder<Fmt, kR>, RoundCode<Fmt, kR>>;
+
+template <class Fmt, Round kR>
+bool policy_saturates(const SpecialCodes& sc) {
+  if constexpr (kClamps<Fmt, kR>) {
+    const std::uint32_t pos = std::uint32_t(Fmt::kMaxFinite), neg = pos | std::uint32_t(Fmt::kSignBit);
+    return std::uint32_t(sc.ovf_pos) == pos && std::uint32_t(sc.inf_pos) == pos &&
+           std::uint32_t(sc.ovf_neg) == neg && std::uint32_t(sc.inf_neg) == neg;
+  } else {
+    return false;
+  }
+}
+
 ATTNSIM_TARGET_AVX512 SpecialLanes special_lanes(SpecialCodes c) {
   return {_mm512_set1_epi32(c.ovf_pos), _mm512_set1_epi32(c.ovf_neg), _mm512_set1_epi32(c.inf_pos),
           _mm512_set1_epi32(c.inf_neg)};
@@ -370,25 +414,59 @@ ATTNSIM_TARGET_AVX512 inline __m512i settle(__m512i v, __m512i u, __mmask16 flag
 
 // One pass over x[0, n) (n < 2^31): codes of every lane, the NaN lanes listed; returns how many
 // elements it covered.
-template <class Fmt, Round kR, class Out>
+// The codes of 16 lanes and the lanes left to the scalar encoder (NaN). kSat: the policy
+// saturates (policy_saturates), so RoundCode clamps the magnitude in place of settle's
+// replacements: no per-vector branch on overflowing lanes, which inputs spanning many binades
+// (scores, unscaled activations) have in most vectors.
+template <class Fmt, Round kR, bool kSat>
+ATTNSIM_TARGET_AVX512 inline __m512i encode16(const Encoder<Fmt, kR>& enc, __m512i u,
+                                              const SpecialLanes& sp, __mmask16* nan) {
+  if constexpr (kSat) {
+    return enc.saturated(u, nan);
+  } else {
+    __mmask16 flagged;
+    const __m512i raw = enc(u, &flagged);
+    return settle(raw, u, flagged, sp, nan);
+  }
+}
+
+template <class Fmt, Round kR, bool kSat, class Out>
 ATTNSIM_TARGET_AVX512 std::size_t encode_pass(const float* x, std::size_t n, Out* out,
                                               const SpecialLanes& sp, SlowLanes& s) {
   const Encoder<Fmt, kR> enc;
   std::size_t i = 0, k = s.n;
+  if constexpr (sizeof(Out) == 1) {
+    // Bytes: 64 lanes per step, narrowed by two rounds of unsigned-saturating packs (the codes
+    // are 0..255, so nothing saturates) and one dword permutation that undoes their interleave
+    // within 128-bit lanes: four shuffles per 64 codes where vpmovdb takes two per 16. One
+    // branch per step on the NaN lanes of all four vectors.
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    for (; i + 64 <= n && k + 64 <= kSlowCap; i += 64) {
+      __m512i u[4], c[4];
+      __mmask16 nan[4];
+      for (int j = 0; j < 4; ++j) {
+        u[j] = _mm512_loadu_si512(x + i + 16 * j);
+        c[j] = encode16<Fmt, kR, kSat>(enc, u[j], sp, &nan[j]);
+      }
+      const __m512i w01 = _mm512_packus_epi32(c[0], c[1]), w23 = _mm512_packus_epi32(c[2], c[3]);
+      _mm512_storeu_si512(out + i, _mm512_permutexvar_epi32(order, _mm512_packus_epi16(w01, w23)));
+      if ((nan[0] | nan[1] | nan[2] | nan[3]) != 0) {
+        for (int j = 0; j < 4; ++j) note_slow(s, k, nan[j], i + 16 * std::size_t(j), u[j]);
+      }
+    }
+  }
   for (; i + 16 <= n && k + 16 <= kSlowCap; i += 16) {
     const __m512i u = _mm512_loadu_si512(x + i);
-    __mmask16 flagged, nan;
-    const __m512i raw = enc(u, &flagged);
-    const __m512i c = settle(raw, u, flagged, sp, &nan);
+    __mmask16 nan;
+    const __m512i c = encode16<Fmt, kR, kSat>(enc, u, sp, &nan);
     store_codes(out + i, c);
     note_slow(s, k, nan, i, u);
   }
   if (i < n && i + 16 > n && k + 16 <= kSlowCap) {
     const __mmask16 m = tail_mask(n - i);
     const __m512i u = _mm512_maskz_loadu_epi32(m, x + i);
-    __mmask16 flagged, nan;
-    const __m512i raw = enc(u, &flagged);
-    const __m512i c = settle(raw, u, flagged, sp, &nan);
+    __mmask16 nan;
+    const __m512i c = encode16<Fmt, kR, kSat>(enc, u, sp, &nan);
     store_codes(out + i, c, m);
     note_slow(s, k, nan & m, i, u);
     i = n;
@@ -555,14 +633,20 @@ void encode_dispatch(Encoding e, const float* x, std::size_t n, Out* out, Policy
 #if ATTNSIM_X86_KERNELS
   if (use_avx512() && with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
                                   [&]<class Fmt, Round kR>() {
+                                    const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
+                                    const bool sat = policy_saturates<Fmt, kR>(sc);
                                     SlowLanes s;
-                                    const SpecialLanes sp =
-                                        special_lanes(special_codes(int(sizeof(Out)), e, p));
+                                    const SpecialLanes sp = special_lanes(sc);
                                     for (std::size_t i = 0; i < n;) {
                                       s.n = 0;
                                       const std::size_t len = std::min(n - i, kPassMax);
-                                      const std::size_t done =
-                                          encode_pass<Fmt, kR>(x + i, len, out + i, sp, s);
+                                      std::size_t done;
+                                      if constexpr (kClamps<Fmt, kR>) {
+                                        done = sat ? encode_pass<Fmt, kR, true>(x + i, len, out + i, sp, s)
+                                                   : encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                                      } else {
+                                        done = encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                                      }
                                       for (std::size_t k = 0; k < s.n; ++k)
                                         out[i + s.at[k]] = Out(encode_float_bits(
                                             e, f32_from_bits(s.bits[k]), p));

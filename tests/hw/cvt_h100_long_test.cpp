@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "formats/encoding.hpp"
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"
@@ -102,9 +103,28 @@ void check_all_inputs_blocks(const std::string& op, const Block& block) {
   EXPECT_EQ(bad, 0) << op << ": chunks that differ from the H100";
 }
 
-// encode_array to `e` under `p`, the code in the low bits of each output.
+// encode_array to `e` under `p`, the code in the low bits of each output: at the format's own
+// width (bytes for FP8, halves for bf16 and fp16: the outputs the pipeline writes, whose kernels
+// store differently), and at 32 bits, which must hold the same codes (an output where the two
+// differ is replaced by 0xFFFFFFFF, a value no code has, so its chunk fails).
 auto encoder(Encoding e, Policy p) {
-  return [e, p](const float* x, std::size_t n, std::uint32_t* out) { encode_array(e, x, n, out, p); };
+  return [e, p](const float* x, std::size_t n, std::uint32_t* out) {
+    thread_local std::vector<std::uint8_t> b8;
+    thread_local std::vector<std::uint16_t> b16;
+    encode_array(e, x, n, out, p);
+    const int bits = encoding_traits(e).bits;
+    if (bits == 8) {
+      b8.resize(n);
+      encode_array(e, x, n, b8.data(), p);
+    } else {
+      b16.resize(n);
+      encode_array(e, x, n, b16.data(), p);
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::uint32_t narrow = bits == 8 ? b8[i] : b16[i];
+      if (narrow != out[i]) out[i] = 0xFFFFFFFFu;
+    }
+  };
 }
 
 // An FP32 array function's results as bits.
