@@ -370,13 +370,14 @@ SpecialCodes special_codes(int what, Encoding e, Policy p) {
   return last.c;
 }
 
+// Whether Fmt's encoder under kR is RoundCode, which has the clamping form (vcvtps2ph's has not).
+template <class Fmt, Round kR>
+inline constexpr bool kClamps = std::is_same_v<Encoder<Fmt, kR>, RoundCode<Fmt, kR>>;
+
 // Whether the policy's encodes of ±FLT_MAX and ±Inf (sc: special_codes of an encode) are all the
 // largest finite magnitude of Fmt with the input's sign, as under CUDA's satfinite: then every
 // lane that RoundCode flags and that is not NaN (a finite overflow or an Inf) takes that code,
 // which RoundCode::saturated gives by clamping.
-template <class Fmt, Round kR>
-inline constexpr bool kClamps = std::is_same_v<Encoder<Fmt, kR>, RoundCode<Fmt, kR>>;
-
 template <class Fmt, Round kR>
 bool policy_saturates(const SpecialCodes& sc) {
   if constexpr (kClamps<Fmt, kR>) {
@@ -412,8 +413,6 @@ ATTNSIM_TARGET_AVX512 inline __m512i settle(__m512i v, __m512i u, __mmask16 flag
   return _mm512_mask_mov_epi32(v, inf & neg, sp.inf_neg);
 }
 
-// One pass over x[0, n) (n < 2^31): codes of every lane, the NaN lanes listed; returns how many
-// elements it covered.
 // The codes of 16 lanes and the lanes left to the scalar encoder (NaN). kSat: the policy
 // saturates (policy_saturates), so RoundCode clamps the magnitude in place of settle's
 // replacements: no per-vector branch on overflowing lanes, which inputs spanning many binades
@@ -430,6 +429,8 @@ ATTNSIM_TARGET_AVX512 inline __m512i encode16(const Encoder<Fmt, kR>& enc, __m51
   }
 }
 
+// One pass over x[0, n) (n < 2^31): codes of every lane, the NaN lanes listed; returns how many
+// elements it covered.
 template <class Fmt, Round kR, bool kSat, class Out>
 ATTNSIM_TARGET_AVX512 std::size_t encode_pass(const float* x, std::size_t n, Out* out,
                                               const SpecialLanes& sp, SlowLanes& s) {
