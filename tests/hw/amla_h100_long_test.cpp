@@ -1,6 +1,8 @@
 // The exhaustive-suite part of tests/hw/amla_h100_test.cpp: sim/amla against the recording of our
 // CUDA MLA-decode kernels on the cases larger than 128 rows × 1000 keys (G = 128 with S up to
-// 8192, batch 2), and the negative controls on every case (about two minutes on 2 cores).
+// 8192, batch 2). The negative controls run in the default suite only (AmlaH100.
+// NegativeControlsDiffer, on the small cases): a control that differs from the kernel on a subset
+// differs on every superset, so running them on every case here proved nothing more (35 s).
 #include <gtest/gtest.h>
 
 #include "tests/hw/amla_check.hpp"
@@ -9,7 +11,6 @@ namespace attnsim {
 namespace {
 
 bool large(const hwtest::AmlaCase& c) { return !hwtest::amla_small(c); }
-bool every(const hwtest::AmlaCase&) { return true; }
 
 TEST(AmlaH100Long, CannMatchesTheAmlaKernelBitForBit) {
   hwtest::amla_check_variant(AmlaVariant::kCann, "amla", large);
@@ -18,8 +19,6 @@ TEST(AmlaH100Long, CannMatchesTheAmlaKernelBitForBit) {
 TEST(AmlaH100Long, BaseMatchesTheBaseKernelBitForBit) {
   hwtest::amla_check_variant(AmlaVariant::kBase, "base", large);
 }
-
-TEST(AmlaH100Long, NegativeControlsDiffer) { hwtest::amla_check_controls(every); }
 
 }  // namespace
 }  // namespace attnsim
