@@ -227,30 +227,23 @@ AttentionInput generate(const Spec& s, std::uint64_t seed) {
   in.v.resize(sh.v_size());
   const double sigma = s.get("sigma", 1.0);
   const double lo = s.get("lo", -1.0), hi = s.get("hi", 1.0);
-  // Streams 1, 2, 3 = q, k, v; 4+ = per-channel parameters.
-  // Element i of a stream is a function of (seed, stream, i) alone (counter-based draws), so the
-  // threads split the elements and the values cannot depend on their number.
-  auto fill_normal = [&](std::vector<float>& x, std::uint64_t stream, double scale) {
+  // Streams 1, 2, 3 = q, k, v; 4+ = per-channel parameters. Element i of a stream is a function
+  // of (seed, stream, i) alone (counter-based draws), so the threads split the elements and the
+  // values cannot depend on their number.
+  const bool uniform = s.dist == "uniform";
+  auto fill = [&](std::vector<float>& x, std::uint64_t stream) {
     const std::ptrdiff_t n = std::ptrdiff_t(x.size());
 #pragma omp parallel for schedule(static)
-    for (std::ptrdiff_t i = 0; i < n; ++i)
-      x[std::size_t(i)] = float(scale * normal01(seed, stream, std::uint64_t(i)));
+    for (std::ptrdiff_t i = 0; i < n; ++i) {
+      const std::uint64_t k = std::uint64_t(i);
+      x[std::size_t(i)] = uniform ? float(lo + (hi - lo) * uniform01(seed, stream, k))
+                                  : float(sigma * normal01(seed, stream, k));
+    }
   };
-  if (s.dist == "uniform") {
-    auto fill = [&](std::vector<float>& x, std::uint64_t stream) {
-      const std::ptrdiff_t n = std::ptrdiff_t(x.size());
-#pragma omp parallel for schedule(static)
-      for (std::ptrdiff_t i = 0; i < n; ++i)
-        x[std::size_t(i)] = float(lo + (hi - lo) * uniform01(seed, stream, std::uint64_t(i)));
-    };
-    fill(in.q, 1);
-    fill(in.k, 2);
-    fill(in.v, 3);
-    return in;
-  }
-  fill_normal(in.q, 1, sigma);
-  fill_normal(in.k, 2, sigma);
-  fill_normal(in.v, 3, sigma);
+  fill(in.q, 1);
+  fill(in.k, 2);
+  fill(in.v, 3);
+  if (uniform) return in;
   const int d = sh.head_dim, dv = sh.head_dim_v;
   if (s.dist == "kbias") {
     // Real K (and V) carry a large per-channel mean shared by all tokens (SageAttention2 Fig. 2,
