@@ -21,9 +21,8 @@ MetricValues measure(const double* out, const double* golden, std::size_t n,
   ErrorMetrics e;
   std::vector<std::uint64_t> dist(n);
   std::vector<double> row_err(n);
-  const std::size_t rows_per_part =
-      row_len == 0 ? n : std::max<std::size_t>(1, (std::size_t{1} << 15) / row_len);
-  const std::size_t part = std::max<std::size_t>(1, rows_per_part * std::max<std::size_t>(row_len, 1));
+  const std::size_t row = std::max<std::size_t>(row_len, 1);
+  const std::size_t part = row * std::max<std::size_t>(1, (std::size_t{1} << 15) / row);
   const std::ptrdiff_t parts = std::ptrdiff_t((n + part - 1) / part);
 #pragma omp parallel
   {
