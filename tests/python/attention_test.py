@@ -215,3 +215,28 @@ def test_registry_describe_synthetic(cli):
     rel = attnsim.metrics(attnsim.attention(*s[:3], "flash:qkv=bf16,p=bf16", s.causal),
                           attnsim.golden(*s[:3], s.causal))["rel_fro"]
     assert f"{rel:.3e}" in out
+
+
+def test_a_missing_hardware_table_is_one_error(tmp_path):
+    # The H100 tables a method reads are built side by side on the threads before its tiles
+    # (sim/pipeline/prepare.cpp): a table that cannot be read is still one exception naming the
+    # file. A fresh process, so that no table is loaded already.
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import numpy as np, attnsim\n"
+        "attnsim._core.set_special_data_dir(%r)\n"
+        "q = np.random.default_rng(0).standard_normal((1, 2, 32, 64), dtype=np.float32)\n"
+        "try:\n"
+        "    attnsim.attention(q, q, q, 'sage2:arch=sm90')\n"
+        "except RuntimeError as e:\n"
+        "    print('error:', e)\n" % str(tmp_path / "none"))
+    env = dict(os.environ, OMP_NUM_THREADS="2")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    assert len(lines) == 1, out.stdout
+    assert lines[0].startswith("error: cannot read the special-function table"), out.stdout
+    assert str(tmp_path / "none") in lines[0]
