@@ -21,6 +21,7 @@
 #include "experiments/sweep/sweep_engine.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
 #include "formats/encoding.hpp"
+#include "numerics/isa.hpp"
 #include "numerics/metrics.hpp"
 #include "sim/pipeline/counters.hpp"
 #include "sim/sage/sage.hpp"
@@ -625,6 +626,28 @@ TEST_F(Exp, GatePassesOnTheTurboBaseline) {
 TEST_F(Exp, GatePassesOnTheSdpaBaseline) {
   // PyTorch SDPA's backends and FlashAttention-3 (experiments/configs/baseline_sdpa.toml).
   expect_gate_passes("experiments/configs/baseline_sdpa.toml", "data/baselines/sdpa.h5");
+}
+
+// Every gate sweep above gives the same results file, bit for bit, with the fast stage kernels and
+// with the stage references alone (`attnsim --isa scalar`): every metric column of every point of
+// every baseline config, so each baseline holds both ways and not only within the gate's
+// tolerances. Skipped where the fast kernels are off already (a CPU without them, or
+// ATTNSIM_ISA=scalar in the environment): both runs would be the references.
+TEST_F(Exp, EveryGateSweepIsBitIdenticalWithTheFastKernelsOff) {
+  if (active_isa() == Isa::kScalar) GTEST_SKIP() << "the fast kernels are off here already";
+  for (const char* config : {"baseline_small", "baseline_pipeline", "baseline_sage", "baseline_amla",
+                             "baseline_lean", "baseline_turbo", "baseline_sdpa"}) {
+    const std::string sweep =
+        "sweep --quiet --config experiments/configs/" + std::string(config) + ".toml --output ";
+    CmdResult r = run(sweep + path("fast.h5"));
+    ASSERT_EQ(r.code, 0) << config << ": " << r.err;
+    r = run("--isa scalar " + sweep + path("ref.h5"));
+    ASSERT_EQ(r.code, 0) << config << " (--isa scalar): " << r.err;
+    SCOPED_TRACE(config);
+    expect_same_datasets(path("fast.h5"), path("ref.h5"));
+    fs::remove(path("fast.h5"));
+    fs::remove(path("ref.h5"));
+  }
 }
 
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
