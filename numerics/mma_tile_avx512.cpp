@@ -140,21 +140,27 @@ ATTNSIM_AVX512_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, i
                                       __m512 (&P)[R][kV]) {
   const int n = pl.n, np = pl.np, kw = pl.kw;
   const float* av = pl.av + std::ptrdiff_t(i0) * n + kp0;
-  const std::int32_t* ae = pl.ae + std::ptrdiff_t(i0) * n + kp0;
+  const std::int16_t* ae = pl.ae + std::ptrdiff_t(i0) * n + kp0;
   const float* bv = pl.bv + std::ptrdiff_t(kp0) * np + j0;
-  const std::int32_t* be = pl.be + std::ptrdiff_t(kp0) * np + j0;
-  // Pass 1: the largest product exponent (independent of C).
-  __m512i mx[R][kV];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < kV; ++v) mx[r][v] = _mm512_set1_epi32(kNoVote);
+  const std::int16_t* be = pl.be + std::ptrdiff_t(kp0) * np + j0;
+  // Pass 1: the largest product exponent (independent of C), the 32 columns' exponent sums in the
+  // 16-bit lanes of one register. The adds saturate: a sum leaves [-32768, 32767] only when both
+  // exponents are kNoVote (-40000 reads as -32768: still no vote) or both kSpecial (60000 as
+  // 32767: still out of the exact range), and the maximum of saturated sums is the saturated
+  // maximum, so every decision below is the one the exact sums give.
+  __m512i mx16[R];
+  for (int r = 0; r < R; ++r) mx16[r] = _mm512_set1_epi16(std::int16_t(kNoVote));
   for (int i = 0; i < kBlock; ++i) {
-    const __m512i eb0 = _mm512_loadu_si512(be + std::ptrdiff_t(i) * np);
-    const __m512i eb1 = _mm512_loadu_si512(be + std::ptrdiff_t(i) * np + 16);
+    const __m512i eb = _mm512_loadu_si512(be + std::ptrdiff_t(i) * np);
     for (int r = 0; r < R; ++r) {
-      const __m512i ea = _mm512_set1_epi32(ae[std::ptrdiff_t(r) * n + i]);
-      mx[r][0] = _mm512_max_epi32(mx[r][0], _mm512_add_epi32(ea, eb0));
-      mx[r][1] = _mm512_max_epi32(mx[r][1], _mm512_add_epi32(ea, eb1));
+      const __m512i ea = _mm512_set1_epi16(ae[std::ptrdiff_t(r) * n + i]);
+      mx16[r] = _mm512_max_epi16(mx16[r], _mm512_adds_epi16(ea, eb));
     }
+  }
+  __m512i mx[R][kV];
+  for (int r = 0; r < R; ++r) {
+    mx[r][0] = _mm512_cvtepi16_epi32(_mm512_castsi512_si256(mx16[r]));
+    mx[r][1] = _mm512_cvtepi16_epi32(_mm512_extracti64x4_epi64(mx16[r], 1));
   }
   // The alignment exponent with C's, the floor, the lanes outside the exact range, the scale.
   const __m512i floor = _mm512_set1_epi32(pl.min_exp), lo = _mm512_set1_epi32(pl.lo),
@@ -284,11 +290,11 @@ ATTNSIM_AVX512 void tile_all(const FloatTilePlan& pl) {
 }  // namespace
 
 ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av,
-                                  std::int32_t* ae) {
+                                  std::int16_t* ae) {
   // n is a multiple of 8 (every float instruction's k is; of 32 where positions are permuted).
   for (int i = 0; i < t.rows; ++i) {
     float* vo = av + std::ptrdiff_t(i) * t.n;
-    std::int32_t* eo = ae + std::ptrdiff_t(i) * t.n;
+    std::int16_t* eo = ae + std::ptrdiff_t(i) * t.n;
     for (int k0 = 0; k0 < t.n; k0 += 16) {
       __m512 v;
       __m512i e;
@@ -297,7 +303,7 @@ ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av
         // The last 8 of a row whose n is an odd multiple of 8 (HMMA.1688's k) stay in the row.
         const __mmask16 in_row = lanes_below(t.n - k0);
         _mm512_mask_storeu_ps(vo + k0, in_row, v);
-        _mm512_mask_storeu_epi32(eo + k0, in_row, e);
+        _mm256_mask_storeu_epi16(eo + k0, in_row, _mm512_cvtepi32_epi16(e));
         continue;
       }
       alignas(64) float vt[16];
@@ -310,14 +316,14 @@ ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av
         const int k = k0 + l, g = k & 31;
         const int p = (k & ~31) + ((g & 2) ? 16 : 0) + (g >> 2) * 2 + (g & 1);
         vo[p] = vt[l];
-        eo[p] = et[l];
+        eo[p] = std::int16_t(et[l]);
       }
     }
   }
 }
 
 ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, float* bv,
-                                  std::int32_t* be) {
+                                  std::int16_t* be) {
   for (int p = 0; p < t.n; ++p) {
     int k = p;
     if (s.permute32) {
@@ -332,7 +338,8 @@ ATTNSIM_AVX512 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, f
       // Padding (columns, positions): 0, a zero of every format as encoding and as value.
       decode16(s, load_b16(t, row, j0), &v, &e);
       _mm512_storeu_ps(bv + std::ptrdiff_t(p) * np + j0, v);
-      _mm512_storeu_si512(be + std::ptrdiff_t(p) * np + j0, e);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(be + std::ptrdiff_t(p) * np + j0),
+                          _mm512_cvtepi32_epi16(e));
     }
   }
 }
