@@ -23,7 +23,7 @@ CASES = _cases()
 
 
 def inputs(name, dname):
-    from record_sdpa import lattice_tensor
+    from sdpa_cases import lattice_tensor
     _, b, hq, hkv, lq, lk, d, causal, kind, seed = CASES[name]
     if kind == "uniform":
         q = np.zeros((b, hq, lq, d), np.float32)

@@ -44,7 +44,7 @@ def sdpa(out, files):
 
 
 def fa3(out, files):
-    from record_sdpa import fnv_rows  # noqa: F401  (rows already stored by the recorder)
+    from sdpa_cases import fnv_rows  # noqa: F401  (rows already stored by the recorder)
     with h5py.File(out, "w") as w, h5py.File(files[0], "r") as f:
         copy_attrs(f, w)
 

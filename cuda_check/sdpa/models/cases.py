@@ -8,8 +8,7 @@ import h5py
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-os.environ.setdefault("SDPA_DEVICE", "cpu")
-import record_sdpa as rs  # noqa: E402
+import sdpa_cases as rs  # noqa: E402
 from prims import decode16, encode16  # noqa: E402
 
 CASES = {c["name"]: c for c in rs.CASES}

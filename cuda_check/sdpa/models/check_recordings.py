@@ -25,7 +25,7 @@ import efficient_cutlass  # noqa: E402
 import fa3_sm90  # noqa: E402
 import flash_fa2  # noqa: E402
 import math_sdpa  # noqa: E402
-from record_sdpa import fnv_rows  # noqa: E402
+from sdpa_cases import fnv_rows  # noqa: E402
 
 
 def sdpa_model(backend, c, q, k, v, dname):
@@ -120,17 +120,39 @@ def check_fa3(names, dtypes, splits, path):
                       f"LSE {bad_lse}/{lse.size} differ ({time.time() - t0:.0f} s)", flush=True)
 
 
+def pick(what, arg, known):
+    """The comma-separated choices of `arg` (all of `known` when absent), each checked: an unknown
+    one ends the run with a one-line error."""
+    if arg is None:
+        return list(known)
+    chosen = arg.split(",")
+    for x in chosen:
+        if x not in known:
+            sys.exit(f"check_recordings.py: unknown {what} '{x}' (known: {', '.join(known)})")
+    return chosen
+
+
 def main():
-    if sys.argv[1] == "fa3":
+    usage = ("usage: check_recordings.py sdpa BACKEND [CASE,...] [DTYPE,...] | "
+             "check_recordings.py fa3 [CASE,...] [DTYPE,...] [SPLIT,...]")
+    args = sys.argv[1:]
+    if not args or args[0] not in ("sdpa", "fa3") or (args[0] == "sdpa" and len(args) < 2):
+        sys.exit(usage)
+    arg = lambda i: args[i] if len(args) > i else None  # noqa: E731
+    if args[0] == "fa3":
         import record_fa3_inputs as RI
-        names = sys.argv[2].split(",") if len(sys.argv) > 2 else list(RI.CASES)
-        dtypes = sys.argv[3].split(",") if len(sys.argv) > 3 else ["fp16", "bf16", "e4m3"]
-        splits = sys.argv[4].split(",") if len(sys.argv) > 4 else ["nosplit", "heuristic", "split3"]
+        if len(args) > 4:
+            sys.exit(usage)
+        names = pick("case", arg(1), list(RI.CASES))
+        dtypes = pick("dtype", arg(2), ["fp16", "bf16", "e4m3"])
+        splits = pick("split", arg(3), ["nosplit", "heuristic", "split3"])
         check_fa3(names, dtypes, splits, os.path.join(ROOT, "data/hw/h100/fa3/fa3_h100.h5"))
     else:
-        backend = sys.argv[2]
-        names = sys.argv[3].split(",") if len(sys.argv) > 3 else list(CASES)
-        dtypes = sys.argv[4].split(",") if len(sys.argv) > 4 else ["fp16", "bf16"]
+        if len(args) > 4:
+            sys.exit(usage)
+        backend = pick("backend", args[1], ["cudnn", "flash", "efficient", "math"])[0]
+        names = pick("case", arg(2), list(CASES))
+        dtypes = pick("dtype", arg(3), ["fp16", "bf16"])
         check_sdpa(backend, names, dtypes, os.path.join(ROOT, "data/hw/h100/sdpa/sdpa_h100.h5"))
 
 
