@@ -164,7 +164,7 @@ struct KeptA {
   int rows = 0, n = 0, kind = 0;  // kind: 1 float kernel, 2 integer kernel (with rows_pad, chunk)
   int rows_pad = 0, chunk = 0;
   std::vector<float> av;
-  std::vector<std::int16_t> ae;
+  std::vector<std::uint32_t> ae;
   std::vector<std::uint8_t> a8;
   std::vector<std::int32_t> rsum;
   bool matches(const MmaTile& t, const DotModel& m, int k, int rp, int ch) const {
@@ -201,7 +201,8 @@ struct KeptB {
 // Per-thread packing buffers, grown as needed (the kernels get raw pointers).
 struct Workspace {
   std::vector<float> av, bv;
-  std::vector<std::int16_t> ae, be;
+  std::vector<std::uint32_t> ae;
+  std::vector<std::int16_t> be;
   std::vector<std::uint8_t> a8;
   std::vector<std::int32_t> b4, rsum, csum, cbuf;
   KeptA kept;
@@ -414,7 +415,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
       Workspace& w = workspace();
       // A keyed operand is packed into the kept buffers once and reused by the calls after it.
       std::vector<float>& av = t.a_key ? w.kept.av : w.av;
-      std::vector<std::int16_t>& ae = t.a_key ? w.kept.ae : w.ae;
+      std::vector<std::uint32_t>& ae = t.a_key ? w.kept.ae : w.ae;
       if (!w.kept.matches(t, m, 1, 0, 0)) {
         av.resize(std::size_t(t.rows) * t.n);
         ae.resize(std::size_t(t.rows) * t.n);

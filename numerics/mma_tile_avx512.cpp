@@ -76,27 +76,27 @@ ATTNSIM_AVX512_INLINE void decode16(const PackSpec& s, __m512i x, __m512* v, __m
   *e = _mm512_mask_mov_epi32(ex, special, _mm512_set1_epi32(kSpecial));
 }
 
-// The unit-bit exponent of an accumulator value held as FP32 (an fp16 accumulator's value is
-// exact in FP32; its subnormals have unit exponent −14, hence the floor emin_acc).
-ATTNSIM_AVX512_INLINE __m512i acc_exponent(__m512 p, int emin_acc) {
+// The unit-bit exponent of an accumulator value held as FP32, for the lanes in *nonzero (a zero C
+// takes no part in the alignment). An fp16 accumulator's value is exact in FP32; its subnormals
+// have unit exponent −14, hence the floor emin_acc (>= −126, so that an FP32 subnormal C has
+// −126). An Inf or NaN C (biased exponent 255) gives 128, beyond every plan's hi: its block goes
+// to the reference.
+ATTNSIM_AVX512_INLINE __m512i acc_exponent(__m512 p, int emin_acc, __mmask16* nonzero) {
   const __m512i u = _mm512_castps_si512(p);
   const __m512i ef = _mm512_and_si512(_mm512_srli_epi32(u, 23), _mm512_set1_epi32(0xFF));
-  __m512i e = _mm512_sub_epi32(_mm512_max_epi32(ef, _mm512_set1_epi32(1)), _mm512_set1_epi32(127));
-  e = _mm512_max_epi32(e, _mm512_set1_epi32(emin_acc));
-  const __mmask16 zero = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7FFFFFFF));
-  const __mmask16 special = _mm512_cmpeq_epi32_mask(ef, _mm512_set1_epi32(0xFF));
-  e = _mm512_mask_mov_epi32(e, zero, _mm512_set1_epi32(kNoVote));
-  return _mm512_mask_mov_epi32(e, special, _mm512_set1_epi32(kSpecial));
+  *nonzero = _mm512_test_epi32_mask(u, _mm512_set1_epi32(0x7FFFFFFF));
+  return _mm512_max_epi32(_mm512_sub_epi32(ef, _mm512_set1_epi32(127)),
+                          _mm512_set1_epi32(emin_acc));
 }
 
 // The exact block sum S · 2^(mc − kw) rounded as the accumulator rounds it (block_fma.cpp
-// round_block): every result here is a normal FP32 number or zero (the range [lo, hi] ensures
-// it), so the FP32 multiply by the power of two is exact and the roundings are those of the
-// conversions. A zero sum is +0.
+// round_block), from the block's scale s = 2^(kw − mc) as FP32 bits: every result here is a
+// normal FP32 number or zero (the range [lo, hi] ensures it), so the FP32 multiply by the power of
+// two is exact and the roundings are those of the conversions. A zero sum is +0.
 template <BlockOut kOut>
-ATTNSIM_AVX512_INLINE __m512 round_sum(__m512i S, __m512i mc, int kw) {
-  const __m512 q =
-      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(mc, _mm512_set1_epi32(127 - kw)), 23));
+ATTNSIM_AVX512_INLINE __m512 round_sum(__m512i S, __m512i s_bits) {
+  // 2^(mc − kw): biased exponent 127 + mc − kw = 254 − (127 + kw − mc).
+  const __m512 q = _mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32(254 << 23), s_bits));
   // RZ to 24 significant bits (exact for |S| < 2^24).
   __m512 t = _mm512_cvt_roundepi32_ps(S, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
   if constexpr (kOut == BlockOut::kF32Rz) {
@@ -138,9 +138,9 @@ constexpr int kV = 2;  // column registers per group: 32 output columns
 template <int R, BlockOut kOut, int kBlock>
 ATTNSIM_AVX512_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, int kp0,
                                       __m512 (&P)[R][kV]) {
-  const int n = pl.n, np = pl.np, kw = pl.kw;
+  const int n = pl.n, np = pl.np;
   const float* av = pl.av + std::ptrdiff_t(i0) * n + kp0;
-  const std::int16_t* ae = pl.ae + std::ptrdiff_t(i0) * n + kp0;
+  const std::uint32_t* ae = pl.ae + std::ptrdiff_t(i0) * n + kp0;
   const float* bv = pl.bv + std::ptrdiff_t(kp0) * np + j0;
   const std::int16_t* be = pl.be + std::ptrdiff_t(kp0) * np + j0;
   // Pass 1: the largest product exponent (independent of C), the 32 columns' exponent sums in the
@@ -153,7 +153,8 @@ ATTNSIM_AVX512_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, i
   for (int i = 0; i < kBlock; ++i) {
     const __m512i eb = _mm512_loadu_si512(be + std::ptrdiff_t(i) * np);
     for (int r = 0; r < R; ++r) {
-      const __m512i ea = _mm512_set1_epi16(ae[std::ptrdiff_t(r) * n + i]);
+      // One 32-bit broadcast load: A's exponent is stored in both 16-bit halves.
+      const __m512i ea = _mm512_set1_epi32(int(ae[std::ptrdiff_t(r) * n + i]));
       mx16[r] = _mm512_max_epi16(mx16[r], _mm512_adds_epi16(ea, eb));
     }
   }
@@ -166,20 +167,21 @@ ATTNSIM_AVX512_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, i
   const __m512i floor = _mm512_set1_epi32(pl.min_exp), lo = _mm512_set1_epi32(pl.lo),
                 hi = _mm512_set1_epi32(pl.hi), none = _mm512_set1_epi32(kNoVote / 2);
   const int emin_acc = pl.acc_fp16 ? -14 : -126;
-  __m512i mc[R][kV];
+  __m512i sb[R][kV];
   __m512 s[R][kV];
   __mmask16 bad[R][kV];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < kV; ++v) {
-      const __m512i m = _mm512_max_epi32(mx[r][v], acc_exponent(P[r][v], emin_acc));
+      __mmask16 nonzero;
+      const __m512i ec = acc_exponent(P[r][v], emin_acc, &nonzero);
+      const __m512i m = _mm512_mask_max_epi32(mx[r][v], nonzero, mx[r][v], ec);
       const __m512i me = _mm512_max_epi32(m, floor);
       // Nothing votes: every term is zero whatever the scale, the sum +0 (block_fma: nt == 0).
       const __mmask16 voted = _mm512_cmpgt_epi32_mask(m, none);
-      bad[r][v] =
-          _mm512_mask_cmpgt_epi32_mask(voted, lo, me) | _mm512_mask_cmpgt_epi32_mask(voted, me, hi);
-      mc[r][v] = _mm512_min_epi32(_mm512_max_epi32(me, lo), hi);
-      s[r][v] = _mm512_castsi512_ps(
-          _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(kw + 127), mc[r][v]), 23));
+      const __m512i mc = _mm512_min_epi32(_mm512_max_epi32(me, lo), hi);
+      bad[r][v] = _mm512_mask_cmpneq_epi32_mask(voted, mc, me);
+      sb[r][v] = _mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(pl.kw + 127), mc), 23);
+      s[r][v] = _mm512_castsi512_ps(sb[r][v]);
     }
   // Pass 2: every product exact in FP32, scaled by 2^(kw − maxE) (exact), truncated toward zero.
   __m512i S[R][kV];
@@ -206,7 +208,7 @@ ATTNSIM_AVX512_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, i
       // <= 2^31): operands of one sign, result of the other.
       if (pl.check_overflow)
         fb |= _mm512_movepi32_mask(_mm512_ternarylogic_epi32(S[r][v], sc, sum, 0x42));
-      __m512 res = round_sum<kOut>(sum, mc[r][v], kw);
+      __m512 res = round_sum<kOut>(sum, sb[r][v]);
       if (fb) {
         alignas(64) std::uint32_t old_bits[16], new_bits[16];
         _mm512_store_si512(old_bits, _mm512_castps_si512(P[r][v]));
@@ -290,20 +292,22 @@ ATTNSIM_AVX512 void tile_all(const FloatTilePlan& pl) {
 }  // namespace
 
 ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av,
-                                  std::int16_t* ae) {
+                                  std::uint32_t* ae) {
   // n is a multiple of 8 (every float instruction's k is; of 32 where positions are permuted).
   for (int i = 0; i < t.rows; ++i) {
     float* vo = av + std::ptrdiff_t(i) * t.n;
-    std::int16_t* eo = ae + std::ptrdiff_t(i) * t.n;
+    std::uint32_t* eo = ae + std::ptrdiff_t(i) * t.n;
     for (int k0 = 0; k0 < t.n; k0 += 16) {
       __m512 v;
       __m512i e;
       decode16(s, load_a16(t, i, k0), &v, &e);
+      // The exponent in both 16-bit halves (FloatTilePlan::ae).
+      e = _mm512_or_si512(_mm512_and_si512(e, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(e, 16));
       if (!s.permute32) {
         // The last 8 of a row whose n is an odd multiple of 8 (HMMA.1688's k) stay in the row.
         const __mmask16 in_row = lanes_below(t.n - k0);
         _mm512_mask_storeu_ps(vo + k0, in_row, v);
-        _mm256_mask_storeu_epi16(eo + k0, in_row, _mm512_cvtepi32_epi16(e));
+        _mm512_mask_storeu_epi32(eo + k0, in_row, e);
         continue;
       }
       alignas(64) float vt[16];
@@ -316,7 +320,7 @@ ATTNSIM_AVX512 void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av
         const int k = k0 + l, g = k & 31;
         const int p = (k & ~31) + ((g & 2) ? 16 : 0) + (g >> 2) * 2 + (g & 1);
         vo[p] = vt[l];
-        eo[p] = std::int16_t(et[l]);
+        eo[p] = std::uint32_t(et[l]);
       }
     }
   }

@@ -19,7 +19,8 @@ namespace attnsim::mma_tile_detail {
 // the block goes to the reference). kNoVote + kSpecial (Inf·0) is out of range too.
 inline constexpr std::int32_t kNoVote = -20000;
 inline constexpr std::int32_t kSpecial = 30000;
-// The packed exponents are 16-bit (FloatTilePlan::ae, be).
+// The packed exponents are 16-bit (FloatTilePlan::be; ae holds each twice, in both halves of a
+// 32-bit word).
 static_assert(kNoVote >= -32768 && kSpecial <= 32767 && kNoVote + kSpecial > kNoVote / 2);
 
 // How a block's exact sum is rounded (BlockFmaParams out_man / out_rne / acc_fp16).
@@ -48,13 +49,15 @@ struct FloatTilePlan {
   bool check_overflow = false;  // products + C may leave int32 (HMMA: 16 · 2^27 + 2^26)
   // The operands, packed (mma_tile.cpp): values exact in FP32, exponents as above in 16 bits
   // (every one fits: |e| <= 30000), so the kernel's first pass adds and compares 32 exponent
-  // pairs per instruction. A is [rows][n], B [n][np] with np = cols rounded up to 32 (padding:
+  // pairs per instruction; A's exponent twice per 32-bit word (e · 0x10001 as 16-bit halves), so
+  // that its broadcast to 32 lanes is a plain 32-bit broadcast load (vpbroadcastd m32: no shuffle
+  // uop, where vpbroadcastw m16 takes one). A is [rows][n], B [n][np] with np = cols rounded up to 32 (padding:
   // value 0, exponent kNoVote).
   // For via_hmma the reduction is permuted within every 32 elements so that each 16 of the
   // packed order is one HMMA (numerics/mma.cpp fp8_via_hmma).
   int rows = 0, cols = 0, n = 0, np = 0;
   const float* av = nullptr;
-  const std::int16_t* ae = nullptr;
+  const std::uint32_t* ae = nullptr;
   const float* bv = nullptr;
   const std::int16_t* be = nullptr;
   const std::uint32_t* c = nullptr;
@@ -95,7 +98,7 @@ inline int via_hmma_source(int p) {
 std::uint32_t tile_a_bits(const MmaTile& t, Encoding e, int i, int k);
 std::uint32_t tile_b_bits(const MmaTile& t, Encoding e, int k, int j);
 
-void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av, std::int16_t* ae);
+void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av, std::uint32_t* ae);
 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, float* bv, std::int16_t* be);
 void float_tile_avx512(const FloatTilePlan& pl);
 
