@@ -7,6 +7,7 @@
 #include "experiments/cli/commands.hpp"
 #include "numerics/isa.hpp"
 #include "experiments/common/build_info.hpp"
+#include "experiments/common/git_commit.hpp"
 #include "experiments/common/names.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "formats/float16.hpp"
@@ -41,7 +42,7 @@ void add_info_command(CLI::App& app) {
   CLI::App* cmd =
       app.add_subcommand("info", "Formats, rounding modes and policies; version and build options");
   cmd->callback([]() {
-    std::printf("attnsim %s (commit %s)\n", build::kVersion, build::kGitCommit);
+    std::printf("attnsim %s (commit %s)\n", build::kVersion, build::git_commit());
     std::printf(
         "build: %s, %s, OpenMP %d (max threads %d), MPI %s, cuda_check %s\n", build::kCompiler,
         build::kBuildType, _OPENMP, omp_get_max_threads(), mpi_built() ? "yes" : "no",

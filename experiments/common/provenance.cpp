@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "experiments/common/build_info.hpp"
+#include "experiments/common/git_commit.hpp"
 #include "experiments/io/hdf5_io.hpp"
 
 namespace attnsim {
@@ -41,7 +42,7 @@ bool command_line_has_option(const std::string& option) {
 
 void write_provenance(H5Writer& w, const std::string& command) {
   w.attr_string("/", "attnsim_version", build::kVersion);
-  w.attr_string("/", "git_commit", build::kGitCommit);
+  w.attr_string("/", "git_commit", build::git_commit());
   w.attr_string("/", "command_line", command);
   w.attr_string("/", "date", now_utc());
 }
