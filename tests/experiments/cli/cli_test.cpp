@@ -312,6 +312,26 @@ TEST_F(Cli, InfoListsFormatsAndPolicies) {
   EXPECT_NE(text.find("max 448"), std::string::npos);
 }
 
+// The commit `attnsim info` (and every result file) reports is the checkout's HEAD at build time,
+// not at configure time (experiments/common/git_commit.cmake): the binary under test was built
+// from this checkout's HEAD, since the tests are built with it. Outside a git checkout: "unknown".
+TEST_F(Cli, InfoReportsTheCommitTheBuildWasMadeFrom) {
+  std::string head;
+  if (FILE* p = popen("git -C '" ATTNSIM_SOURCE_DIR "' rev-parse --short=12 HEAD 2>/dev/null", "r")) {
+    char buf[64] = {};
+    if (std::fgets(buf, sizeof buf, p)) head = buf;
+    pclose(p);
+  }
+  while (!head.empty() && (head.back() == '\n' || head.back() == '\r')) head.pop_back();
+  const CliRun r = run("info");
+  ASSERT_EQ(r.code, 0);
+  std::ifstream in(path("stdout.txt"));
+  std::string first;
+  std::getline(in, first);
+  const std::string want = "(commit " + (head.empty() ? std::string("unknown") : head);
+  EXPECT_NE(first.find(want), std::string::npos) << first << " | HEAD " << head;
+}
+
 // ---- issue 10: TOML, synthetic specs and dumps refused with one line, nothing written ----------
 
 // Every file left in `dir` whose name marks an output or a leftover (temp files, checkpoints).
