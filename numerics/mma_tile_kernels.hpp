@@ -49,10 +49,10 @@ struct FloatTilePlan {
   bool check_overflow = false;  // products + C may leave int32 (HMMA: 16 · 2^27 + 2^26)
   // The operands, packed (mma_tile.cpp): values exact in FP32, exponents as above in 16 bits
   // (every one fits: |e| <= 30000), so the kernel's first pass adds and compares 32 exponent
-  // pairs per instruction; A's exponent twice per 32-bit word (e · 0x10001 as 16-bit halves), so
-  // that its broadcast to 32 lanes is a plain 32-bit broadcast load (vpbroadcastd m32: no shuffle
-  // uop, where vpbroadcastw m16 takes one). A is [rows][n], B [n][np] with np = cols rounded up to 32 (padding:
-  // value 0, exponent kNoVote).
+  // pairs per instruction; A's exponent twice per 32-bit word (e in both 16-bit halves), so that
+  // its broadcast to 32 lanes is a plain 32-bit broadcast load (vpbroadcastd m32: no shuffle uop,
+  // where vpbroadcastw m16 takes one). A is [rows][n], B [n][np] with np = cols rounded up to 32
+  // (padding: value 0, exponent kNoVote).
   // For via_hmma the reduction is permuted within every 32 elements so that each 16 of the
   // packed order is one HMMA (numerics/mma.cpp fp8_via_hmma).
   int rows = 0, cols = 0, n = 0, np = 0;
