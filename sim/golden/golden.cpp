@@ -43,9 +43,9 @@ GoldenResult golden_attention(const AttentionInput& in) {
   {
     RowMatD k_d, v_d, q_d, scores, out;
     std::int64_t cached_kv = -1;
-    // Dynamic: the items cost about the same, but the two threads of a shared machine do not always run
-    // at the same speed, and a static split left one thread alone for the last 0.5 s of 2.7 s (b1
-    // h8 n4096 d128 on 2 vCPUs); each item writes its own rows, so the order changes no bit.
+    // Dynamic: the items cost about the same, but the threads of a shared machine do not always
+    // run at the same speed, and a static split left one thread alone for the last 0.5 s of 2.7 s
+    // (b1 h8 n4096 d128 on 2 vCPUs); each item writes its own rows, so the order changes no bit.
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t item = 0; item < items; ++item) {
       const int c = int(item % chunks);
