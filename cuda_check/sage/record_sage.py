@@ -33,6 +33,9 @@ from sageattention.quant import per_channel_fp8
 from sageattention.triton.quant_per_block import per_block_int8
 from sageattention.triton.quant_per_thread import per_thread_int8
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from lattice import M64, lattice_tensor, splitmix64  # noqa: E402
+
 DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 
 # Entry points: (name, function, keyword arguments).
@@ -69,33 +72,12 @@ def pad_head_dim(x):
     return x
 
 
-# Synthetic inputs on an exact lattice, so that this script (numpy) and the CI test
-# (tests/hw/sage_inputs.hpp, C++) make the same bits without carrying any file: every value is
-# (sum of four 16-bit uniforms - 2^17) * 2^-15, an Irwin-Hall approximation of a normal with
+# Synthetic inputs on an exact lattice (cuda_check/lattice.py), so that this script (numpy) and the
+# CI test (tests/hw/sage_inputs.hpp, C++) make the same bits without carrying any file: every value
+# is (sum of four 16-bit uniforms - 2^17) * 2^-15, an Irwin-Hall approximation of a normal with
 # standard deviation 1.155, computed in integers. kbias adds an integer bias in [-4, 3] per
 # channel to K and V; outlier multiplies 1/32 of the Q and K channels by 16; peaked sets each
 # query to 4 x a key plus a quarter of its own noise.
-M64 = (1 << 64) - 1
-
-
-def splitmix64(z):
-    z = (z + np.uint64(0x9E3779B97F4A7C15))
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def lattice_tensor(seed, tensor, shape):
-    n = int(np.prod(shape))
-    idx = np.arange(n, dtype=np.uint64)
-    base = np.uint64((seed * 0x9E3779B97F4A7C15 ^ (tensor << 40)) & M64)
-    acc = np.zeros(n, dtype=np.int64)
-    for r in range(4):
-        u = splitmix64(base ^ (np.uint64(r) << np.uint64(32)) ^ idx)
-        acc += (u >> np.uint64(48)).astype(np.int64)
-    return ((acc - 131072).astype(np.float32) * np.float32(2.0 ** -15)).reshape(shape)
-
-
 def channel_hash(seed, salt, d):
     c = np.arange(d, dtype=np.uint64)
     return splitmix64(np.uint64((seed * 0x9E3779B97F4A7C15 ^ salt) & M64) ^ c)

@@ -17,7 +17,7 @@ Per case (CASES, sdpa_cases.py) and dtype (fp16, bf16) it records, into OUT/sdpa
                       _scaled_dot_product_attention_math), and the attribute math_replica_same_o;
   * q, k, v           the inputs as 16-bit patterns, for the designed (non-lattice) cases only.
 Lattice inputs are not stored: every value is (sum of four 16-bit uniforms - 2^17) * 2^-15 from
-splitmix64 of (seed, tensor, flat index), the generator of cuda_check/sage/record_sage.py that
+splitmix64 of (seed, tensor, flat index), the generator of cuda_check/lattice.py that
 tests/hw/sage_inputs.hpp (lattice_value) reproduces bit for bit, rounded to the dtype by torch
 (round to nearest even). Causal masks are SDPA's (is_causal=True: top-left aligned).
 Usage, from the repository root on the GPU machine: python3 cuda_check/sdpa/record_sdpa.py OUTDIR

@@ -3,9 +3,14 @@ the GPU, the lattice and designed inputs (float32 values the dtype represents ex
 digest the recordings store. The models (models/cases.py, models/check_recordings.py) and the FA3
 input regeneration (cuda_check/fa3/record_fa3_inputs.py) import this module, so replaying the
 recordings needs numpy and h5py only."""
+import os
+import sys
+
 import numpy as np
 
-M64 = (1 << 64) - 1
+# The lattice generator, shared with cuda_check/sage/record_sage.py (cuda_check/lattice.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from lattice import M64, lattice_tensor, splitmix64  # noqa: E402,F401
 
 
 def case(name, b, hq, hkv, lq, lk, d, causal, kind="lattice", seed=0, full=None,
@@ -49,26 +54,6 @@ CASES = [
     case("exp2_d128", 1, 4, 4, 512, 2, 128, False, kind="exp", seed=36),
     case("onehot200_d128", 1, 2, 2, 64, 200, 128, False, kind="onehot", seed=37),
 ]
-
-
-def splitmix64(z):
-    z = (z + np.uint64(0x9E3779B97F4A7C15))
-    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def lattice_tensor(seed, tensor, shape):
-    """tests/hw/sage_inputs.hpp lattice_value(seed, tensor, i) for every flat index i."""
-    n = int(np.prod(shape))
-    idx = np.arange(n, dtype=np.uint64)
-    base = np.uint64((seed * 0x9E3779B97F4A7C15 ^ (tensor << 40)) & M64)
-    acc = np.zeros(n, dtype=np.int64)
-    with np.errstate(over="ignore"):
-        for r in range(4):
-            u = splitmix64(base ^ (np.uint64(r) << np.uint64(32)) ^ idx)
-            acc += (u >> np.uint64(48)).astype(np.int64)
-    return ((acc - 131072).astype(np.float32) * np.float32(2.0 ** -15)).reshape(shape)
 
 
 def uniform_hash(seed, salt, n):
