@@ -27,13 +27,12 @@ fi
 # Python helpers from PyPI, into the python3 on PATH: the package's build (nanobind,
 # scikit-build-core) and tests (pytest), the ml_dtypes cross-check, results loading and notebooks
 # (attnsim.results, experiments/notebooks/, run headless by nbclient), and the real-model dumps
-# (experiments/python/dump_real.py: gguf, safetensors, tokenizers; attnsim.e2e: threadpoolctl, which
-# holds numpy's BLAS to one thread around the forward passes).
+# (experiments/python/dump_real.py and attnsim.e2e: gguf, safetensors, tokenizers).
 py_missing=()
 for m in numpy:numpy ml_dtypes:ml_dtypes h5py:h5py pandas:pandas matplotlib:matplotlib \
          gguf:gguf safetensors:safetensors tokenizers:tokenizers nbclient:nbclient \
          nbformat:nbformat ipykernel:ipykernel pytest:pytest nanobind:nanobind \
-         scikit_build_core:scikit-build-core threadpoolctl:threadpoolctl; do
+         scikit_build_core:scikit-build-core; do
   python3 -c "import ${m%%:*}" >/dev/null 2>&1 || py_missing+=("${m#*:}")
 done
 if ((${#py_missing[@]})); then

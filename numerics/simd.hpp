@@ -18,6 +18,8 @@
 // extensions every such CPU has. Kernels that need AVX512-FP16/BF16/VNNI ask has_isa_feature.
 #define ATTNSIM_TARGET_AVX512 \
   __attribute__((target("avx512f,avx512bw,avx512dq,avx512vl,avx512cd,avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")))
+// AVX2 + FMA + F16C (Isa::kAvx2: Haswell, Zen 1 and later).
+#define ATTNSIM_TARGET_AVX2 __attribute__((target("avx2,fma,f16c,bmi,bmi2,lzcnt,popcnt")))
 #else
 #define ATTNSIM_X86_KERNELS 0
 #endif

@@ -31,7 +31,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# Appended, not prepended: `attnsim` must be the built or installed package (realmodels runs on its
+# compiled kernels), not the source folder beside this script.
+sys.path.append(str(Path(__file__).resolve().parent))
 from dump_real import BUNDLED  # noqa: E402
 from realmodels import minilm, smollm2, sources  # noqa: E402
 

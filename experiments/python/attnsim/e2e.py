@@ -32,6 +32,7 @@ from . import attention as _attention
 from . import canonical as _canonical
 from . import describe as _describe
 from . import golden as _golden
+from . import modelmath as _mm
 
 MODELS = ("smollm2", "minilm")
 DEFAULT_TOKENS = 1024
@@ -40,21 +41,6 @@ DEFAULT_METRIC = {"smollm2": "kl_mean", "minilm": "embedding_distance_mean"}
 # Rows of the teacher-forced logits turned into FP64 log-probabilities at a time (49,152 × 128 ×
 # 8 bytes = 50 MB per array): the KL needs both distributions in full, never all rows at once.
 _CHUNK = 128
-
-
-# --- BLAS threads -------------------------------------------------------------------------------
-
-def _one_blas_thread():
-    """numpy's matmuls on one thread while a forward runs: the kernels already use every core
-    (OpenMP), and OpenBLAS's own threads beside them, on a loaded machine, made a 32-token layer
-    20 times slower here (0.6 s instead of 0.03 s). threadpoolctl when installed (.ci/setup.sh
-    installs it), otherwise numpy's threads as they are."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        import contextlib
-        return contextlib.nullcontext()
-    return threadpool_limits(1, user_api="blas")
 
 
 # --- models -------------------------------------------------------------------------------------
@@ -264,10 +250,15 @@ def _rel_fro(a, b) -> float:
 
 
 def _log_softmax64(z: np.ndarray) -> np.ndarray:
-    z = z.astype(np.float64)
-    z -= z.max(axis=-1, keepdims=True)
-    z -= np.log(np.exp(z).sum(axis=-1, keepdims=True))
-    return z
+    """FP64 log-softmax of float32 logits on attnsim.modelmath (its own exp and log, fixed order):
+    the same bits on every machine, where numpy's SIMD exp and log are not."""
+    return _mm.log_softmax(np.ascontiguousarray(z, np.float32))
+
+
+def _dot(a: np.ndarray, b: np.ndarray) -> float:
+    """Σ a·b of two float64 vectors: each product rounded, the sum exact (math.fsum), so that
+    no BLAS takes part."""
+    return math.fsum(np.asarray(a, np.float64) * np.asarray(b, np.float64))
 
 
 def _rankdata(x: np.ndarray) -> np.ndarray:
@@ -289,8 +280,8 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     ra, rb = _rankdata(a), _rankdata(b)
     ra -= ra.mean()
     rb -= rb.mean()
-    den = math.sqrt(float(ra @ ra) * float(rb @ rb))
-    return float(ra @ rb) / den if den > 0 else float("nan")
+    den = math.sqrt(_dot(ra, ra) * _dot(rb, rb))
+    return _dot(ra, rb) / den if den > 0 else float("nan")
 
 
 # --- results ------------------------------------------------------------------------------------
@@ -402,8 +393,7 @@ class Session:
     def reference(self):
         """The golden forward (computed on first use, then kept)."""
         if self._ref is None:
-            with _one_blas_thread():
-                self._reference()
+            self._reference()
         return self._ref
 
     def _reference(self):
@@ -482,15 +472,14 @@ class Session:
         for a, b, zr in self._logit_rows(x_ref):
             lr = _log_softmax64(zr)
             lm = lr if same else _log_softmax64(self.m.net.logits(x[a:b]))
-            pr = np.exp(lr)
-            kl[a:b] = np.sum(pr * (lr - lm), axis=-1)
+            kl[a:b] = _mm.kl_rows(lr, lm)
             rows = np.arange(b - a)
             nll_ref[a:b] = -lr[rows, targets[a:b]]
             nll[a:b] = -lm[rows, targets[a:b]]
             top_ref[a:b] = np.argmax(lr, axis=-1)
             top[a:b] = np.argmax(lm, axis=-1)
-            p_ref_top[a:b] = pr[rows, top_ref[a:b]]
-            p_top[a:b] = np.exp(lm[rows, top_ref[a:b]])
+            p_ref_top[a:b] = _mm.exp(np.ascontiguousarray(lr[rows, top_ref[a:b]]))
+            p_top[a:b] = _mm.exp(np.ascontiguousarray(lm[rows, top_ref[a:b]]))
         dp = np.abs(p_ref_top - p_top)
         ppl_ref, ppl = math.exp(float(np.mean(nll_ref))), math.exp(float(np.mean(nll)))
         row = dict(n_pred=n, kl_mean=float(np.mean(kl)), kl_median=float(np.median(kl)),
@@ -542,8 +531,11 @@ class Session:
         ref = self.reference()
         er = np.stack([r["embedding"] for r in ref]).astype(np.float64)
         em = np.stack([r["embedding"] for r in runs]).astype(np.float64)
-        cos = np.sum(er * em, axis=1) / (np.linalg.norm(er, axis=1) * np.linalg.norm(em, axis=1))
-        sr, sm = er @ er.T, em @ em.T
+        n = len(er)
+        cos = np.array([_dot(er[i], em[i]) / math.sqrt(_dot(er[i], er[i]) * _dot(em[i], em[i]))
+                        for i in range(n)])
+        sr = np.array([[_dot(er[i], er[j]) for j in range(n)] for i in range(n)])
+        sm = np.array([[_dot(em[i], em[j]) for j in range(n)] for i in range(n)])
         iu = np.triu_indices(len(er), 1)
         np.fill_diagonal(sr, -np.inf)
         np.fill_diagonal(sm, -np.inf)
@@ -568,8 +560,7 @@ class Session:
     def run_methods(self, methods: list[str], *, default: str | None = None, generate: int = 0,
                     layer_errors: bool = True, capture=()) -> Result:
         """One run with methods[l] in layer l ("golden" for the reference's attention)."""
-        with _one_blas_thread():
-            return self._run_methods(methods, default, generate, layer_errors, capture)
+        return self._run_methods(methods, default, generate, layer_errors, capture)
 
     def _run_methods(self, methods, default, generate, layer_errors, capture) -> Result:
         if len(methods) != self.n_layers:

@@ -3,8 +3,9 @@
 Architecture (config.json, checked at load): BERT, 6 layers, hidden 384, 12 heads, head_dim 32,
 absolute position embeddings (no RoPE), bidirectional attention, exact-erf GELU, LayerNorm eps
 1e-12, intermediate 1536. Sentence embedding (sentence-transformers modules.json): mean pooling
-over tokens, then L2 normalisation. The weights are the model's own float32 values, so these are
-exact FP32 activations (up to summation order).
+over tokens, then L2 normalisation. The weights are the model's own float32 values. Every
+projection, LayerNorm and GELU runs on attnsim.modelmath (realmodels/ops.py: FP64 in a fixed order,
+rounded once to float32), never numpy's BLAS, so the forward gives the same bits on every machine.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .ops import mm
 from .sources import ModelFiles, SourceError
 
 N_LAYERS, HIDDEN, N_HEAD, HEAD_DIM, FFN, LN_EPS = 6, 384, 12, 32, 1536, 1e-12
@@ -23,8 +25,9 @@ MAX_TOKENS = 256  # sentence_bert_config.json max_seq_length (positions go to 51
 @dataclass
 class MiniLM:
     files: ModelFiles
-    w: dict
+    w: dict          # float32 arrays by name (embeddings, norms, biases)
     tokenizer: object
+    lin: dict = None  # mm.Linear by name (weight and bias of each dense layer)
 
     def encode(self, text: str, max_tokens: int = MAX_TOKENS) -> np.ndarray:
         """WordPiece ids with [CLS] … [SEP], truncated to max_tokens (the model's tokenizer.json)."""
@@ -40,7 +43,7 @@ class MiniLM:
     def forward(self, ids: np.ndarray, capture_layers=(), attention=None):
         """Returns (captures, hidden, embedding): captures[layer] = dict(q, k, v [12, T, 32])
         float32; hidden = last hidden state [T, 384]; embedding = normalised mean pool [384].
-        attention: see layer() (None: numpy_attention)."""
+        attention: see layer() (None: golden_attention)."""
         x = self.embed(ids)
         caps = {}
         for li in range(N_LAYERS):
@@ -64,11 +67,11 @@ class MiniLM:
 
     def layer(self, li: int, x: np.ndarray, attention=None, capture: dict | None = None):
         """One encoder layer on x [T, 384]. attention(layer, q, k, v [12, T, 32]) -> [12, T, 32]
-        float32, bidirectional (None: numpy_attention); capture: filled with q, k, v."""
+        float32, bidirectional (None: golden_attention); capture: filled with q, k, v."""
         W = self.w
         T = x.shape[0]
         p = f"encoder.layer.{li}."
-        lin = lambda h, n: h @ W[p + n + ".weight"].T + W[p + n + ".bias"]  # noqa: E731
+        lin = lambda h, n: self.lin[p + n](np.ascontiguousarray(h, np.float32))  # noqa: E731
         q = lin(x, "attention.self.query").reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
         k = lin(x, "attention.self.key").reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
         v = lin(x, "attention.self.value").reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
@@ -76,11 +79,9 @@ class MiniLM:
             capture.update(q=np.ascontiguousarray(q, np.float32),
                            k=np.ascontiguousarray(k, np.float32),
                            v=np.ascontiguousarray(v, np.float32))
-        if attention is None:
-            ctx = numpy_attention(q, k, v)
-        else:
-            ctx = attention(li, np.ascontiguousarray(q, np.float32),
-                            np.ascontiguousarray(k, np.float32), np.ascontiguousarray(v, np.float32))
+        ctx = (attention or golden_attention_layer)(
+            li, np.ascontiguousarray(q, np.float32), np.ascontiguousarray(k, np.float32),
+            np.ascontiguousarray(v, np.float32))
         ctx = ctx.transpose(1, 0, 2).reshape(T, HIDDEN)
         x = layer_norm(lin(ctx, "attention.output.dense") + x,
                        W[p + "attention.output.LayerNorm.weight"],
@@ -91,34 +92,37 @@ class MiniLM:
 
     @staticmethod
     def pool(x: np.ndarray) -> np.ndarray:
-        """The sentence embedding: mean over tokens, L2-normalised (sentence-transformers)."""
-        emb = x.mean(axis=0)
-        emb = emb / max(float(np.linalg.norm(emb)), 1e-12)
-        return emb.astype(np.float32)
+        """The sentence embedding: mean over tokens, L2-normalised (sentence-transformers), in
+        FP64 (exact sums, math.fsum) rounded once to float32."""
+        x = np.asarray(x, np.float64)
+        emb = np.array([math.fsum(col) for col in x.T]) / x.shape[0]
+        norm = math.sqrt(math.fsum(emb * emb))
+        return (emb / max(norm, 1e-12)).astype(np.float32)
 
 
-def numpy_attention(q, k, v):
-    """Bidirectional softmax attention as the numpy forward has always computed it (the dumps'
-    activations): scores scaled in q's dtype, max-subtracted exp, divided by the row sum."""
-    s = q @ k.transpose(0, 2, 1) * np.float32(1.0 / math.sqrt(HEAD_DIM))
-    s = s - s.max(axis=-1, keepdims=True)
-    pr = np.exp(s)
-    pr /= pr.sum(axis=-1, keepdims=True)
-    return pr @ v
+#: 1/sqrt(32) as the float32 the model scales its scores by (and attnsim's kernels are given).
+SM_SCALE = float(np.float32(1.0 / math.sqrt(HEAD_DIM)))
+
+
+def golden_attention(q, k, v):
+    """Bidirectional softmax attention [12, T, 32] as attnsim's FP64 golden computes it
+    (attnsim.golden, rounded once to float32): the forward's attention when none is given."""
+    import attnsim
+    o = attnsim.golden(q[None], k[None], v[None], causal=False, sm_scale=SM_SCALE).o
+    return np.ascontiguousarray(o[0], np.float32)
+
+
+def golden_attention_layer(li, q, k, v):
+    return golden_attention(q, k, v)
 
 
 def layer_norm(x, g, b):
-    mu = x.mean(axis=-1, keepdims=True)
-    var = ((x - mu) ** 2).mean(axis=-1, keepdims=True)
-    return ((x - mu) / np.sqrt(var + np.float32(LN_EPS)) * g + b).astype(np.float32)
-
-
-_erf = np.frompyfunc(math.erf, 1, 1)
+    return mm.layer_norm(np.ascontiguousarray(x, np.float32), g, b, LN_EPS)
 
 
 def gelu(x):
     # BERT's "gelu": x · Φ(x) with the exact error function (not the tanh approximation).
-    return (0.5 * x * (1.0 + _erf(x / np.sqrt(2.0)).astype(np.float64))).astype(np.float32)
+    return mm.gelu_erf(np.ascontiguousarray(x, np.float32))
 
 
 def load(files: ModelFiles) -> MiniLM:
@@ -137,4 +141,6 @@ def load(files: ModelFiles) -> MiniLM:
     w = {k.removeprefix("bert."): np.asarray(v, np.float32)
          for k, v in load_file(str(files.path / "model.safetensors")).items()}
     tok = Tokenizer.from_file(str(files.path / "tokenizer.json"))
-    return MiniLM(files=files, w=w, tokenizer=tok)
+    lin = {k.removesuffix(".weight"): mm.Linear(v, w[k.removesuffix(".weight") + ".bias"])
+           for k, v in w.items() if k.startswith("encoder.layer.") and v.ndim == 2}
+    return MiniLM(files=files, w=w, tokenizer=tok, lin=lin)

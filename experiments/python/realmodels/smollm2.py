@@ -14,9 +14,11 @@ rotate_half RoPE (pairs i, i+32), so the dumped Q/K channels are in the Hugging 
 (`rope_layout = "half"`): the layout attention kernels receive from HF-style models. QKᵀ is the
 same either way; the channel order matters for per-channel smoothing and quantization.
 
-Arithmetic follows transformers' LlamaForCausalLM in float32 (RMSNorm in float32, RoPE angles
-as float32 inv_freq × position, softmax in float32), so that check_real_reference.py can compare
-it with that implementation closely.
+Arithmetic: transformers' LlamaForCausalLM (RoPE angles as float32 inv_freq × position, rotation
+in float32), with every projection, norm and activation on attnsim.modelmath (realmodels/ops.py):
+each value summed in FP64 in a fixed order and rounded once to float32, never numpy's BLAS, so the
+forward gives the same bits on every machine; check_real_reference.py compares it with
+transformers' float32 implementation (agreement within float32 summation-order differences).
 """
 from __future__ import annotations
 
@@ -24,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .ops import mm
 from .sources import ModelFiles, SourceError
 
 N_LAYERS, HIDDEN, N_HEAD, N_KV, HEAD_DIM, FFN = 30, 576, 9, 3, 64, 1536
@@ -36,8 +39,9 @@ class SmolLM2:
     meta: dict
     tok_embd: np.ndarray                      # [vocab, hidden] float32 (also the LM head)
     out_norm: np.ndarray
-    layers: list = field(default_factory=list)  # dicts of float32 arrays, HF layout
+    layers: list = field(default_factory=list)  # dicts: norms float32, projections mm.Linear (HF layout)
     _tokenizer: object = None
+    _lm_head: object = None
 
     # -- tokenizer: byte-level BPE from the GGUF vocabulary and merges ------------------------
     def tokenizer(self):
@@ -67,7 +71,7 @@ class SmolLM2:
         """Runs the causal stack on token ids [T]. Returns (captures, logits):
         captures[layer] = dict(q [9,T,64], k [3,T,64], v [3,T,64]) after RoPE (and q_pre, k_pre
         before it when pre_rope), float32; logits [T, vocab] float32 when want_logits.
-        attention: see layer() (None: numpy_attention)."""
+        attention: see layer() (None: golden_attention)."""
         ids = np.asarray(ids, np.int64)
         x = self.embed(ids)
         cos, sin = rope_tables(ids.shape[0])
@@ -89,15 +93,15 @@ class SmolLM2:
         """One decoder layer on the residual stream x [T, 576] of the rows whose RoPE tables are
         cos, sin [T, 64]; returns the stream after it. attention(layer, q [9,T,64],
         k [3,S,64], v [3,S,64]) -> [9,T,64] float32, causal with the mask bottom-right aligned
-        (S >= T keys, the last T being these rows'); None: numpy_attention. cache: this layer's
+        (S >= T keys, the last T being these rows'); None: golden_attention. cache: this layer's
         K/V of earlier positions (dict k, v [3,P,64]; empty for none), extended in place with
         these rows' (decoding). capture: filled with q, k, v after RoPE (q_pre, k_pre before)."""
         L = self.layers[li]
         T = x.shape[0]
         h = rms_norm(x, L["attn_norm"])
-        q = (h @ L["wq"].T).reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
-        k = (h @ L["wk"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
-        v = (h @ L["wv"].T).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
+        q = L["wq"](h).reshape(T, N_HEAD, HEAD_DIM).transpose(1, 0, 2)
+        k = L["wk"](h).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
+        v = L["wv"](h).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
         qr, kr = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
         if capture is not None:
             capture.update(q=np.ascontiguousarray(qr), k=np.ascontiguousarray(kr),
@@ -109,52 +113,43 @@ class SmolLM2:
                 kr = np.concatenate([cache["k"], kr], axis=1)
                 v = np.concatenate([cache["v"], v], axis=1)
             cache["k"], cache["v"] = np.ascontiguousarray(kr), np.ascontiguousarray(v)
-        attn = (attention or numpy_attention_layer)(li, qr, kr, v)
-        x = x + attn.transpose(1, 0, 2).reshape(T, HIDDEN) @ L["wo"].T
+        attn = (attention or golden_attention_layer)(li, qr, kr, v)
+        x = x + L["wo"](np.ascontiguousarray(attn.transpose(1, 0, 2).reshape(T, HIDDEN),
+                                             np.float32))
         h = rms_norm(x, L["ffn_norm"])
-        g = h @ L["wg"].T
-        return x + ((g / (1.0 + np.exp(-g))) * (h @ L["wu"].T)) @ L["wd"].T
+        return x + L["wd"](mm.silu_mul(L["wg"](h), L["wu"](h)))
 
     def logits(self, x: np.ndarray) -> np.ndarray:
         """[T, vocab] float32 from the last layer's stream (final RMSNorm, tied LM head)."""
-        return rms_norm(x, self.out_norm) @ self.tok_embd.T
+        if self._lm_head is None:
+            self._lm_head = mm.Linear(self.tok_embd)
+        return self._lm_head(rms_norm(x, self.out_norm))
 
 
-def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    """Causal softmax attention in float32 as transformers' eager path computes it (scores plus
-    a -inf mask, max-subtracted exp, divided by the row sum); GQA by head // 3. The mask is
-    bottom-right aligned, so T query rows attend to the first S - T + 1 + t keys."""
-    T, S = q.shape[1], k.shape[1]
-    mask = np.triu(np.full((T, S), -np.inf, np.float32), S - T + 1)
-    attn = np.empty((N_HEAD, T, HEAD_DIM), np.float32)
-    scale = np.float32(1.0 / np.sqrt(HEAD_DIM))
-    for hq in range(N_HEAD):
-        s = (q[hq] @ k[hq // (N_HEAD // N_KV)].T) * scale + mask
-        s = s - s.max(axis=1, keepdims=True)
-        p = np.exp(s)
-        p /= p.sum(axis=1, keepdims=True)
-        attn[hq] = p @ v[hq // (N_HEAD // N_KV)]
-    return attn
+def golden_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Causal softmax attention [9, T, 64] as attnsim's FP64 golden computes it (attnsim.golden,
+    rounded once to float32; GQA by head // 3), the mask bottom-right aligned: T query rows attend
+    to the first S - T + 1 + t keys. The forward's attention when none is given: deterministic,
+    where numpy's matmuls are not."""
+    import attnsim
+    o = attnsim.golden(q[None], k[None], v[None], causal=True, sm_scale=1.0 / 8.0).o
+    return np.ascontiguousarray(o[0], np.float32)
 
 
-def numpy_attention_layer(li: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
-    return numpy_attention(q, k, v)
+def golden_attention_layer(li: int, q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    return golden_attention(q, k, v)
 
 
 def rms_norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
-    var = np.mean(x * x, axis=-1, keepdims=True, dtype=np.float32)
-    return (w * (x / np.sqrt(var + np.float32(RMS_EPS)))).astype(np.float32)
+    return mm.rms_norm(np.ascontiguousarray(x, np.float32), w, RMS_EPS)
 
 
 def rope_tables(T: int, start: int = 0):
     """cos, sin [T, 64] of positions start..start+T-1 as transformers computes them: float32
-    inv_freq = 1 / base^(2i/64), float32 angle = position × inv_freq, the 32 frequencies repeated
-    (rotate_half layout). Rows do not depend on T (a decoding step's row is the prefill's)."""
-    inv_freq = (1.0 / (ROPE_BASE ** (np.arange(0, HEAD_DIM, 2, dtype=np.int64)
-                                     .astype(np.float32) / HEAD_DIM))).astype(np.float32)
-    ang = np.arange(start, start + T, dtype=np.float32)[:, None] * inv_freq[None, :]
-    emb = np.concatenate([ang, ang], axis=1)
-    return np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+    inv_freq = base^(-2i/64), float32 angle = position × inv_freq, the 32 frequencies repeated
+    (rotate_half layout), cos and sin rounded once from FP64. Rows do not depend on T (a decoding
+    step's row is the prefill's)."""
+    return mm.rope_tables(T, HEAD_DIM, ROPE_BASE, start)
 
 
 def apply_rope(x: np.ndarray, cos: np.ndarray, sin: np.ndarray) -> np.ndarray:
@@ -205,9 +200,9 @@ def load(files: ModelFiles) -> SmolLM2:
         p = f"blk.{i}."
         m.layers.append(dict(
             attn_norm=get(p + "attn_norm.weight"), ffn_norm=get(p + "ffn_norm.weight"),
-            wq=_unpermute(get(p + "attn_q.weight"), N_HEAD),
-            wk=_unpermute(get(p + "attn_k.weight"), N_KV),
-            wv=get(p + "attn_v.weight"), wo=get(p + "attn_output.weight"),
-            wg=get(p + "ffn_gate.weight"), wu=get(p + "ffn_up.weight"),
-            wd=get(p + "ffn_down.weight")))
+            wq=mm.Linear(_unpermute(get(p + "attn_q.weight"), N_HEAD)),
+            wk=mm.Linear(_unpermute(get(p + "attn_k.weight"), N_KV)),
+            wv=mm.Linear(get(p + "attn_v.weight")), wo=mm.Linear(get(p + "attn_output.weight")),
+            wg=mm.Linear(get(p + "ffn_gate.weight")), wu=mm.Linear(get(p + "ffn_up.weight")),
+            wd=mm.Linear(get(p + "ffn_down.weight"))))
     return m

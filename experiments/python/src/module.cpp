@@ -23,6 +23,7 @@ NB_MODULE(_core, m) {
   });
   attnsim::py::bind_attention(m);
   attnsim::py::bind_numerics(m);
+  attnsim::py::bind_model_math(m);
   // What nanobind sees of an array-like: the data address (the producer's own memory when no copy
   // was made), dtype, shape, strides in elements and the DLPack device; for the tests.
   m.def("array_info", [](const attnsim::py::AnyArray& a) {

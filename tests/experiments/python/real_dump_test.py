@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(REPO / "experiments/python"))
+sys.path.append(str(REPO / "experiments/python"))  # after PYTHONPATH: the built attnsim
 
 failures = []
 
