@@ -60,7 +60,15 @@ if ! python3 -m nanobind --cmake_dir >/dev/null 2>&1; then
 fi
 # ATTNSIM_CONFIGURE_ARGS: extra configure options (.ci/test passes -DATTNSIM_WERROR=ON).
 cmake --preset release ${ATTNSIM_CONFIGURE_ARGS:-} -DATTNSIM_PYTHON=$python_module -DPython_EXECUTABLE="$python_exe" >/dev/null
-cmake --build --preset release -j "$(nproc)"
+# ATTNSIM_BUILD=main (.ci/main): only what the main job runs, the command line and the Python
+# module (a fresh 2-core machine spends most of a full build on the ~800 tests and, where nvcc
+# exists, on the GPU probes); otherwise everything.
+build_targets=()
+if [[ ${ATTNSIM_BUILD:-all} == main ]]; then
+  build_targets=(--target attnsim)
+  [[ $python_module == ON ]] && build_targets+=(_core)
+fi
+cmake --build --preset release -j "$(nproc)" "${build_targets[@]}"
 
 # The package attnsim into that python3, from this same build: scikit-build-core reconfigures
 # build/ (same cache, same generator: nothing recompiles) and installs the module, its Python files
@@ -70,8 +78,10 @@ if [[ $python_module == ON ]]; then
   stamp=build/python/installed.stamp
   if [[ ! -f $stamp || $module -nt $stamp || -n $(find experiments/python/attnsim experiments/python/src pyproject.toml -newer "$stamp" -print -quit) ]]; then
     generator=$(sed -n 's/^CMAKE_GENERATOR:INTERNAL=//p' build/CMakeCache.txt)
+    # build.targets: the module alone (the rest of build/ is not the package's).
     if CMAKE_GENERATOR="$generator" python3 -m pip install -q --no-build-isolation --no-deps \
-         -C build-dir=build -C cmake.define.Python_EXECUTABLE="$python_exe" . >build/python/install.log 2>&1 &&
+         -C build-dir=build -C build.targets=_core \
+         -C cmake.define.Python_EXECUTABLE="$python_exe" . >build/python/install.log 2>&1 &&
        (cd / && python3 -c "import attnsim") >>build/python/install.log 2>&1; then
       touch "$stamp"
     else
@@ -79,5 +89,44 @@ if [[ $python_module == ON ]]; then
       tail -n 3 build/python/install.log >&2
       exit 1
     fi
+  fi
+fi
+
+# --- `attnsim` on PATH ----------------------------------------------------------------------------
+# Every doc writes `attnsim verify ...`: a symlink to this build's executable in a bin directory on
+# PATH: ATTNSIM_BIN_DIR when set, else /usr/local/bin when writable, else ~/.local/bin (on PATH in
+# Debian's ~/.profile once it exists; a note says so when the shell's PATH lacks it). Run again, it
+# changes nothing and says nothing; an `attnsim` there that is not a link is left alone.
+attnsim_exe="$PWD/build/experiments/attnsim"
+if [[ -x $attnsim_exe ]]; then
+  if [[ -n ${ATTNSIM_BIN_DIR:-} ]]; then
+    attnsim_bin=$ATTNSIM_BIN_DIR
+  elif [[ -d /usr/local/bin && -w /usr/local/bin ]]; then
+    attnsim_bin=/usr/local/bin
+  else
+    attnsim_bin=${HOME:-}/.local/bin
+  fi
+  attnsim_link=$attnsim_bin/attnsim
+  attnsim_old=$(readlink "$attnsim_link" 2>/dev/null || true)  # empty: no link there
+  if [[ $attnsim_old == "$attnsim_exe" ]]; then
+    :  # linked already
+  elif [[ -e $attnsim_link && -z $attnsim_old ]]; then
+    echo "attnsim setup: $attnsim_link is not a link: left alone" \
+         "(run $attnsim_exe by its path)" >&2
+  elif mkdir -p "$attnsim_bin" 2>/dev/null &&
+       ln -sfn "$attnsim_exe" "$attnsim_link" 2>/dev/null; then
+    attnsim_note=${attnsim_old:+" (was -> $attnsim_old)"}
+    case ":$PATH:" in
+      *":$attnsim_bin:"*)
+        hash -r  # another attnsim earlier on PATH would run instead
+        attnsim_first=$(type -P attnsim || true)
+        [[ $attnsim_first == "$attnsim_link" ]] ||
+          attnsim_note+="; but $attnsim_first comes first on PATH" ;;
+      *) attnsim_note+="; $attnsim_bin is not on PATH: add it"
+         attnsim_note+=" (export PATH=\"$attnsim_bin:\$PATH\")" ;;
+    esac
+    echo "attnsim setup: linked $attnsim_link -> $attnsim_exe$attnsim_note" >&2
+  else
+    echo "attnsim setup: cannot link $attnsim_link (run $attnsim_exe by its path)" >&2
   fi
 fi

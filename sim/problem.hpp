@@ -32,8 +32,22 @@ struct AttentionShape {
   }
 };
 
+// Which keys a causal mask hides from query i (of len_q) among len_kv keys.
+//  kBottomRight  key j > i + len_kv − len_q (FlashAttention >= 2.1, decode kernels, golden
+//                attention by default: the last query sees every key).
+//  kTopLeft      key j > i (PyTorch SDPA's is_causal, SageAttention's CUDA kernels).
+// The two are the same mask when len_q == len_kv. A kernel's metrics are taken against golden
+// attention with the kernel's own alignment (experiments/sweep/measure.hpp, Goldens).
+enum class CausalAlign : std::uint8_t { kBottomRight, kTopLeft };
+
+// Whether the alignment changes which keys a causal input's rows see.
+inline bool causal_alignment_matters(bool causal, const AttentionShape& s) {
+  return causal && s.len_q != s.len_kv;
+}
+
 // Causal masking is bottom-right aligned when len_q != len_kv (query i sees keys
-// j <= i + len_kv - len_q), the FlashAttention >= 2.1 convention that decode kernels use.
+// j <= i + len_kv - len_q), the FlashAttention >= 2.1 convention that decode kernels use; a
+// method whose kernel is top-left says so in its pipeline (TileStage::causal).
 // A query row that sees no key (possible only when len_q > len_kv) produces zeros.
 struct AttentionInput {
   AttentionShape shape;

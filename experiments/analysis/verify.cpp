@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <set>
 
 #include "experiments/common/error.hpp"
 #include "formats/encoding.hpp"
@@ -179,10 +180,12 @@ VerifyReport verify_kernel(const AttentionInput& in, const KernelOutput& k,
   } else {
     std::int64_t best = -1;
     std::size_t best_i = 0;
+    std::set<std::string> tried;  // registry defaults and spelled-out paths can be one method
     for (const std::string& name : verify_candidates(in)) {
       Candidate c;
       try {
         c.m = parse_method(name);
+        if (!tried.insert(c.m.canonical()).second) continue;
         c.out = c.m.run(in);
       } catch (const UsageError&) {
         continue;  // a method that cannot run on this input is no candidate
@@ -219,7 +222,10 @@ VerifyReport verify_kernel(const AttentionInput& in, const KernelOutput& k,
     r.bk = p.tile.block_kv;
     top_left = p.tile.causal == CausalAlign::kTopLeft;
   }
-  const std::vector<double> golden = golden_attention_ref(in);
+  // Golden with the kernel's own causal mask (a top-left kernel's rows see other keys than the
+  // bottom-right default when len_q != len_kv).
+  const std::vector<double> golden =
+      golden_attention_ref(in, top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight);
   const AttentionShape& s = in.shape;
   const int dv = s.head_dim_v;
   const std::size_t n = k.o.size();

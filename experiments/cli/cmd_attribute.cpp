@@ -142,7 +142,7 @@ void run_attribute(const AttributeOptions& opt) {
             ? "synthetic:" + opt.synthetic
             : dump_input_name(opt.input, prefix);
     const std::vector<AttributionRow> rows =
-        attribute_stages(in, name, method, golden_attention_ref(in));
+        attribute_stages(in, name, method, golden_attention_ref(in, method.causal_align(in)));
     // --counters: the method run once more under a counter scope (the stage references; the
     // same bits as attribute_stages' own run of the method).
     StageCounters c;

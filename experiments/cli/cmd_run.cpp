@@ -132,7 +132,8 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
             ? "synthetic:" + opt.synthetic
             : dump_input_name(opt.input, prefix);
     set_stage(where + "golden");
-    const std::vector<double> golden = golden_attention_ref(in);
+    Goldens goldens(in);
+    goldens.get(goldens.align_of(method));
     set_stage(where + method.short_name());
     StageCounters counters;
     MethodOutput out;
@@ -164,7 +165,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
                        out);
         });
       }
-      row = measure_point(std::int64_t(i), method, name, seed, in, out, golden);
+      row = measure_point(std::int64_t(i), method, name, seed, in, out, goldens);
       if (written.valid()) written.get();
     }
     if (w) {
@@ -185,6 +186,11 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       // What the method resolved from "auto" options: all of it as one string, and each value
       // as its own attribute resolved_KEY.
       w->attr_string(o, "resolved", row.resolved);
+      // The causal mask of the golden the metrics were taken against (the kernel's own).
+      w->attr_string(o, "golden_mask",
+                     !in.causal ? "none"
+                     : goldens.align_of(method) == CausalAlign::kTopLeft ? "top_left"
+                                                                          : "bottom_right");
       for (const auto& [key, value] : out.resolved) w->attr_string(o, "resolved_" + key, value);
       if (opt.counters) {
         // [stage][event] counts; the names as attributes (counters.hpp).

@@ -103,7 +103,13 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     // --help is a ParseError with exit code 0; real parse errors print one line.
     if (e.get_exit_code() == 0) return app.exit(e);
-    print_error(2, e.what());
+    // CLI11 names an option by its first name ("--out: ..." for "--out,--output"): name it as
+    // the command line spells it.
+    std::string what = e.what();
+    if (what.rfind("--out: ", 0) == 0 && attnsim::command_line_has_option("--output") &&
+        !attnsim::command_line_has_option("--out"))
+      what.replace(0, 5, "--output");
+    print_error(2, what);
     return 2;
   } catch (const attnsim::UsageError& e) {
     std::fflush(stdout);

@@ -4,12 +4,24 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace attnsim {
 
 // Thread-safe; the same message twice prints once.
 void warn(const std::string& message);
+// A note: what a method computes that no hardware recording verifies (`attnsim: note: ...`),
+// likewise once per message.
+void note(const std::string& message);
 // How many distinct warnings this process printed (tests).
 int warning_count();
+
+// The Python package queues warnings and notes instead of printing them, and hands them to
+// Python's `warnings` module after each call (filterable, testable): kind "warning" or "note".
+struct QueuedMessage {
+  std::string kind, text;
+};
+void queue_messages(bool on);
+std::vector<QueuedMessage> take_messages();
 
 }  // namespace attnsim

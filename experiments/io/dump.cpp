@@ -164,15 +164,5 @@ bool dump_causal(const std::string& path, const std::string& prefix) {
   return false;
 }
 
-void check_causal_rows(const AttentionShape& s, bool causal, const std::string& input) {
-  if (!causal || s.len_q <= s.len_kv) return;
-  const long long empty = (long long)s.len_q - s.len_kv;
-  throw UsageError("causal input '" + abbreviate(input) + "' has more queries (" +
-                   std::to_string(s.len_q) + ") than keys (" + std::to_string(s.len_kv) +
-                   "): under the bottom-right causal mask its first " + std::to_string(empty) +
-                   " query rows see no key, and their output (0 in golden attention and in every "
-                   "method) would count as agreement; use its last " +
-                   std::to_string(s.len_kv) + " queries, or causal = 0");
-}
 
 }  // namespace attnsim

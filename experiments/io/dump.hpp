@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/io/input_checks.hpp"
 #include "experiments/io/synthetic.hpp"
 #include "sim/problem.hpp"
 
@@ -52,13 +53,7 @@ std::string dump_input_name(const std::string& path, const std::string& prefix);
 // the metadata alone; false when the attribute is absent or unreadable (the reader then says why).
 bool dump_causal(const std::string& path, const std::string& prefix);
 
-// Refuses a causal problem with more queries than keys. Under the bottom-right causal mask the
-// first len_q - len_kv query rows see no key; their output is 0 by convention in golden attention
-// and in every method alike, so they would count as perfect agreement and dilute every metric
-// (192 of 256 rows of a 256-query, 64-key input). The UsageError names the input, the counts and
-// the way out (the last len_kv queries). A library caller that wants such rows (the kernels'
-// convention for them is tested) calls the simulators directly.
-void check_causal_rows(const AttentionShape& shape, bool causal, const std::string& input);
+// check_causal_rows: experiments/io/input_checks.hpp.
 
 void write_attention_dump(const std::string& path, const AttentionInput& in,
                           const std::string& source);

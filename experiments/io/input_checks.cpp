@@ -72,4 +72,16 @@ void check_finite(const float* x, std::size_t n, const std::vector<std::uint64_t
   }
 }
 
+void check_causal_rows(const AttentionShape& s, bool causal, const std::string& input,
+                       const std::string& not_causal) {
+  if (!causal || s.len_q <= s.len_kv) return;
+  const long long empty = (long long)s.len_q - s.len_kv;
+  throw UsageError("causal input '" + abbreviate(input) + "' has more queries (" +
+                   std::to_string(s.len_q) + ") than keys (" + std::to_string(s.len_kv) +
+                   "): under the bottom-right causal mask its first " + std::to_string(empty) +
+                   " query rows see no key, and their output (0 in golden attention and in every "
+                   "method) would count as agreement; use its last " +
+                   std::to_string(s.len_kv) + " queries, or " + not_causal);
+}
+
 }  // namespace attnsim

@@ -24,4 +24,14 @@ void check_finite(const float* x, std::size_t n, const std::vector<std::uint64_t
                   const std::string& what,
                   const std::string& hint = "pass --allow-nonfinite to proceed");
 
+// Refuses a causal problem with more queries than keys. Under the bottom-right causal mask the
+// first len_q - len_kv query rows see no key; their output is 0 by convention in golden attention
+// and in every method alike, so they would count as perfect agreement and dilute every metric
+// (192 of 256 rows of a 256-query, 64-key input). The UsageError names the input, the counts and
+// the way out (the last len_kv queries). A library caller that wants such rows (the kernels'
+// convention for them is tested) calls the simulators directly.
+// `not_causal`: how the caller's interface says "not causal" (the command line's "causal = 0").
+void check_causal_rows(const AttentionShape& shape, bool causal, const std::string& input,
+                       const std::string& not_causal = "causal = 0");
+
 }  // namespace attnsim

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <regex>
 #include <stdexcept>
 #include <vector>
 
@@ -119,7 +120,8 @@ Spec parse_spec(const std::string& spec) {
     const std::string item =
         spec.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? spec.size() + 1 : comma + 1;
-    if (item.empty()) continue;
+    if (item.empty())
+      throw UsageError("synthetic spec '" + abbreviate(spec) + "' has an empty item (a stray comma)");
     const auto eq = item.find('=');
     if (eq == std::string::npos)
       throw UsageError("synthetic spec item '" + abbreviate(item) + "' is not key=value");
@@ -136,16 +138,36 @@ Spec parse_spec(const std::string& spec) {
     if (s.kv.count(key))
       throw UsageError("synthetic spec key '" + key + "' given twice in '" + abbreviate(spec) +
                        "'");
+    // Sizes, causal and seed are decimal integers; the distribution's parameters decimal
+    // numbers. std::stod alone would also take 0x10, 1e3 for a size, inf and nan.
+    const std::string text = item.substr(eq + 1);
+    const bool integer_key = key == "b" || key == "hq" || key == "hkv" || key == "nq" ||
+                             key == "nkv" || key == "d" || key == "dv" || key == "causal" ||
+                             key == "seed";
+    static const std::regex kInteger("[0-9]+");
+    static const std::regex kDecimal("[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?");
+    static const std::regex kNonFinite("[+-]?(inf|infinity|nan)", std::regex::icase);
+    if (!std::regex_match(text, kDecimal)) {
+      throw UsageError("synthetic spec value '" + abbreviate(item) + "' is not " +
+                       (std::regex_match(text, kNonFinite) ? "a finite number"
+                                                           : "a decimal number"));
+    }
     double v = 0;
     try {
       std::size_t used = 0;
-      v = std::stod(item.substr(eq + 1), &used);
-      if (used != item.size() - eq - 1) throw std::invalid_argument("trailing characters");
+      v = std::stod(text, &used);
+      if (used != text.size()) throw std::invalid_argument("trailing characters");
     } catch (const std::exception&) {
-      v = NAN;  // not a number, or out of double's range (std::out_of_range)
+      v = NAN;  // out of double's range (std::out_of_range)
     }
     if (!std::isfinite(v))
       throw UsageError("synthetic spec value '" + abbreviate(item) + "' is not a finite number");
+    // A whole number for a size, causal or seed is written as one (1e3, 2.0 and 010 are slips;
+    // fractions and negatives get the range checks' messages below).
+    if (integer_key && v >= 0 && v == std::floor(v) &&
+        (!std::regex_match(text, kInteger) || (text.size() > 1 && text[0] == '0')))
+      throw UsageError("synthetic spec value '" + abbreviate(item) + "': " + key +
+                       " must be written as a decimal integer");
     s.kv[key] = v;
   }
   validate_spec(s, spec);

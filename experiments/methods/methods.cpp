@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "experiments/common/error.hpp"
+#include "experiments/common/warning.hpp"
 #include "experiments/common/names.hpp"
 #include "sim/hooks.hpp"
 #include "sim/pipeline/options.hpp"
@@ -126,11 +127,7 @@ namespace {
 
 // Each distinct note once per process, on stderr (a sweep over many inputs says it once).
 void print_notes(const std::vector<std::string>& notes) {
-  static std::mutex mu;
-  static std::set<std::string> seen;
-  const std::lock_guard<std::mutex> lock(mu);
-  for (const std::string& n : notes)
-    if (seen.insert(n).second) std::fprintf(stderr, "attnsim: note: %s\n", n.c_str());
+  for (const std::string& n : notes) note(n);  // once per message (common/warning.hpp)
 }
 
 }  // namespace
@@ -151,6 +148,12 @@ MethodOutput MethodConfig::run_with(const AttentionInput& in, const Pipeline& p)
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());
   }
+}
+
+CausalAlign MethodConfig::causal_align(const AttentionInput& in) const {
+  if (is_pipeline()) return pipeline(in).tile.causal;
+  if (spec->name == "golden") return golden_causal_align(values);
+  return CausalAlign::kBottomRight;
 }
 
 std::vector<std::string> MethodConfig::outside(const AttentionInput& in) const {
@@ -275,7 +278,8 @@ MethodConfig parse_method(const std::string& text) {
     const std::string item =
         text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (item.empty()) continue;
+    if (item.empty())
+      throw UsageError("method '" + abbreviate(text) + "' has an empty option (a stray comma)");
     const auto eq = item.find('=');
     if (eq == std::string::npos)
       throw UsageError("method option '" + abbreviate(item) + "' is not key=value");
@@ -353,7 +357,14 @@ std::vector<std::string> split_method_list(const std::string& text) {
     std::string item =
         text.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos);
     pos = comma == std::string::npos ? text.size() + 1 : comma + 1;
-    if (item.empty()) continue;
+    if (item.empty()) {
+      // After a method's options, the method's own parse says what is wrong ("flash:," names
+      // the empty option list); elsewhere the list has a stray comma.
+      if (out.empty() || out.back().find(':') == std::string::npos)
+        throw UsageError("method list '" + abbreviate(text) + "' has an empty item (a stray comma)");
+      out.back() += ",";
+      continue;
+    }
     const bool continues = !out.empty() && item.find('=') != std::string::npos &&
                            (item.find(':') == std::string::npos || item.find(':') > item.find('='));
     if (continues) {

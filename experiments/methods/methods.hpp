@@ -96,7 +96,13 @@ struct MethodConfig {
   MethodOutput run_with(const AttentionInput& in, const Pipeline& p) const;
   std::vector<std::string> outside(const AttentionInput& in) const;
   std::vector<std::string> notes(const AttentionInput& in) const;
+  // The causal mask's alignment the method applies (its pipeline's TileStage::causal; golden's
+  // `causal` option): the golden its output is measured against uses the same.
+  CausalAlign causal_align(const AttentionInput& in) const;
 };
+
+// golden's `causal` option as an alignment.
+CausalAlign golden_causal_align(const MethodValues& values);
 
 const std::vector<MethodSpec>& method_registry();
 // Parses "name[:key=value,...]"; unknown methods, keys or values are UsageErrors that list what

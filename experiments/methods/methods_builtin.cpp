@@ -5,12 +5,25 @@
 
 namespace attnsim {
 
+CausalAlign golden_causal_align(const MethodValues& v) {
+  const auto it = v.find("causal");
+  return it != v.end() && it->second == "top_left" ? CausalAlign::kTopLeft
+                                                   : CausalAlign::kBottomRight;
+}
+
 void register_golden_methods(std::vector<MethodSpec>& r) {
   MethodSpec m;
   m.name = "golden";
   m.help = "FP64 attention (the reference; its own error is bounded in sim/golden/README.md)";
-  m.run = [](const AttentionInput& in, const MethodValues&) {
-    GoldenResult g = golden_attention(in);
+  // The causal mask's alignment on causal inputs with len_q != len_kv (sim/problem.hpp): every
+  // kernel is measured against golden with its own, this option computes either.
+  m.params.push_back({"causal", {"bottom_right", "top_left"}, "bottom_right",
+                      "which keys a causal mask hides when len_q != len_kv: bottom-right aligned "
+                      "(FlashAttention-2, the default) or top-left (key j > query i: PyTorch SDPA, "
+                      "SageAttention)",
+                      1, false, true});
+  m.run = [](const AttentionInput& in, const MethodValues& v) {
+    GoldenResult g = golden_attention(in, golden_causal_align(v));
     return MethodOutput{std::move(g.o), "fp64", std::move(g.lse), {}};
   };
   r.push_back(std::move(m));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "experiments/common/error.hpp"
+#include "sim/golden/golden.hpp"
 
 namespace attnsim {
 
@@ -94,16 +95,34 @@ PointRow row_head(std::int64_t point, const MethodConfig& method, const std::str
 
 }  // namespace
 
+const std::vector<double>& Goldens::get(CausalAlign align) {
+  // The same golden for both alignments where they hide the same keys.
+  if (!causal_alignment_matters(in_->causal, in_->shape)) align = CausalAlign::kBottomRight;
+  std::optional<std::vector<double>>& slot = g_[align == CausalAlign::kTopLeft ? 1 : 0];
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (!slot) slot = golden_attention_ref(*in_, align);
+  return *slot;
+}
+
+CausalAlign Goldens::align_of(const MethodConfig& method) const {
+  if (!causal_alignment_matters(in_->causal, in_->shape)) return CausalAlign::kBottomRight;
+  return method.causal_align(*in_);
+}
+
 PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
                        std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
-                       const std::vector<double>& golden) {
+                       Goldens& goldens) {
+  const CausalAlign align = goldens.align_of(method);
+  const std::vector<double>& golden = goldens.get(align);
   if (out.o.size() != golden.size()) {
     throw UsageError("method " + method.canonical() + " returned " + std::to_string(out.o.size()) +
                      " values, expected " + std::to_string(golden.size()));
   }
   PointRow r = row_head(point, method, input, seed, in);
   r.out_format = out.format;
-  r.resolved = resolved_text(out.resolved);
+  std::map<std::string, std::string> resolved = out.resolved;
+  if (align == CausalAlign::kTopLeft) resolved["golden_mask"] = "top_left";
+  r.resolved = resolved_text(resolved);
   const AttentionShape& s = in.shape;
   const std::size_t dv = std::size_t(s.head_dim_v);
   r.m = measure(out.o.data(), golden.data(), golden.size(), out.format, dv);

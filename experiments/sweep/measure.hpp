@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,10 +60,33 @@ struct PointRow {
   std::vector<std::int64_t> counters;
 };
 
-// Measures a method's output against golden, overall and per (batch, head).
+// FP64 golden attention of one input with each causal-mask alignment its methods apply
+// (sim/problem.hpp: a top-left kernel on a causal input with len_q != len_kv hides other keys than
+// the bottom-right default), each computed once, on first use; the points of a sweep share it
+// from several threads. The input must outlive it.
+class Goldens {
+ public:
+  explicit Goldens(const AttentionInput& in) : in_(&in) {}
+  const std::vector<double>& get(CausalAlign align);
+  // The golden `method`'s output is measured against: with the method's own alignment.
+  const std::vector<double>& for_method(const MethodConfig& method) {
+    return get(align_of(method));
+  }
+  // The alignment that golden uses for `method`: bottom-right unless the method's kernel is
+  // top-left and the alignment matters for this input.
+  CausalAlign align_of(const MethodConfig& method) const;
+
+ private:
+  const AttentionInput* in_;
+  std::mutex mu_;
+  std::optional<std::vector<double>> g_[2];
+};
+
+// Measures a method's output against golden with the method's own causal alignment, overall and
+// per (batch, head). A top-left golden is said in the row: `golden_mask=top_left` in `resolved`.
 PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
                        std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
-                       const std::vector<double>& golden);
+                       Goldens& goldens);
 // The row of a point whose method refused its input (`why`): NaN metrics, no per-head rows.
 PointRow skipped_point(std::int64_t point, const MethodConfig& method, const std::string& input,
                        std::int64_t seed, const AttentionInput& in, const std::string& why);

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 
 #include "experiments/common/error.hpp"
@@ -468,7 +469,9 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
     phase = 0;
     work.restart();
     std::vector<AttentionInput> inputs(static_cast<std::size_t>(ncases));
-    std::vector<std::vector<double>> goldens(static_cast<std::size_t>(ncases));
+    // Each case's golden attention (bottom-right below; a top-left golden on first use by a
+    // top-left kernel on a causal input with len_q != len_kv).
+    std::vector<std::unique_ptr<Goldens>> goldens(static_cast<std::size_t>(ncases));
     // Dumps are read here, one at a time on this thread: libhdf5 may be built without thread
     // safety, and in a thread-safe build the silencing of its error stacks (hdf5_io.cpp) holds
     // for the main thread only. No exception may leave an OpenMP region (it would terminate the
@@ -492,7 +495,8 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
       try {
         const SweepCase& c = plan.cases[std::size_t(chunk_cases[std::size_t(k)])];
         if (c.kind != "dump") inputs[std::size_t(k)] = make_synthetic(c.spec, c.seed);
-        goldens[std::size_t(k)] = golden_attention_ref(inputs[std::size_t(k)]);
+        goldens[std::size_t(k)] = std::make_unique<Goldens>(inputs[std::size_t(k)]);
+        goldens[std::size_t(k)]->get(CausalAlign::kBottomRight);
       } catch (const UsageError& e) {
         capture(e.what(), e.code());
       } catch (const std::exception& e) {
@@ -537,7 +541,7 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
           computed = false;
         }
         if (computed)
-          row = measure_point(point, m, c.name, std::int64_t(c.seed), inputs[k], out, goldens[k]);
+          row = measure_point(point, m, c.name, std::int64_t(c.seed), inputs[k], out, *goldens[k]);
         if (computed && opt.counters) row.counters = counted.column_values();
         const std::string line = serialize_row(row);
         // No exception may leave a critical section either: the append's error is captured.

@@ -20,7 +20,7 @@ using RowMatF = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowM
 int chunk_rows(int len_kv) { return std::clamp((1 << 22) / std::max(len_kv, 1), 16, 256); }
 }  // namespace
 
-GoldenResult golden_attention(const AttentionInput& in) {
+GoldenResult golden_attention(const AttentionInput& in, CausalAlign align) {
   const AttentionShape& s = in.shape;
   GoldenResult r;
   r.o.assign(s.o_size(), 0.0);
@@ -28,6 +28,8 @@ GoldenResult golden_attention(const AttentionInput& in) {
                -std::numeric_limits<double>::infinity());
   const double scale = in.scale();
   const int kChunk = chunk_rows(s.len_kv);
+  // Row i sees keys j <= i + offset.
+  const int offset = align == CausalAlign::kTopLeft ? 0 : s.len_kv - s.len_q;
   const int chunks = (s.len_q + kChunk - 1) / kChunk;
   const std::int64_t items = std::int64_t(s.batch) * s.heads_q * chunks;
   work_planned(items);  // progress display: one unit per block of query rows of a head
@@ -68,9 +70,8 @@ GoldenResult golden_attention(const AttentionInput& in) {
       scores.noalias() = q_d * k_d.transpose();
       scores *= scale;  // every entry, visible or not: one vectorized pass; masked ones are dropped
       for (int i = 0; i < rows; ++i) {
-        // Visible keys of a row are a prefix (bottom-right causal: j <= i + len_kv - len_q).
-        const int lim =
-            in.causal ? std::clamp(i0 + i + s.len_kv - s.len_q + 1, 0, s.len_kv) : s.len_kv;
+        // Visible keys of a row are a prefix (causal: j <= i + offset).
+        const int lim = in.causal ? std::clamp(i0 + i + offset + 1, 0, s.len_kv) : s.len_kv;
         auto row = scores.row(i);
         if (lim == 0) {
           row.setZero();
@@ -95,8 +96,8 @@ GoldenResult golden_attention(const AttentionInput& in) {
   return r;
 }
 
-std::vector<double> golden_attention_ref(const AttentionInput& in) {
-  return golden_attention(in).o;
+std::vector<double> golden_attention_ref(const AttentionInput& in, CausalAlign align) {
+  return golden_attention(in, align).o;
 }
 
 }  // namespace attnsim

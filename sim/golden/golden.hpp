@@ -18,8 +18,12 @@ struct GoldenResult {
   std::vector<double> lse;  // natural-log log-sum-exp of each row's scaled scores, [b, hq, len_q]
 };
 
-GoldenResult golden_attention(const AttentionInput& in);
+// `align`: the causal mask's alignment (sim/problem.hpp; bottom-right unless a top-left kernel is
+// being measured); ignored when the input is not causal.
+GoldenResult golden_attention(const AttentionInput& in,
+                              CausalAlign align = CausalAlign::kBottomRight);
 // Output only.
-std::vector<double> golden_attention_ref(const AttentionInput& in);
+std::vector<double> golden_attention_ref(const AttentionInput& in,
+                                         CausalAlign align = CausalAlign::kBottomRight);
 
 }  // namespace attnsim

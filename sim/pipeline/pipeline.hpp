@@ -92,11 +92,8 @@ struct HookRef {
 // (SageAttention, Triton kernels).
 enum class KvOrder : std::uint8_t { kDescending, kAscending };
 
-// Which keys a causal mask hides from query i (of len_q) among len_kv keys.
-//  kBottomRight  key j > i + len_kv − len_q (FA2, golden attention: the last query sees every key).
-//  kTopLeft      key j > i (SageAttention's CUDA kernels, attn_utils.cuh apply_causal_mask; its
-//                KV-block count min(len_kv, (tile + 1)·block_q)): the same when len_q == len_kv.
-enum class CausalAlign : std::uint8_t { kBottomRight, kTopLeft };
+// CausalAlign (which keys a causal mask hides): sim/problem.hpp. SageAttention's CUDA kernels are
+// top-left (attn_utils.cuh apply_causal_mask; its KV-block count min(len_kv, (tile + 1)·block_q)).
 
 struct TileStage {
   int block_q = 64;   // kBlockM: query rows per tile (one CUDA thread block)

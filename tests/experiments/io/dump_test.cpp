@@ -345,6 +345,14 @@ TEST(Synthetic, RefusesBadSpecsWithOneLine) {
       {"normal:hq=2.5", "hq must be a positive integer"},
       {"normal:bias=3", "key 'bias' does not apply to normal"},
       {"uniform:sigma=2", "key 'sigma' does not apply to uniform"},
+      // Sizes, causal and seed are decimal integers; numbers are decimal; no stray comma.
+      {"normal:nq=0x10", "is not a decimal number"},
+      {"normal:nq=1e3", "nq must be written as a decimal integer"},
+      {"normal:hq=2.0", "hq must be written as a decimal integer"},
+      {"normal:seed=010", "seed must be written as a decimal integer"},
+      {"normal:sigma=0x1p-2", "is not a decimal number"},
+      {"normal:nq=16,", "an empty item (a stray comma)"},
+      {"normal:nq=16,,d=8", "an empty item (a stray comma)"},
       // Values that would overflow float32 (3.4e38) to Inf, refused before generating.
       {"normal:sigma=1e39", "overflow"},
       {"normal:sigma=1e38", "overflow"},  // 8.65 standard deviations reach 8.7e38

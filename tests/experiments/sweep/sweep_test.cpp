@@ -217,7 +217,7 @@ TEST(Measure, ValuesDoNotDependOnTheThreadCountAndEqualSortedRanks) {
 TEST(RowRecord, RoundTripsExactlyAndRejectsCutLines) {
   const AttentionInput in = make_synthetic("normal:b=2,hq=2,nq=8,d=4");
   const MethodConfig m = parse_method("flash:qkv=e4m3fn");
-  const std::vector<double> golden(in.shape.o_size(), 0.1);
+  Goldens golden(in);
   PointRow r = measure_point(7, m, "syn\tthetic%\n", 3, in, m.run(in), golden);
   ASSERT_EQ(r.heads.size(), 4u);
   const std::string line = serialize_row(r);

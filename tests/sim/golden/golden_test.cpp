@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -117,6 +118,48 @@ TEST(Golden, RowWithNoVisibleKeyIsZeroNotNaN) {
   for (double x : r.o) EXPECT_FALSE(std::isnan(x));
   EXPECT_NE(r.o[4 * 8], 0.0);  // row 4 sees key 0: its output is v[0]
   EXPECT_EQ(r.o[4 * 8], double(in.v[0]));
+}
+
+// Golden with each causal alignment against a plain FP64 loop over the keys the alignment shows
+// query i: top-left j <= i, bottom-right j <= i + len_kv - len_q (sim/problem.hpp).
+TEST(Golden, CausalAlignmentsHideTheirOwnKeys) {
+  for (const AttentionShape shape : {AttentionShape{1, 2, 1, 5, 9, 8, 8},
+                                     AttentionShape{1, 1, 1, 9, 5, 8, 8},
+                                     AttentionShape{1, 1, 1, 7, 7, 8, 8}}) {
+    const AttentionInput in = random_input(shape, true, 1.0, 21);
+    for (const CausalAlign align : {CausalAlign::kBottomRight, CausalAlign::kTopLeft}) {
+      const GoldenResult r = golden_attention(in, align);
+      const int off = align == CausalAlign::kTopLeft ? 0 : shape.len_kv - shape.len_q;
+      for (int h = 0; h < shape.heads_q; ++h) {
+        const int hk = h / shape.group();
+        for (int i = 0; i < shape.len_q; ++i) {
+          const int lim = std::clamp(i + off + 1, 0, shape.len_kv);
+          std::vector<double> s(std::size_t(lim), 0.0);
+          double m = -INFINITY, sum = 0;
+          for (int j = 0; j < lim; ++j) {
+            for (int c = 0; c < shape.head_dim; ++c)
+              s[std::size_t(j)] += double(in.q[(std::size_t(h) * shape.len_q + i) * 8 + c]) *
+                                   double(in.k[(std::size_t(hk) * shape.len_kv + j) * 8 + c]);
+            s[std::size_t(j)] *= in.scale();
+            m = std::max(m, s[std::size_t(j)]);
+          }
+          for (int j = 0; j < lim; ++j) sum += std::exp(s[std::size_t(j)] - m);
+          for (int c = 0; c < 8; ++c) {
+            double o = 0;
+            for (int j = 0; j < lim; ++j)
+              o += std::exp(s[std::size_t(j)] - m) / sum *
+                   double(in.v[(std::size_t(hk) * shape.len_kv + j) * 8 + c]);
+            EXPECT_NEAR(r.o[(std::size_t(h) * shape.len_q + i) * 8 + c], o, 1e-13)
+                << "align " << int(align) << " nq " << shape.len_q << " row " << i;
+          }
+        }
+      }
+    }
+    if (shape.len_q == shape.len_kv) {
+      EXPECT_EQ(golden_attention_ref(in, CausalAlign::kTopLeft),
+                golden_attention_ref(in, CausalAlign::kBottomRight));
+    }
+  }
 }
 
 TEST(Golden, HandComputedTwoTokens) {
