@@ -24,15 +24,27 @@ std::string joined(const std::vector<std::string>& v) {
 
 std::vector<AttributionRow> attribute_stages(const AttentionInput& in, const std::string& input,
                                              const MethodConfig& method,
-                                             const std::vector<double>& golden) {
+                                             const std::vector<double>& golden,
+                                             const ProgressFn& progress) {
   if (!method.is_pipeline())
     throw UsageError("method '" + method.spec->name +
                      "' is not a pipeline: it has no stages to attribute");
   const Pipeline p = method.pipeline(in);
-  auto err = [&](const Pipeline& x) { return error_metrics(method.run_with(in, x).o, golden); };
+  // Runs: the method, its pipeline, all exact, and two per stage.
+  const int total = 3 + 2 * int(pipeline_stages().size());
+  int done = 0;
+  auto step = [&](const std::string& what) {
+    if (progress) progress(done++, total, what);
+  };
+  auto err = [&](const Pipeline& x, const std::string& what) {
+    step(what);
+    return error_metrics(method.run_with(in, x).o, golden);
+  };
   // The invariant that makes the table mean something: the pipeline reported is the one the
   // method computes with, bit for bit.
+  step("the method");
   const std::vector<double> own = method.run(in).o;
+  step("its pipeline");
   const std::vector<double> via = method.run_with(in, p).o;
   if (!same_bits(own, via))
     throw UsageError("attribute: the pipeline of " + method.short_name() +
@@ -40,7 +52,7 @@ std::vector<AttributionRow> attribute_stages(const AttentionInput& in, const std
                      " (not attributed)");
   const ErrorMetrics full = error_metrics(own, golden);
   const Pipeline exact = exact_pipeline(p);
-  const ErrorMetrics all_exact = err(exact);
+  const ErrorMetrics all_exact = err(exact, "all stages exact");
   std::vector<AttributionRow> rows;
   AttributionRow all;
   all.input = input;
@@ -63,8 +75,8 @@ std::vector<AttributionRow> attribute_stages(const AttentionInput& in, const std
     try {
       const Counterfactual b = only_stage_exact(p, s.stage);
       const Counterfactual c = only_stage_inexact(p, s.stage);
-      r.only_exact = err(b.pipeline);
-      r.only_this = err(c.pipeline);
+      r.only_exact = err(b.pipeline, std::string("only ") + s.name + " exact");
+      r.only_this = err(c.pipeline, std::string("only ") + s.name + " as the method's");
       if (!b.note.empty()) r.note = "(b) " + b.note;
       if (!c.note.empty()) r.note += (r.note.empty() ? "" : "; ") + ("(c) " + c.note);
     } catch (const std::invalid_argument& e) {
@@ -87,6 +99,7 @@ std::vector<AttributionRow> attribute_stages(const AttentionInput& in, const std
              "leave";
     rows.push_back(std::move(r));
   }
+  if (progress) progress(total, total, "done");
   return rows;
 }
 

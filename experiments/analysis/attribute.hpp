@@ -6,6 +6,7 @@
 // method computes; steps of the technique outside its pipeline are reported, not attributed.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,8 +34,12 @@ struct AttributionRow {
 // "outside" when the method has steps outside its pipeline. `golden` is the FP64 golden output of
 // `in`. Runs the method 2 x stages + 3 times. Throws UsageError (one line) when the pipeline the
 // method reports does not reproduce the method's own output bit for bit on this input.
+// `progress` (optional): called on the caller's thread before each run of the method's pipeline
+// (done, total, what), and once more with done == total at the end.
+using ProgressFn = std::function<void(int done, int total, const std::string& what)>;
 std::vector<AttributionRow> attribute_stages(const AttentionInput& in, const std::string& input,
                                              const MethodConfig& method,
-                                             const std::vector<double>& golden);
+                                             const std::vector<double>& golden,
+                                             const ProgressFn& progress = {});
 
 }  // namespace attnsim

@@ -181,8 +181,12 @@ VerifyReport verify_kernel(const AttentionInput& in, const KernelOutput& k,
     std::int64_t best = -1;
     std::size_t best_i = 0;
     std::set<std::string> tried;  // registry defaults and spelled-out paths can be one method
-    for (const std::string& name : verify_candidates(in)) {
+    const std::vector<std::string> names = verify_candidates(in);
+    int done = 0;
+    for (const std::string& name : names) {
       Candidate c;
+      if (opt.progress) opt.progress(done, int(names.size()), name);
+      ++done;
       try {
         c.m = parse_method(name);
         if (!tried.insert(c.m.canonical()).second) continue;
@@ -200,6 +204,7 @@ VerifyReport verify_kernel(const AttentionInput& in, const KernelOutput& k,
       }
       cands.push_back(std::move(c));
     }
+    if (opt.progress) opt.progress(int(names.size()), int(names.size()), "done");
     if (cands.empty())
       throw UsageError("no registered method returns " + k.format + " on this input; name one with --method");
     std::swap(cands[0], cands[best_i]);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct VerifyOptions {
   int worst = 5;       // rows named in the report
   bool allow_nonfinite = false;  // NaN/Inf in the kernel's output (refused by default)
   bool counters = false;         // the method's silent-failure counters (pipeline methods)
+  // Optional: called on the caller's thread before each candidate method runs (done, total,
+  // the method), and with done == total when the candidates have run.
+  std::function<void(int done, int total, const std::string& what)> progress;
 };
 
 // Verdicts, as the command's exit codes.

@@ -6,12 +6,14 @@
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "experiments/analysis/attribute.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/common/error.hpp"
+#include "experiments/common/progress.hpp"
 #include "experiments/common/memory_limit.hpp"
 #include "experiments/common/option_checks.hpp"
 #include "experiments/io/dump.hpp"
@@ -141,8 +143,20 @@ void run_attribute(const AttributeOptions& opt) {
         opt.input.empty()
             ? "synthetic:" + opt.synthetic
             : dump_input_name(opt.input, prefix);
-    const std::vector<AttributionRow> rows =
-        attribute_stages(in, name, method, golden_attention_ref(in, method.causal_align(in)));
+    std::mutex mu;
+    std::string now = "golden";
+    ProgressLine line(progress_wanted(opt.quiet), "attribute", [&] {
+      const std::lock_guard<std::mutex> lock(mu);
+      return (prefixes.size() > 1 ? name + ": " : std::string()) + now;
+    });
+    const std::vector<AttributionRow> rows = attribute_stages(
+        in, name, method, golden_attention_ref(in, method.causal_align(in)),
+        [&](int done, int total, const std::string& what) {
+          const std::lock_guard<std::mutex> lock(mu);
+          now = "run " + std::to_string(std::min(done + 1, total)) + "/" + std::to_string(total) +
+                " " + what;
+        });
+    line.stop();
     // --counters: the method run once more under a counter scope (the stage references; the
     // same bits as attribute_stages' own run of the method).
     StageCounters c;
@@ -153,7 +167,8 @@ void run_attribute(const AttributeOptions& opt) {
     }
     // The method line once the first input has been read and attributed: a bad input is an
     // error line, not a report that stops after its title.
-    if (!opt.quiet && all_rows.empty()) std::printf("method %s\n", method.canonical().c_str());
+    // The short label (the canonical string, hundreds of characters, is in --out's `method`).
+    if (!opt.quiet && all_rows.empty()) std::printf("method %s\n", method.short_name().c_str());
     if (!opt.quiet) print_rows(rows);
     if (!opt.quiet && opt.counters)
       std::printf("  counters of the method's run:\n%s",

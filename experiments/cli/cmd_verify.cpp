@@ -3,12 +3,14 @@
 // bit-identical, 1 differs within the band, 3 outside the band, 2 bad input (nothing written).
 #include <cstdio>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "experiments/analysis/verify.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/common/error.hpp"
+#include "experiments/common/progress.hpp"
 #include "experiments/common/option_checks.hpp"
 #include "experiments/common/provenance.hpp"
 #include "experiments/io/dump.hpp"
@@ -87,7 +89,21 @@ void run_verify(const VerifyCliOptions& opt, const std::string& command_line) {
   vo.worst = opt.worst;
   vo.counters = opt.counters;
   vo.allow_nonfinite = opt.allow_nonfinite;
+  // On a terminal: which candidate of how many runs now (without --method, about 20 of them).
+  std::mutex mu;
+  std::string now;
+  vo.progress = [&](int done, int total, const std::string& what) {
+    const std::lock_guard<std::mutex> lock(mu);
+    now = done < total ? "candidate " + std::to_string(done + 1) + "/" + std::to_string(total) +
+                             " " + what
+                       : "";
+  };
+  ProgressLine line(progress_wanted(opt.quiet) && opt.method.empty(), "verify", [&] {
+    const std::lock_guard<std::mutex> lock(mu);
+    return now;
+  });
   const VerifyReport r = verify_kernel(in, k, vo);
+  line.stop();
   if (!opt.out.empty()) {
     if (ends_with(opt.out, ".csv")) {
       const std::string csv = verify_rows_csv(r);

@@ -173,6 +173,17 @@ def text_colour(rgba) -> str:
     return "white" if 0.299 * r + 0.587 * g + 0.114 * b < 0.5 else "black"
 
 
+def cell_grid(ax, ncols: int, nrows: int) -> None:
+    """White lines between a heatmap's cells, no ticks, no frame."""
+    import numpy as np
+    ax.tick_params(which="both", length=0)
+    ax.set_xticks(np.arange(ncols + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(nrows + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", linewidth=1)
+    for s in ax.spines.values():
+        s.set_visible(False)
+
+
 def na_cell(ax, x, y, fontsize):
     from matplotlib.patches import Rectangle
     ax.add_patch(Rectangle((x - 0.5, y - 0.5), 1, 1, **NA_STYLE))
@@ -239,12 +250,7 @@ def draw_main_table(df, attrs, path: Path, fallback: bool):
     ax.set_xticks(range(len(cols)), [short_input(c) for c in cols], fontsize=8.5)
     ax.xaxis.tick_top()
     ax.set_yticks(range(len(rows)), rows, fontsize=8.5)
-    ax.tick_params(which="both", length=0)
-    ax.set_xticks(np.arange(len(cols) + 1) - 0.5, minor=True)
-    ax.set_yticks(np.arange(len(rows) + 1) - 0.5, minor=True)
-    ax.grid(which="minor", color="white", linewidth=1)
-    for s in ax.spines.values():
-        s.set_visible(False)
+    cell_grid(ax, len(cols), len(rows))
     cb = fig.colorbar(im, ax=ax, fraction=0.04, pad=0.02)
     cb.set_label("relative L1 error vs FP64 golden (log scale)", fontsize=8.5)
     cb.ax.tick_params(labelsize=8)
@@ -313,12 +319,7 @@ def draw_attribution(att, folder: Path):
         plt.setp(ax.get_xticklabels()[:-1], ha="right", rotation_mode="anchor")
         ax.get_xticklabels()[-1].set(rotation=0, ha="center")
         ax.set_yticks(range(len(order)), labels, fontsize=8.5)
-        ax.tick_params(which="both", length=0)
-        ax.set_xticks(np.arange(len(stages) + 1) - 0.5, minor=True)
-        ax.set_yticks(np.arange(len(order) + 1) - 0.5, minor=True)
-        ax.grid(which="minor", color="white", linewidth=1)
-        for s in ax.spines.values():
-            s.set_visible(False)
+        cell_grid(ax, len(stages), len(order))
         ax.set_title(MODELS.get(model, model) + f": {a['input'].nunique()} layers",
                      fontsize=9.5)
     fig.suptitle("Where each method's error comes from: the error of one stage alone (every other "

@@ -117,3 +117,23 @@ def test_method_strings_refuse_a_stray_comma():
     q, k, v = _qkv()
     with pytest.raises(ValueError, match="stray comma"):
         attnsim.attention(q, k, v, "flash:qkv=bf16,")
+
+
+def test_progress_of_verify_and_attribute():
+    q, k, v = _qkv(64, 64)
+    calls = []
+    o = attnsim.attention(q, k, v, "flash").o
+    attnsim.verify(q, k, v, o, progress=lambda d, t, w: calls.append((d, t, w)))
+    assert len(calls) > 10 and calls[0][0] == 0 and calls[-1][0] == calls[-1][1]
+    assert all(t == calls[0][1] for _, t, _ in calls)
+    calls.clear()
+    attnsim.attribute(q, k, v, "sage2:arch=sm90", progress=lambda *a: calls.append(a))
+    assert calls[0] == (0, calls[0][1], "the method") and calls[-1][:2] == (calls[0][1],) * 2
+    assert [d for d, _, _ in calls] == list(range(calls[0][1] + 1))
+
+    def stop(*_):
+        raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        attnsim.attribute(q, k, v, "flash", progress=stop)
+    with pytest.raises(ValueError, match="progress must be"):
+        attnsim.verify(q, k, v, o, progress="yes")

@@ -207,15 +207,42 @@ def _attention(q, k, v, method, causal: bool, sm_scale, allow_nonfinite, counter
     return AttentionResult(o, lse, canonical_method, fmt, cnt, mask)
 
 
+def _progress_fn(progress):
+    """(callable for _core or None, close) of a ``progress=`` argument: None/False nothing, a
+    callable (done, total, what) as it is, True a tqdm bar (when installed) or a line rewritten on
+    stderr (attnsim.e2e.TerminalLine)."""
+    if progress is None or progress is False:
+        return None, lambda: None
+    if progress is not True:
+        if not callable(progress):
+            raise ValueError(f"progress must be True, False, None or a callable (done, total, what), "
+                             f"got {progress!r}"[:200])
+        return progress, lambda: None
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:
+        from .e2e import TerminalLine
+        line = TerminalLine()
+        return line, line.close
+    bar = tqdm(total=1, unit="run", leave=False, dynamic_ncols=True)
+
+    def report(done, total, what):
+        bar.total = total
+        bar.set_postfix_str(what, refresh=False)
+        bar.update(done - bar.n)
+    return report, bar.close
+
+
 def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band: float = 2.0,
-           counters: bool = False, allow_nonfinite: bool = False) -> dict:
+           counters: bool = False, allow_nonfinite: bool = False, progress=None) -> dict:
     """``attnsim verify`` on arrays: a real kernel's output ``o`` (float16, bfloat16 or float32,
     [batch, heads_q, len_q, head_dim_v]) judged against the simulator's bits for ``method`` (None:
     every registered candidate with o's format, ``identical_candidates`` says which match) and FP64
     golden. Returns a dict: ``verdict`` (0 bit-identical, 1 within the band, 3 outside it: the
     command's exit codes), ``first_diverging`` (batch, head, row, column) or None, ``worst_rows``,
     ``report`` (the text the command prints), ``counters`` with counters=True. Bad input raises
-    the command's one-line error."""
+    the command's one-line error. progress: a callable (done, total, what) called before each
+    candidate method runs (without ``method``, about 20 of them), or True for a bar/line."""
     try:
         band = float(band)
     except (TypeError, ValueError):
@@ -224,9 +251,13 @@ def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band
         raise ValueError(f"band must be a number >= 1 (FlashAttention's rule: 2), got {band:g}")
     (qa, qt), (ka, kt), (va, vt), (oa, ot) = (_arg(q, "q"), _arg(k, "k"), _arg(v, "v"),
                                               _arg(o, "o"))
-    return _core.verify(qa, ka, va, [qt, kt, vt], oa, ot, "" if method is None else str(method),
-                        _causal(causal)[0], _scale(sm_scale), bool(allow_nonfinite), float(band),
-                        bool(counters))
+    report, close = _progress_fn(progress)
+    try:
+        return _core.verify(qa, ka, va, [qt, kt, vt], oa, ot, "" if method is None else str(method),
+                            _causal(causal)[0], _scale(sm_scale), bool(allow_nonfinite),
+                            float(band), bool(counters), report)
+    finally:
+        close()
 
 
 def golden(q, k, v, causal=False, sm_scale=None, *,
@@ -300,15 +331,21 @@ _ATTRIBUTION_COLUMNS = [
 
 
 def attribute(q, k, v, method: str, causal: bool = False, sm_scale=None, *,
-              allow_nonfinite: bool = False, input: str = ""):
+              allow_nonfinite: bool = False, input: str = "", progress=None):
     """Where a pipeline method's error against FP64 golden comes from, stage by stage (``attnsim
     attribute``): a pandas DataFrame with the command's columns, row "all" first, then one per
     stage: (a) the method, (b) ``exact_only_*`` the method with only that stage exact, (c)
-    ``this_only_*`` everything exact but that stage. ``input`` names the input in the table."""
+    ``this_only_*`` everything exact but that stage. ``input`` names the input in the table.
+    progress: a callable (done, total, what) called before each of the pipeline's runs (two per
+    stage), or True for a bar/line."""
     import pandas as pd
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
-    rows = _core.attribute(qa, ka, va, [qt, kt, vt], str(method), _causal(causal)[0], _scale(sm_scale),
-                           bool(allow_nonfinite), str(input))
+    report, close = _progress_fn(progress)
+    try:
+        rows = _core.attribute(qa, ka, va, [qt, kt, vt], str(method), _causal(causal)[0],
+                               _scale(sm_scale), bool(allow_nonfinite), str(input), report)
+    finally:
+        close()
     df = pd.DataFrame(rows, columns=_ATTRIBUTION_COLUMNS)
     df["differs"] = df["differs"].astype(bool)
     return df

@@ -6,6 +6,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <functional>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -274,9 +275,21 @@ nb::list metrics(const AnyArray& out, const std::string& out_tag, const AnyArray
   return l;
 }
 
+// A Python callable (done, total, what) as the progress function of verify and attribute: called
+// on the thread that released the GIL (never an OpenMP worker), so it takes the GIL back for the
+// call; an exception it raises ends the computation and reaches the caller.
+std::function<void(int, int, const std::string&)> python_progress(const nb::object& progress) {
+  if (progress.is_none()) return {};
+  return [progress](int done, int total, const std::string& what) {
+    nb::gil_scoped_acquire acquire;
+    progress(done, total, what);
+  };
+}
+
 nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                    const std::vector<std::string>& tags, const std::string& method, bool causal,
-                   double sm_scale, bool allow_nonfinite, const std::string& input) {
+                   double sm_scale, bool allow_nonfinite, const std::string& input,
+                   const nb::object& progress) {
   PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
   std::vector<AttributionRow> rows;
   {
@@ -291,7 +304,8 @@ nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                       "attribute of " + m.short_name() + " on the input");
     p.fill();
     try {
-      rows = attribute_stages(p.in, input, m, golden_attention_ref(p.in, m.causal_align(p.in)));
+      rows = attribute_stages(p.in, input, m, golden_attention_ref(p.in, m.causal_align(p.in)),
+                              python_progress(progress));
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());
     }
@@ -385,7 +399,7 @@ nb::tuple synthetic(const std::string& spec) {
 nb::dict verify(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                 const std::vector<std::string>& tags, const AnyArray& o, const std::string& o_tag,
                 const std::string& method, bool causal, double sm_scale, bool allow_nonfinite,
-                double band, bool counters) {
+                double band, bool counters, const nb::object& progress) {
   require_cpu(o, "o");
   const Elem eo = elem_of(o, o_tag);
   const std::string fmt = eo == Elem::kF16 ? "fp16" : eo == Elem::kBf16 ? "bf16" : eo == Elem::kF32 ? "fp32" : "";
@@ -408,6 +422,7 @@ nb::dict verify(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     vo.band = band;
     vo.counters = counters;
     vo.allow_nonfinite = allow_nonfinite;
+    vo.progress = python_progress(progress);
     r = verify_kernel(p.in, ko, vo);
   }
   nb::dict out;
@@ -441,7 +456,8 @@ nb::dict verify(const AnyArray& q, const AnyArray& k, const AnyArray& v,
 void bind_attention(nb::module_& m) {
   m.def("verify", &verify, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"), nb::arg("o"),
         nb::arg("o_tag"), nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"),
-        nb::arg("allow_nonfinite"), nb::arg("band"), nb::arg("counters"));
+        nb::arg("allow_nonfinite"), nb::arg("band"), nb::arg("counters"),
+        nb::arg("progress") = nb::none());
   m.def("attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
         nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
         nb::arg("counters") = false);
@@ -449,7 +465,7 @@ void bind_attention(nb::module_& m) {
         nb::arg("format"), nb::arg("blocks"));
   m.def("attribute", &attribute, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
         nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
-        nb::arg("input"));
+        nb::arg("input"), nb::arg("progress") = nb::none());
   m.def("methods", &methods);
   m.def("canonical", [](const std::string& text) { return parse_method(text).canonical(); });
   m.def("describe", &describe_text, nb::arg("method"), nb::arg("head_dim"), nb::arg("dtype"));
