@@ -1,6 +1,7 @@
-// The P·V stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact): pv_ref's
-// bits, 16 (FP32) or 8 (FP64) output channels per register, each lane one channel's own chain over
-// the block's keys in natural order.
+// The P·V stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact) and AVX2
+// (kFp32, kFp64; kExact takes the reference there): pv_ref's bits, 16 or 8 (FP32) and 8 or 4
+// (FP64) output channels per register, each lane one channel's own chain over the block's keys in
+// natural order.
 //
 // V stays in its natural [key][channel] layout: key j's channels are one load, P[i][j] is
 // broadcast. Register blocking: 4 query rows x 4 channel vectors (16 accumulators). The chains
@@ -18,9 +19,11 @@
 #include "sim/pipeline/stages/cuda_core_span.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
-// Last: the AVX-512 helpers (avx512.hpp).
+#include "numerics/isa.hpp"
+// Last: the AVX-512 and AVX2 helpers.
 #include "sim/pipeline/stages/avx512.hpp"
 #include "sim/pipeline/stages/span_lanes.hpp"
+#include "sim/pipeline/stages/avx2.hpp"
 
 namespace attnsim {
 
@@ -98,26 +101,89 @@ constexpr const Fp64Fn* kFp64Fns[2][kRows] = {
     {fp64_fns<1, false>, fp64_fns<2, false>, fp64_fns<3, false>, fp64_fns<4, false>},
     {fp64_fns<1, true>, fp64_fns<2, true>, fp64_fns<3, true>, fp64_fns<4, true>}};
 
-// Every row and channel of a [rows][dv] result: c0 rows at ldc (null: from zero).
-void fp32_chains(const float* p, int ldp, const float* v, int n, int rows, int dv, const float* c0,
-                 int ldc, float* out, int ldo) {
+// --- AVX2: the same chains, 8 (FP32) or 4 (FP64) channels per register ---------------------------
+
+template <int R, int C>
+ATTNSIM_AVX2 void fp32_tile_avx2(const float* p, int ldp, const float* v, int ldv, int n,
+                                 const float* c0, int ldc, float* out, int ldo, int nc) {
+  __m256 a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      a[r][c] = c0 ? avx2::load_n(c0 + std::size_t(r) * ldc + 8 * c, nc - 8 * c)
+                   : _mm256_setzero_ps();
+  for (int j = 0; j < n; ++j) {
+    __m256 b[C];
+    for (int c = 0; c < C; ++c) b[c] = avx2::load_n(v + std::size_t(j) * ldv + 8 * c, nc - 8 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_set1_ps(p[std::size_t(r) * ldp + j]);
+      for (int c = 0; c < C; ++c) a[r][c] = _mm256_add_ps(a[r][c], _mm256_mul_ps(x, b[c]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) avx2::store_n(out + std::size_t(r) * ldo + 8 * c, a[r][c], nc - 8 * c);
+}
+
+template <int R, int C, bool kExactProducts>
+ATTNSIM_AVX2 void fp64_tile_avx2(const double* p, int ldp, const double* v, int ldv, int n,
+                                 const double* c0, int ldc, double* out, int ldo, int nc) {
+  __m256d a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      a[r][c] = c0 ? avx2::load_n(c0 + std::size_t(r) * ldc + 4 * c, nc - 4 * c)
+                   : _mm256_setzero_pd();
+  for (int j = 0; j < n; ++j) {
+    __m256d b[C];
+    for (int c = 0; c < C; ++c) b[c] = avx2::load_n(v + std::size_t(j) * ldv + 4 * c, nc - 4 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m256d x = _mm256_set1_pd(p[std::size_t(r) * ldp + j]);
+      for (int c = 0; c < C; ++c)
+        a[r][c] = kExactProducts ? _mm256_fmadd_pd(x, b[c], a[r][c])
+                                 : _mm256_add_pd(a[r][c], _mm256_mul_pd(x, b[c]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) avx2::store_n(out + std::size_t(r) * ldo + 4 * c, a[r][c], nc - 4 * c);
+}
+
+template <int R>
+constexpr Fp32Fn fp32_fns_avx2[kVecs] = {fp32_tile_avx2<R, 1>, fp32_tile_avx2<R, 2>,
+                                         fp32_tile_avx2<R, 3>, fp32_tile_avx2<R, 4>};
+constexpr const Fp32Fn* kFp32FnsAvx2[kRows] = {fp32_fns_avx2<1>, fp32_fns_avx2<2>,
+                                               fp32_fns_avx2<3>, fp32_fns_avx2<4>};
+template <int R, bool E>
+constexpr Fp64Fn fp64_fns_avx2[kVecs] = {fp64_tile_avx2<R, 1, E>, fp64_tile_avx2<R, 2, E>,
+                                         fp64_tile_avx2<R, 3, E>, fp64_tile_avx2<R, 4, E>};
+constexpr const Fp64Fn* kFp64FnsAvx2[2][kRows] = {
+    {fp64_fns_avx2<1, false>, fp64_fns_avx2<2, false>, fp64_fns_avx2<3, false>,
+     fp64_fns_avx2<4, false>},
+    {fp64_fns_avx2<1, true>, fp64_fns_avx2<2, true>, fp64_fns_avx2<3, true>,
+     fp64_fns_avx2<4, true>}};
+
+// Every row and channel of a [rows][dv] result: c0 rows at ldc (null: from zero). `wide`:
+// AVX-512's tiles, else AVX2's.
+void fp32_chains(bool wide, const float* p, int ldp, const float* v, int n, int rows, int dv,
+                 const float* c0, int ldc, float* out, int ldo) {
+  const int lanes = wide ? 16 : 8;
+  const Fp32Fn* const* fns = wide ? kFp32Fns : kFp32FnsAvx2;
   for (int i0 = 0; i0 < rows; i0 += kRows) {
     const int r = std::min(kRows, rows - i0);
-    for (int c = 0; c < dv; c += 16 * kVecs) {
-      const int vecs = std::min(kVecs, (dv - c + 15) / 16);
-      kFp32Fns[r - 1][vecs - 1](p + std::size_t(i0) * ldp, ldp, v + c, dv, n,
-                                c0 ? c0 + std::size_t(i0) * ldc + c : nullptr, ldc,
-                                out + std::size_t(i0) * ldo + c, ldo, dv - c);
+    for (int c = 0; c < dv; c += lanes * kVecs) {
+      const int vecs = std::min(kVecs, (dv - c + lanes - 1) / lanes);
+      fns[r - 1][vecs - 1](p + std::size_t(i0) * ldp, ldp, v + c, dv, n,
+                           c0 ? c0 + std::size_t(i0) * ldc + c : nullptr, ldc,
+                           out + std::size_t(i0) * ldo + c, ldo, dv - c);
     }
   }
 }
-void fp64_chains(bool exact_products, const double* p, int ldp, const double* v, int n, int rows,
-                 int dv, const double* c0, int ldc, double* out, int ldo) {
+void fp64_chains(bool wide, bool exact_products, const double* p, int ldp, const double* v, int n,
+                 int rows, int dv, const double* c0, int ldc, double* out, int ldo) {
+  const int lanes = wide ? 8 : 4;
+  const Fp64Fn* const* fns = wide ? kFp64Fns[exact_products] : kFp64FnsAvx2[exact_products];
   for (int i0 = 0; i0 < rows; i0 += kRows) {
     const int r = std::min(kRows, rows - i0);
-    for (int c = 0; c < dv; c += 8 * kVecs) {
-      const int vecs = std::min(kVecs, (dv - c + 7) / 8);
-      kFp64Fns[exact_products][r - 1][vecs - 1](p + std::size_t(i0) * ldp, ldp, v + c, dv, n,
+    for (int c = 0; c < dv; c += lanes * kVecs) {
+      const int vecs = std::min(kVecs, (dv - c + lanes - 1) / lanes);
+      fns[r - 1][vecs - 1](p + std::size_t(i0) * ldp, ldp, v + c, dv, n,
                                                 c0 ? c0 + std::size_t(i0) * ldc + c : nullptr, ldc,
                                                 out + std::size_t(i0) * ldo + c, ldo, dv - c);
     }
@@ -156,6 +222,9 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
                   TileBuffers<T>& buf) {
   const int dv = state.dv, bk = b.bk, n = b.cols, rows = b.rows;
   const DotModel::Kind kind = st.dot.kind;
+  // AVX-512, else AVX2 (whose kExact is the reference's: its span test has no AVX2 kernel).
+  const bool wide = active_isa() >= Isa::kAvx512;
+  if (!wide && kind == DotModel::kExact) return pv_ref(st, pst, in, ti, b, state, buf);
   const bool chunked = st.acc == PvAccumulate::kChunk;
   const bool v_chunk_scale = in.v.scaled() && in.v.key_dependent_scale;
   const bool p_scaled = pst.scale != PScale::kNone;
@@ -174,14 +243,14 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
       p = buf.tmp_p.data();
     }
     if constexpr (std::is_same_v<T, float>) {
-      fp32_chains(p, bk, v, n, rows, dv, chunked ? nullptr : res, dv, res, dv);
+      fp32_chains(wide, p, bk, v, n, rows, dv, chunked ? nullptr : res, dv, res, dv);
     } else {
       // An FP64 state's O enters the FP32 chain rounded to FP32 (dot_values: float(c)).
       buf.tmp_f.resize(rd);
       if (!chunked)
         for (std::size_t k = 0; k < rd; ++k) buf.tmp_f[k] = float(res[k]);
-      fp32_chains(p, bk, v, n, rows, dv, chunked ? nullptr : buf.tmp_f.data(), dv, buf.tmp_f.data(),
-                  dv);
+      fp32_chains(wide, p, bk, v, n, rows, dv, chunked ? nullptr : buf.tmp_f.data(), dv,
+                  buf.tmp_f.data(), dv);
       for (std::size_t k = 0; k < rd; ++k) res[k] = T(buf.tmp_f[k]);
     }
   } else {
@@ -222,8 +291,8 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
         }
       }
     }
-    fp64_chains(exact_products, buf.tmp_pd.data(), bk, buf.v_wide.data(), n, rows, dv, c0, dv, out,
-                dv);
+    fp64_chains(wide, exact_products, buf.tmp_pd.data(), bk, buf.v_wide.data(), n, rows, dv, c0,
+                dv, out, dv);
     if (kind == DotModel::kFp64) {
       if (!in_place)
         for (std::size_t k = 0; k < rd; ++k) res[k] = T(out[k]);

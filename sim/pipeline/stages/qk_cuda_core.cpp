@@ -1,5 +1,6 @@
-// The QKᵀ stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact): qk_ref's
-// bits, 16 (FP32) or 8 (FP64) keys per register, each lane one output's own k-ordered chain.
+// The QKᵀ stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact) and AVX2
+// (kFp32, kFp64; kExact takes the reference there): qk_ref's bits, 16 or 8 (FP32) and 8 or 4
+// (FP64) keys per register, each lane one output's own k-ordered chain.
 //
 // The reduction over head_dim is never split: lane j of an accumulator is key j's dot product,
 // and its terms enter in k order as in numerics/dot.hpp dot_values. The K block is transposed in
@@ -18,9 +19,11 @@
 #include "sim/pipeline/stages/cuda_core_span.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
-// Last: the AVX-512 helpers (avx512.hpp).
+#include "numerics/isa.hpp"
+// Last: the AVX-512 and AVX2 helpers.
 #include "sim/pipeline/stages/avx512.hpp"
 #include "sim/pipeline/stages/span_lanes.hpp"
+#include "sim/pipeline/stages/avx2.hpp"
 
 namespace attnsim {
 
@@ -99,6 +102,63 @@ constexpr TileFn<double, double> fp64_fns[kVecs] = {fp64_tile<R, 1>, fp64_tile<R
 constexpr const TileFn<double, double>* kFp64Fns[kRows] = {fp64_fns<1>, fp64_fns<2>, fp64_fns<3>,
                                                            fp64_fns<4>};
 
+// --- AVX2: the same chains, 8 (FP32) or 4 (FP64) keys per register -------------------------------
+
+// kt as transpose_keys lays it out, by a plain loop: O(d·cols) once per block against the
+// O(rows·cols·d) products.
+void transpose_keys_plain(const float* k0, int d, int cols, float* kt, int ldk) {
+  for (int k = 0; k < d; ++k)
+    for (int j = 0; j < ldk; ++j)
+      kt[std::size_t(k) * ldk + j] = j < cols ? k0[std::size_t(j) * d + k] : 0.0f;
+}
+
+template <int R, int C>
+ATTNSIM_AVX2 void fp32_tile_avx2(const float* q, int d, const float* kt, int ldk, float* acc,
+                                 int lda, int n) {
+  __m256 a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a[r][c] = _mm256_setzero_ps();
+  for (int k = 0; k < d; ++k) {
+    __m256 b[C];
+    for (int c = 0; c < C; ++c) b[c] = _mm256_loadu_ps(kt + std::size_t(k) * ldk + 8 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m256 x = _mm256_set1_ps(q[std::size_t(r) * d + k]);
+      for (int c = 0; c < C; ++c) a[r][c] = _mm256_add_ps(a[r][c], _mm256_mul_ps(x, b[c]));
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) avx2::store_n(acc + std::size_t(r) * lda + 8 * c, a[r][c], n - 8 * c);
+}
+
+template <int R, int C>
+ATTNSIM_AVX2 void fp64_tile_avx2(const float* q, int d, const double* kt, int ldk, double* acc,
+                                 int lda, int n) {
+  __m256d a[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) a[r][c] = _mm256_setzero_pd();
+  for (int k = 0; k < d; ++k) {
+    __m256d b[C];
+    for (int c = 0; c < C; ++c) b[c] = _mm256_loadu_pd(kt + std::size_t(k) * ldk + 4 * c);
+    for (int r = 0; r < R; ++r) {
+      const __m256d x = _mm256_set1_pd(double(q[std::size_t(r) * d + k]));
+      for (int c = 0; c < C; ++c) a[r][c] = _mm256_fmadd_pd(x, b[c], a[r][c]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) avx2::store_n(acc + std::size_t(r) * lda + 4 * c, a[r][c], n - 4 * c);
+}
+
+template <int R>
+constexpr TileFn<float, float> fp32_fns_avx2[kVecs] = {fp32_tile_avx2<R, 1>, fp32_tile_avx2<R, 2>,
+                                                       fp32_tile_avx2<R, 3>, fp32_tile_avx2<R, 4>};
+constexpr const TileFn<float, float>* kFp32FnsAvx2[kRows] = {
+    fp32_fns_avx2<1>, fp32_fns_avx2<2>, fp32_fns_avx2<3>, fp32_fns_avx2<4>};
+template <int R>
+constexpr TileFn<double, double> fp64_fns_avx2[kVecs] = {
+    fp64_tile_avx2<R, 1>, fp64_tile_avx2<R, 2>, fp64_tile_avx2<R, 3>, fp64_tile_avx2<R, 4>};
+constexpr const TileFn<double, double>* kFp64FnsAvx2[kRows] = {
+    fp64_fns_avx2<1>, fp64_fns_avx2<2>, fp64_fns_avx2<3>, fp64_fns_avx2<4>};
+
 // Rounds an exact FP64 sum to FP32 as ExactSum::round_f32 does (an exact zero is +0).
 ATTNSIM_AVX512 void round_exact_sums(const double* s, float* out, int n) {
   for (int j = 0; j < n; j += 8) {
@@ -135,13 +195,21 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
                   const BlockView& b, TileBuffers<T>& buf) {
   const int d = in.shape.head_dim;
   const DotModel::Kind kind = st.dot.kind;
+  // AVX-512, else AVX2 (whose kExact is the reference's: its span test has no AVX2 kernel).
+  const bool wide = active_isa() >= Isa::kAvx512;
+  if (!wide && kind == DotModel::kExact) return qk_ref(st, in, ti, b, buf);
   const bool fp32 = kind == DotModel::kFp32;
   const int ldk = stage_util::round_up(std::max(b.cols, 1), 16);
-  // The block's transposed copy (and its FP64 copy), made once per kv_key (TileBuffers).
+  // The block's transposed copy (and its FP64 copy), made once per kv_key (TileBuffers); one
+  // layout for both instruction sets.
   const std::uint64_t key = buf.kv_key;
   if (key == 0 || buf.kt_for != key) {
     buf.kt.resize(std::size_t(d) * ldk);
-    transpose_keys(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
+    if (wide) {
+      transpose_keys(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
+    } else {
+      transpose_keys_plain(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
+    }
     buf.kt_for = key;
   }
   if (!fp32 && (key == 0 || buf.kt_wide_for != key)) {
@@ -165,7 +233,9 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     res_d = buf.tmp_d.data();
   }
   const int lda = direct ? b.bk : ldk;
-  const int lanes = fp32 ? 16 : 8;
+  const int lanes = (fp32 ? 16 : 8) / (wide ? 1 : 2);
+  const TileFn<float, float>* const* fp32_fns = wide ? kFp32Fns : kFp32FnsAvx2;
+  const TileFn<double, double>* const* fp64_fns = wide ? kFp64Fns : kFp64FnsAvx2;
   // Keys [0, visible(i)) of row i are unmasked (the reference writes 0 for the others).
   auto visible = [&](int i) {
     if (!in.causal) return b.cols;
@@ -178,10 +248,10 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     for (int j = 0; j < n; j += lanes * kVecs) {
       const int vecs = std::min(kVecs, (n - j + lanes - 1) / lanes);
       if (fp32) {
-        kFp32Fns[rows - 1][vecs - 1](q, d, buf.kt.data() + j, ldk,
+        fp32_fns[rows - 1][vecs - 1](q, d, buf.kt.data() + j, ldk,
                                      res_f + std::size_t(i0) * lda + j, lda, n - j);
       } else {
-        kFp64Fns[rows - 1][vecs - 1](q, d, buf.kt_wide.data() + j, ldk,
+        fp64_fns[rows - 1][vecs - 1](q, d, buf.kt_wide.data() + j, ldk,
                                      res_d + std::size_t(i0) * lda + j, lda, n - j);
       }
     }

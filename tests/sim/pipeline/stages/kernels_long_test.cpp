@@ -25,8 +25,15 @@ double scale() {
 // Runs `check` on fresh random cases (one generator per thread) until `target` elements were
 // compared; every one must equal the reference's.
 template <class F>
-void compare_until(const char* what, double target, std::uint64_t seed, F check) {
-  if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+void compare_until(const char* what, double target, std::uint64_t seed, F check,
+                   Isa isa = Isa::kAvx512) {
+  if (detected_isa() < isa) GTEST_SKIP() << "no " << isa_name(isa) << " on this CPU";
+  // The kernels of `isa` (the CUDA-core products have AVX2 ones too), restored at the end.
+  struct Restore {
+    Isa saved = active_isa();
+    ~Restore() { set_isa(saved); }
+  } restore;
+  set_isa(isa);
   const auto want = std::uint64_t(target * scale());
   std::atomic<std::uint64_t> compared{0}, mismatched{0}, cases{0};
 #pragma omp parallel
@@ -65,6 +72,26 @@ TEST(StageKernelsLong, PvCudaCore) {
       stagetest::check_pv<double>(g, t);
     }
   });
+}
+
+TEST(StageKernelsLong, QkCudaCoreAvx2) {
+  compare_until("qk_cuda_core (avx2)", 1e8, 13, [](Values& g, Tally& t) {
+    if (g.chance(0.8)) {
+      stagetest::check_qk<float>(g, t);
+    } else {
+      stagetest::check_qk<double>(g, t);
+    }
+  }, Isa::kAvx2);
+}
+
+TEST(StageKernelsLong, PvCudaCoreAvx2) {
+  compare_until("pv_cuda_core (avx2)", 1e8, 14, [](Values& g, Tally& t) {
+    if (g.chance(0.8)) {
+      stagetest::check_pv<float>(g, t);
+    } else {
+      stagetest::check_pv<double>(g, t);
+    }
+  }, Isa::kAvx2);
 }
 
 TEST(StageKernelsLong, SoftmaxArithmetic) {

@@ -1,7 +1,10 @@
-// The AVX-512 stage kernels against their references on a quick sample of random and adversarial
-// blocks (kernels_long_test.cpp runs >= 10^8 outputs): every tile shape, partial blocks, causal
-// diagonals, FP32 and FP64 states, subnormals, Inf, NaN, overflow, ties and cancellation.
+// The AVX-512 stage kernels (and the CUDA-core products' AVX2 ones) against their references on a
+// quick sample of random and adversarial blocks (kernels_long_test.cpp runs >= 10^8 outputs):
+// every tile shape, partial blocks, causal diagonals, FP32 and FP64 states, subnormals, Inf, NaN,
+// overflow, ties and cancellation.
 #include <gtest/gtest.h>
+
+#include <vector>
 
 #include "numerics/isa.hpp"
 #include "tests/sim/pipeline/stages/kernel_checks.hpp"
@@ -14,28 +17,48 @@ using stagetest::Values;
 
 bool have_avx512() { return detected_isa() >= Isa::kAvx512; }
 
+// The CUDA-core product kernels have an AVX-512 and an AVX2 version: each that this CPU runs.
+std::vector<Isa> cuda_core_isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
+    if (detected_isa() >= i) out.push_back(i);
+  return out;
+}
+
 TEST(StageKernels, QkCudaCoreEqualsReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Values g(1);
-  Tally t;
-  for (int i = 0; i < 300; ++i) {
-    stagetest::check_qk<float>(g, t);
-    stagetest::check_qk<double>(g, t);
+  if (cuda_core_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const Isa saved = active_isa();
+  for (Isa isa : cuda_core_isas()) {
+    set_isa(isa);
+    Values g(1);
+    Tally t;
+    for (int i = 0; i < 300; ++i) {
+      stagetest::check_qk<float>(g, t);
+      stagetest::check_qk<double>(g, t);
+    }
+    EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared << " (" << isa_name(isa) << ")";
+    std::printf("[ stage-kernels ] %s: %llu elements compared\n", isa_name(isa),
+                (unsigned long long)t.compared);
   }
-  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+  set_isa(saved);
 }
 
 TEST(StageKernels, PvCudaCoreEqualsReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Values g(2);
-  Tally t;
-  for (int i = 0; i < 300; ++i) {
-    stagetest::check_pv<float>(g, t);
-    stagetest::check_pv<double>(g, t);
+  if (cuda_core_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  const Isa saved = active_isa();
+  for (Isa isa : cuda_core_isas()) {
+    set_isa(isa);
+    Values g(2);
+    Tally t;
+    for (int i = 0; i < 300; ++i) {
+      stagetest::check_pv<float>(g, t);
+      stagetest::check_pv<double>(g, t);
+    }
+    EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared << " (" << isa_name(isa) << ")";
+    std::printf("[ stage-kernels ] %s: %llu elements compared\n", isa_name(isa),
+                (unsigned long long)t.compared);
   }
-  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+  set_isa(saved);
 }
 
 TEST(StageKernels, ScoresAvx512EqualsReference) {
