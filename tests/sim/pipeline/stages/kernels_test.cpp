@@ -25,17 +25,16 @@ std::vector<Isa> cuda_core_isas() {
   return out;
 }
 
-TEST(StageKernels, QkCudaCoreEqualsReference) {
+// 300 random blocks of `check` (FP32 and FP64 states) at each ISA with CUDA-core kernels.
+template <class Check>
+void cuda_core_cases(std::uint64_t seed, Check check) {
   if (cuda_core_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   const Isa saved = active_isa();
   for (Isa isa : cuda_core_isas()) {
     set_isa(isa);
-    Values g(1);
+    Values g(seed);
     Tally t;
-    for (int i = 0; i < 300; ++i) {
-      stagetest::check_qk<float>(g, t);
-      stagetest::check_qk<double>(g, t);
-    }
+    for (int i = 0; i < 300; ++i) check(g, t);
     EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared << " (" << isa_name(isa) << ")";
     std::printf("[ stage-kernels ] %s: %llu elements compared\n", isa_name(isa),
                 (unsigned long long)t.compared);
@@ -43,22 +42,18 @@ TEST(StageKernels, QkCudaCoreEqualsReference) {
   set_isa(saved);
 }
 
+TEST(StageKernels, QkCudaCoreEqualsReference) {
+  cuda_core_cases(1, [](Values& g, Tally& t) {
+    stagetest::check_qk<float>(g, t);
+    stagetest::check_qk<double>(g, t);
+  });
+}
+
 TEST(StageKernels, PvCudaCoreEqualsReference) {
-  if (cuda_core_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
-  const Isa saved = active_isa();
-  for (Isa isa : cuda_core_isas()) {
-    set_isa(isa);
-    Values g(2);
-    Tally t;
-    for (int i = 0; i < 300; ++i) {
-      stagetest::check_pv<float>(g, t);
-      stagetest::check_pv<double>(g, t);
-    }
-    EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared << " (" << isa_name(isa) << ")";
-    std::printf("[ stage-kernels ] %s: %llu elements compared\n", isa_name(isa),
-                (unsigned long long)t.compared);
-  }
-  set_isa(saved);
+  cuda_core_cases(2, [](Values& g, Tally& t) {
+    stagetest::check_pv<float>(g, t);
+    stagetest::check_pv<double>(g, t);
+  });
 }
 
 TEST(StageKernels, ScoresAvx512EqualsReference) {
