@@ -15,8 +15,11 @@ std::set<std::string> g_seen;  // "kind\ttext"
 bool g_queue = false;
 std::vector<QueuedMessage> g_queued;
 
+int g_muted = 0;  // live MuteMessages (under g_mutex)
+
 void emit(const char* kind, const std::string& message) {
   std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_muted > 0) return;
   if (!g_seen.insert(std::string(kind) + "\t" + message).second) return;
   if (g_queue) {
     g_queued.push_back({kind, one_line(message)});
@@ -28,6 +31,16 @@ void emit(const char* kind, const std::string& message) {
 }  // namespace
 
 void warn(const std::string& message) { emit("warning", message); }
+
+MuteMessages::MuteMessages() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  ++g_muted;
+}
+
+MuteMessages::~MuteMessages() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  --g_muted;
+}
 
 void note(const std::string& message) { emit("note", message); }
 

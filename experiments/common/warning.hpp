@@ -24,4 +24,14 @@ struct QueuedMessage {
 void queue_messages(bool on);
 std::vector<QueuedMessage> take_messages();
 
+// While one lives, warnings and notes are dropped (not counted as printed either): for runs made
+// on the caller's behalf rather than the user's, such as `verify`'s search over candidate methods.
+class MuteMessages {
+ public:
+  MuteMessages();
+  ~MuteMessages();
+  MuteMessages(const MuteMessages&) = delete;
+  MuteMessages& operator=(const MuteMessages&) = delete;
+};
+
 }  // namespace attnsim
