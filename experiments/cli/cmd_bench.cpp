@@ -296,10 +296,13 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--input", no->input,
                   "with --native: a dump to time the methods on instead (FILE or FILE:GROUP; the "
                   "first group of a multi-layer dump; its own dtype)");
-  cmd->add_option("--dtype", no->dtype,
+  CLI::Option* dtype_opt = cmd->add_option("--dtype", no->dtype,
                   "with --native: the inputs' dtype, values rounded to it (bf16, fp16, fp32; "
                   "default bf16)");
-  cmd->callback([quick, native, no]() {
+  cmd->callback([quick, native, no, dtype_opt]() {
+    // A dump is timed in its own dtype: a --dtype beside it would be ignored, so it is refused.
+    if (!no->input.empty() && dtype_opt->count() > 0)
+      throw UsageError("--dtype rounds a --synthetic input; --input is timed in the dump's own dtype");
     if (!*native && (!no->methods.empty() || !no->synthetic.empty() || !no->input.empty() ||
                      no->dtype != "bf16"))
       throw UsageError("--method, --synthetic, --input and --dtype apply to bench --native only");

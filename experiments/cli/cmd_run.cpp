@@ -187,10 +187,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       // as its own attribute resolved_KEY.
       w->attr_string(o, "resolved", row.resolved);
       // The causal mask of the golden the metrics were taken against (the kernel's own).
-      w->attr_string(o, "golden_mask",
-                     !in.causal ? "none"
-                     : goldens.align_of(method) == CausalAlign::kTopLeft ? "top_left"
-                                                                          : "bottom_right");
+      w->attr_string(o, "golden_mask", causal_mask_name(method, in));
       for (const auto& [key, value] : out.resolved) w->attr_string(o, "resolved_" + key, value);
       if (opt.counters) {
         // [stage][event] counts; the names as attributes (counters.hpp).

@@ -109,6 +109,12 @@ CausalAlign Goldens::align_of(const MethodConfig& method) const {
   return method.causal_align(*in_);
 }
 
+std::string causal_mask_name(const MethodConfig& method, const AttentionInput& in) {
+  if (!in.causal) return "none";
+  if (!causal_alignment_matters(true, in.shape)) return "causal";
+  return method.causal_align(in) == CausalAlign::kTopLeft ? "top_left" : "bottom_right";
+}
+
 PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,
                        std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
                        Goldens& goldens) {

@@ -82,6 +82,11 @@ class Goldens {
   std::optional<std::vector<double>> g_[2];
 };
 
+// The causal mask `method` applies to `in`, by name: "none", "causal" (len_q == len_kv: both
+// alignments hide the same keys), else "bottom_right" or "top_left" (what `run --output` writes
+// as `golden_mask` and attnsim.AttentionResult.causal_mask says).
+std::string causal_mask_name(const MethodConfig& method, const AttentionInput& in);
+
 // Measures a method's output against golden with the method's own causal alignment, overall and
 // per (batch, head). A top-left golden is said in the row: `golden_mask=top_left` in `resolved`.
 PointRow measure_point(std::int64_t point, const MethodConfig& method, const std::string& input,

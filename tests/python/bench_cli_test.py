@@ -40,5 +40,7 @@ def test_input_is_a_users_dump(exe, repo):
     code, _, err = _bench(exe, "--input", str(repo / "data/real/minilm_gpl3.h5"),
                           "--synthetic", "normal:nq=8")
     assert code == 2 and "alternatives" in err
+    code, _, err = _bench(exe, "--input", str(repo / "data/real/minilm_gpl3.h5"), "--dtype", "fp16")
+    assert code == 2 and "dump's own dtype" in err   # never silently ignored
     code, _, err = _bench(exe, "--input", "/nonexistent.h5")
     assert code == 2 and len(err.strip().splitlines()) == 1

@@ -52,6 +52,16 @@ def no_forward(monkeypatch):
     monkeypatch.setattr(attnsim.e2e, "session", session)
 
 
+@pytest.mark.parametrize("flag", ["--per-layer", "--per-token"])
+def test_run_tables_with_a_sensitivity_table_are_refused(flag, tmp_path, capsys, no_forward):
+    # They were silently not written: a sensitivity table has one row per layer.
+    out = tmp_path / "t.csv"
+    assert cli.main(["e2e", *QUICK, "--sensitivity", flag, str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "would not be written" in err[0]
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("flag", ["--output", "--per-layer", "--per-token"])
 def test_output_is_a_directory(flag, tmp_path, capsys, no_forward):
     # This once ran the whole forward, then ended in a traceback (IsADirectoryError).

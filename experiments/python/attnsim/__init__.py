@@ -23,7 +23,7 @@ from typing import NamedTuple
 import ml_dtypes
 import numpy as np
 
-from . import _core
+from . import _core, _progress
 
 __version__ = "0.1.0"
 __all__ = [
@@ -207,32 +207,6 @@ def _attention(q, k, v, method, causal: bool, sm_scale, allow_nonfinite, counter
     return AttentionResult(o, lse, canonical_method, fmt, cnt, mask)
 
 
-def _progress_fn(progress):
-    """(callable for _core or None, close) of a ``progress=`` argument: None/False nothing, a
-    callable (done, total, what) as it is, True a tqdm bar (when installed) or a line rewritten on
-    stderr (attnsim.e2e.TerminalLine)."""
-    if progress is None or progress is False:
-        return None, lambda: None
-    if progress is not True:
-        if not callable(progress):
-            raise ValueError(f"progress must be True, False, None or a callable (done, total, what), "
-                             f"got {progress!r}"[:200])
-        return progress, lambda: None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        from .e2e import TerminalLine
-        line = TerminalLine()
-        return line, line.close
-    bar = tqdm(total=1, unit="run", leave=False, dynamic_ncols=True)
-
-    def report(done, total, what):
-        bar.total = total
-        bar.set_postfix_str(what, refresh=False)
-        bar.update(done - bar.n)
-    return report, bar.close
-
-
 def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band: float = 2.0,
            counters: bool = False, allow_nonfinite: bool = False, progress=None) -> dict:
     """``attnsim verify`` on arrays: a real kernel's output ``o`` (float16, bfloat16 or float32,
@@ -251,7 +225,7 @@ def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band
         raise ValueError(f"band must be a number >= 1 (FlashAttention's rule: 2), got {band:g}")
     (qa, qt), (ka, kt), (va, vt), (oa, ot) = (_arg(q, "q"), _arg(k, "k"), _arg(v, "v"),
                                               _arg(o, "o"))
-    report, close = _progress_fn(progress)
+    report, close = _progress.reporter(progress, unit="run")
     try:
         return _core.verify(qa, ka, va, [qt, kt, vt], oa, ot, "" if method is None else str(method),
                             _causal(causal)[0], _scale(sm_scale), bool(allow_nonfinite),
@@ -340,7 +314,7 @@ def attribute(q, k, v, method: str, causal: bool = False, sm_scale=None, *,
     stage), or True for a bar/line."""
     import pandas as pd
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
-    report, close = _progress_fn(progress)
+    report, close = _progress.reporter(progress, unit="run")
     try:
         rows = _core.attribute(qa, ka, va, [qt, kt, vt], str(method), _causal(causal)[0],
                                _scale(sm_scale), bool(allow_nonfinite), str(input), report)

@@ -206,6 +206,9 @@ def e2e_main(a) -> int:
         raise ValueError("give a method (--method, --methods or --default; "
                          "python3 -c 'import attnsim; print(attnsim.methods())' lists them)")
     e2e._check_model(a.model)
+    if a.sensitivity and (a.per_token or a.per_layer):
+        raise ValueError("--per-token and --per-layer write a run's tables; a --sensitivity table "
+                         "has one row per layer (--output): they would not be written")
     if a.select:
         if a.sensitivity or a.layers is not None:
             raise ValueError("--select chooses the layers' methods itself: no --sensitivity or --layers")

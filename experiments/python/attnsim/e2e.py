@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import re
-import sys
 import time
 from collections.abc import Mapping
 
@@ -36,7 +34,9 @@ from . import attention as _attention
 from . import canonical as _canonical
 from . import describe as _describe
 from . import golden as _golden
+from . import _progress
 from . import modelmath as _mm
+from ._progress import TerminalLine  # noqa: F401 - public here since the e2e command line's line
 
 MODELS = ("smollm2", "minilm")
 DEFAULT_TOKENS = 1024
@@ -294,65 +294,6 @@ def _spearman(a: np.ndarray, b: np.ndarray) -> float:
 # metrics of a run, one greedy token) as progress(done, total, what).
 
 
-def _check_progress(progress) -> None:
-    if not (progress is None or isinstance(progress, bool) or callable(progress)):
-        raise ValueError(f"progress must be True, False, None or a callable (done, total, what), "
-                         f"got {progress!r}")
-
-
-class TerminalLine:
-    """A progress line on a terminal: ``line(done, total, what)`` rewrites it in place (\\r; at most
-    every 0.1 s, and the last step always), ``line.close()`` clears it. What the command line shows
-    when stderr is a terminal, and ``progress=True`` without tqdm."""
-
-    def __init__(self, stream=None, prefix: str = ""):
-        self.stream, self.prefix = stream if stream is not None else sys.stderr, prefix
-        self.width, self.last = 0, -1.0
-
-    def __call__(self, done: int, total: int, what: str) -> None:
-        now = time.monotonic()
-        if done < total and 0 <= self.last and now - self.last < 0.1:
-            return
-        self.last = now
-        try:
-            cols = os.get_terminal_size(self.stream.fileno()).columns
-        except (AttributeError, OSError, ValueError):  # not a terminal, or no file descriptor
-            cols = 0
-        pct = 100 * done // total if total else 100
-        # Cut to the terminal's width: a line that wraps cannot be rewritten by \r.
-        text = f"{self.prefix}{pct:3d}% {done}/{total} {what}"[:(cols or 80) - 1]
-        # Padded over the previous text, which may have been longer (no terminal escape codes).
-        self.stream.write("\r" + text.ljust(self.width))
-        self.stream.flush()
-        self.width = len(text)
-
-    def close(self) -> None:
-        if self.width:
-            self.stream.write("\r" + " " * self.width + "\r")
-            self.stream.flush()
-            self.width = 0
-
-
-def _reporter(progress, total: int):
-    """(report, close) of a ``progress=`` argument: a callable is called as it is; True is a tqdm
-    bar on stderr (tqdm.auto: a widget in a notebook), removed at the end, when tqdm is installed,
-    else a TerminalLine."""
-    if progress is not True:
-        return progress, lambda: None
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        line = TerminalLine()
-        return line, line.close
-    bar = tqdm(total=total, unit="step", leave=False, dynamic_ncols=True)
-
-    def report(done, total, what):
-        bar.total = total
-        bar.set_postfix_str(what, refresh=False)
-        bar.update(done - bar.n)
-    return report, bar.close
-
-
 class _Tracker:
     """The steps of one reporting call: done, total (its plan) and the context of the step."""
 
@@ -447,7 +388,7 @@ class Session:
     # -- progress ------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _progress(self, progress, plan):
-        """Reports the steps of one call to ``progress`` (see _reporter), ``plan()`` of them. A
+        """Reports the steps of one call to ``progress`` (see attnsim._progress.reporter), ``plan()`` of them. A
         call made inside one that reports already (a sensitivity table's runs, the selector's
         tables) counts into the outer call's plan and reports nothing of its own."""
         # `is`, not truth: a callable object may well be empty (a list that records the calls).
@@ -455,7 +396,7 @@ class Session:
             yield
             return
         total = plan()
-        report, close = _reporter(progress, total)
+        report, close = _progress.reporter(progress, total)
         t = self._tracker = _Tracker(report, total)
         try:
             yield
@@ -697,7 +638,7 @@ class Session:
 
     def _run_methods(self, methods, default, generate, layer_errors, capture,
                      progress=None) -> Result:
-        _check_progress(progress)
+        _progress.check(progress)
         if len(methods) != self.n_layers:
             raise ValueError(f"{len(methods)} methods for {self.n_layers} layers")
         self._check_generate(generate)
@@ -804,7 +745,7 @@ class Session:
             self.n_layers, "layers")
         _canonical(method)
         self._check_generate(generate)
-        _check_progress(progress)
+        _progress.check(progress)
         rows = []
         label = _label(method, self.m.head_dim)
         with self._progress(progress, lambda: self._plan(todo, generate)):
@@ -837,7 +778,7 @@ class Session:
             raise ValueError(f"budget must be a number, got {budget!r}") from None
         if not math.isfinite(budget) or budget < 0:
             raise ValueError(f"budget must be a finite number >= 0, got {budget!r}")
-        _check_progress(progress)
+        _progress.check(progress)
         todo = {("sensitivity", _canonical(c)) for c in cands} - set(self._cache)
         with self._progress(progress, lambda: self._plan(list(range(self.n_layers)) * len(todo))):
             return self._select(cands, budget, metric)
@@ -979,7 +920,7 @@ def run(model: str, method: str, tokens: int | None = None, layers=None, text=No
     Loading the model and the text comes before the first step."""
     _check_model(model)
     layer_methods(model, method, layers)  # bad layer specs and methods fail before any loading
-    _check_progress(progress)
+    _progress.check(progress)
     return session(model, tokens, text).run(method, layers, generate=generate,
                                             layer_errors=layer_errors, capture=capture,
                                             progress=progress)
@@ -991,7 +932,7 @@ def sensitivity(model: str, method: str, tokens: int | None = None, text=None, *
     progress: as run's, over every run of the table."""
     _check_model(model)
     _canonical(method)
-    _check_progress(progress)
+    _progress.check(progress)
     return session(model, tokens, text).sensitivity(method, layers, generate=generate,
                                                     progress=progress)
 
@@ -1002,5 +943,5 @@ def select(model: str, methods, budget: float, tokens: int | None = None, text=N
     keeping the whole model's ``metric`` within ``budget``. progress: as run's, over the
     sensitivity tables and the measured runs."""
     _check_model(model)
-    _check_progress(progress)
+    _progress.check(progress)
     return session(model, tokens, text).select(methods, budget, metric=metric, progress=progress)

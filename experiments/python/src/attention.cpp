@@ -213,11 +213,7 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     p.fill();
     CounterScope scope(counters ? &cnt : nullptr);
     out = m.run(p.in);
-    // The causal mask the method applied: "causal" where both alignments hide the same keys.
-    mask = !p.in.causal ? "none"
-           : !causal_alignment_matters(true, s)              ? "causal"
-           : m.causal_align(p.in) == CausalAlign::kTopLeft ? "top_left"
-                                                            : "bottom_right";
+    mask = causal_mask_name(m, p.in);
   }
   const AttentionShape& s = p.in.shape;
   if (out.o.size() != s.o_size()) {
