@@ -2,6 +2,7 @@
 // of kernel, the packing tables and workspaces, and the reference blocks the kernels fall back to.
 #include "numerics/mma_tile.hpp"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <climits>
@@ -147,12 +148,13 @@ ElemKind elem_kind(Encoding e) {
 // The integer kernel for a model under the active instruction set: AMX for the wrapping models
 // (the tile instructions have every sign variant; .satfinite needs each instruction's own sum),
 // VNNI for all, else none.
-enum class IntKernel { kNone, kAmx, kVnni };
+enum class IntKernel { kNone, kAmx, kVnni, kAvx2 };
 IntKernel int_kernel(const DotModel& m) {
   if (!integer_model(m)) return IntKernel::kNone;
   const bool sat = mma_info(m.instr).composition == MmaComposition::kIntegerSat;
   if (active_isa() >= Isa::kAmx && !sat) return IntKernel::kAmx;
   if (has_isa_feature("avx512vnni")) return IntKernel::kVnni;
+  if (active_isa() >= Isa::kAvx2) return IntKernel::kAvx2;
   return IntKernel::kNone;
 }
 
@@ -166,6 +168,7 @@ struct KeptA {
   std::vector<float> av;
   std::vector<std::uint32_t> ae;
   std::vector<std::uint8_t> a8;
+  std::vector<std::int16_t> a16;
   std::vector<std::int32_t> rsum;
   bool matches(const MmaTile& t, const DotModel& m, int k, int rp, int ch) const {
     return t.a_key != 0 && key == t.a_key && model == m && rows == t.rows && n == t.n &&
@@ -204,6 +207,7 @@ struct Workspace {
   std::vector<std::uint32_t> ae;
   std::vector<std::int16_t> be;
   std::vector<std::uint8_t> a8;
+  std::vector<std::int16_t> a16;
   std::vector<std::int32_t> b4, rsum, csum, cbuf;
   KeptA kept;
   KeptB kept_b[2];
@@ -275,6 +279,132 @@ std::uint32_t mma_tile_detail::tile_b_bits(const MmaTile& t, Encoding e, int k, 
   return t.b_values ? encode_value(e, t.b_values[at]) : t.b[at];
 }
 
+// --- Portable packing (the AVX2 kernel's; the AVX-512 one packs 16 lanes at a time) -------------
+
+namespace {
+
+// The raw 32-bit word of A(i, k) / B(k, j) as the AVX-512 loads read it (mma_tile_load_x86.hpp):
+// an encoding or a value's bits; 0 beyond n or cols and at a k_index of -1.
+std::uint32_t a_word(const MmaTile& t, int i, int k) {
+  if (k >= t.n) return 0u;
+  const int src = t.k_index ? t.k_index[k] : k;
+  if (src < 0) return 0u;
+  const std::uint32_t* base =
+      t.a_values ? reinterpret_cast<const std::uint32_t*>(t.a_values) : t.a;
+  return base[std::ptrdiff_t(i) * t.lda + src];
+}
+std::uint32_t b_word(const MmaTile& t, int k, int j) {
+  if (j >= t.cols) return 0u;
+  const int src = t.k_index ? t.k_index[k] : k;
+  if (src < 0) return 0u;
+  const std::uint32_t* base =
+      t.b_values ? reinterpret_cast<const std::uint32_t*>(t.b_values) : t.b;
+  return base[std::ptrdiff_t(src) * t.b_k + std::ptrdiff_t(j) * t.b_n];
+}
+
+// One word decoded as decode16 (mma_tile_avx512.cpp) decodes a lane: the value exact in FP32 and
+// the unit-bit exponent, kNoVote for a zero, kSpecial for Inf/NaN.
+void decode_word(const PackSpec& s, std::uint32_t x, float* v, std::int32_t* e) {
+  if (s.kind == DecodeKind::kValue) {
+    *v = f32_from_bits(x);
+    const int ef = int((x >> 23) & 0xFFu);
+    *e = (x & 0x7FFFFFFFu) == 0 ? kNoVote : ef == 0xFF ? kSpecial : std::max(ef - 127, s.emin);
+    return;
+  }
+  if (s.kind == DecodeKind::kTable8) {
+    *v = s.table_value[x & 0xFFu];
+    *e = s.table_exp[x & 0xFFu];
+    return;
+  }
+  int ef, bias, top;
+  if (s.kind == DecodeKind::kFp16) {
+    *v = decode_f32<fp16>(std::uint16_t(x));
+    ef = int((x >> 10) & 0x1Fu);
+    bias = 15;
+    top = 0x1F;
+  } else {  // bf16: the upper half of an FP32
+    *v = f32_from_bits(x << 16);
+    ef = int((x >> 7) & 0xFFu);
+    bias = 127;
+    top = 0xFF;
+  }
+  *e = (x & 0x7FFFu) == 0 ? kNoVote : ef == top ? kSpecial : std::max(ef, 1) - bias;
+}
+
+// Packed position of instruction position k under via_hmma's order (the inverse of
+// via_hmma_source): bit 1 of k picks the HMMA, k / 4 and bit 0 the place in it.
+int via_hmma_position(int k) {
+  const int g = k & 31;
+  return (k & ~31) + ((g & 2) ? 16 : 0) + (g >> 2) * 2 + (g & 1);
+}
+
+}  // namespace
+
+void mma_tile_detail::pack_a_plain(const PackSpec& s, const MmaTile& t, float* av,
+                                   std::uint32_t* ae) {
+  for (int i = 0; i < t.rows; ++i)
+    for (int k = 0; k < t.n; ++k) {
+      float v;
+      std::int32_t e;
+      decode_word(s, a_word(t, i, k), &v, &e);
+      const int p = s.permute32 ? via_hmma_position(k) : k;
+      av[std::ptrdiff_t(i) * t.n + p] = v;
+      // The exponent in both 16-bit halves (FloatTilePlan::ae).
+      ae[std::ptrdiff_t(i) * t.n + p] = (std::uint32_t(e) & 0xFFFFu) | (std::uint32_t(e) << 16);
+    }
+}
+
+void mma_tile_detail::pack_b_plain(const PackSpec& s, const MmaTile& t, int np, float* bv,
+                                   std::int16_t* be) {
+  for (int p = 0; p < t.n; ++p) {
+    const int k = s.permute32 ? via_hmma_source(p) : p;
+    for (int j = 0; j < np; ++j) {
+      float v;
+      std::int32_t e;
+      decode_word(s, b_word(t, k, j), &v, &e);
+      bv[std::ptrdiff_t(p) * np + j] = v;
+      be[std::ptrdiff_t(p) * np + j] = std::int16_t(e);
+    }
+  }
+}
+
+namespace {
+
+// An integer element as its value (int_mma_tile_x86.cpp int_values): s8/u8 bytes, s4 nibbles,
+// or an exact integer held as FP32.
+std::int32_t int_value(std::uint32_t x, ElemKind k) {
+  switch (k) {
+    case ElemKind::kValue:
+      return std::int32_t(f32_from_bits(x));
+    case ElemKind::kS8:
+      return std::int32_t(std::int8_t(std::uint8_t(x & 0xFFu)));
+    case ElemKind::kU8:
+      return std::int32_t(x & 0xFFu);
+    case ElemKind::kS4:
+      return std::int32_t((x & 0x8u) ? (x & 0xFu) | ~0xFu : x & 0xFu);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void mma_tile_detail::pack_int16_a(const IntTilePlan& pl, std::int16_t* a16) {
+  const MmaTile& t = *pl.tile;
+  for (int i = 0; i < t.rows; ++i)
+    for (int k = 0; k < t.n; ++k)
+      a16[std::ptrdiff_t(i) * t.n + k] = std::int16_t(int_value(a_word(t, i, k), pl.a_kind));
+}
+
+void mma_tile_detail::pack_int16_b(const IntTilePlan& pl, int np, std::int32_t* b2) {
+  const MmaTile& t = *pl.tile;
+  for (int g = 0; g < t.n / 2; ++g)
+    for (int j = 0; j < np; ++j) {
+      const std::uint32_t lo = std::uint16_t(int_value(b_word(t, 2 * g, j), pl.b_kind));
+      const std::uint32_t hi = std::uint16_t(int_value(b_word(t, 2 * g + 1, j), pl.b_kind));
+      b2[std::ptrdiff_t(g) * np + j] = std::int32_t(lo | (hi << 16));
+    }
+}
+
 std::uint32_t mma_tile_detail::float_block_fallback(const FloatTilePlan& pl, int i, int j, int kp0,
                                                     std::uint32_t p_bits) {
   ++g_fallbacks;
@@ -319,12 +449,17 @@ void dot_mma_tile_ref(const DotModel& m, const MmaTile& t) {
 }
 
 const char* dot_mma_tile_kernel(const DotModel& m) {
-  if (active_isa() >= Isa::kAvx512 && float_model(m).ok) return "block_fma.avx512";
+  if (float_model(m).ok) {
+    if (active_isa() >= Isa::kAvx512) return "block_fma.avx512";
+    if (active_isa() >= Isa::kAvx2) return "block_fma.avx2";
+  }
   switch (int_kernel(m)) {
     case IntKernel::kAmx:
       return "int8.amx";
     case IntKernel::kVnni:
       return "int8.vnni";
+    case IntKernel::kAvx2:
+      return "int16.avx2";
     case IntKernel::kNone:
       break;
   }
@@ -342,6 +477,31 @@ bool dot_mma_tile_has_kernel(const DotModel& m) {
 
 namespace {
 
+// The AVX2 kernel's 16-bit packing (kind 4 of the kept operands), keyed as the others.
+void int_tile_16(const IntTilePlan& pl, const DotModel& m, const MmaTile& t, int chunk) {
+  Workspace& w = workspace();
+  const int np = (t.cols + 15) / 16 * 16;
+  std::vector<std::int16_t>& a16 = t.a_key ? w.kept.a16 : w.a16;
+  if (!w.kept.matches(t, m, 4, 0, 0)) {
+    a16.resize(std::size_t(t.rows) * t.n);
+    pack_int16_a(pl, a16.data());
+    if (t.a_key) w.kept.remember(t, m, 4, 0, 0);
+  }
+  bool hit = false;
+  KeptB* kb = w.slot_for(t, m, 4, np, 0, &hit);
+  std::vector<std::int32_t>& b2 = kb ? kb->b4 : w.b4;
+  if (!hit) {
+    b2.resize(std::size_t(t.n / 2) * np);
+    pack_int16_b(pl, np, b2.data());
+  }
+  Int16Packed pk;
+  pk.a16 = a16.data();
+  pk.b2 = b2.data();
+  pk.np = np;
+  pk.chunk = chunk;
+  int_tile_avx2(pl, pk);
+}
+
 void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
   const MmaInstrInfo& info = mma_info(m.instr);
   IntTilePlan pl;
@@ -352,6 +512,7 @@ void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
   pl.a_signed = ea != Encoding::kU8;
   pl.b_signed = eb != Encoding::kU8;
   pl.satfinite = info.composition == MmaComposition::kIntegerSat;
+  if (kernel == IntKernel::kAvx2) return int_tile_16(pl, m, t, pl.satfinite ? info.k : t.n);
   const bool amx = kernel == IntKernel::kAmx;
   if (!amx) {
     pl.a_off = pl.a_signed ? 0 : 128;
@@ -404,7 +565,8 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
   if (t.rows <= 0 || t.cols <= 0) return;
   if (m.kind != DotModel::kMma) throw std::logic_error("dot_mma_tile: not an instruction model");
   const Isa isa = active_isa();
-  if (isa >= Isa::kAvx512) {
+  if (isa >= Isa::kAvx2) {
+    const bool wide = isa >= Isa::kAvx512;
     FloatModel f = float_model(m);
     if (f.ok && t.n % dot_requirements(m).k_step == 0) {
       FloatTilePlan& pl = f.plan;
@@ -419,7 +581,12 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
       if (!w.kept.matches(t, m, 1, 0, 0)) {
         av.resize(std::size_t(t.rows) * t.n);
         ae.resize(std::size_t(t.rows) * t.n);
-        pack_a_avx512(t.a_values ? value_spec(pl, pl.a_enc) : f.pack, t, av.data(), ae.data());
+        const PackSpec& spec = t.a_values ? value_spec(pl, pl.a_enc) : f.pack;
+        if (wide) {
+          pack_a_avx512(spec, t, av.data(), ae.data());
+        } else {
+          pack_a_plain(spec, t, av.data(), ae.data());
+        }
         if (t.a_key) w.kept.remember(t, m, 1, 0, 0);
       }
       bool hit = false;
@@ -429,8 +596,12 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
       if (!hit) {
         bv.resize(std::size_t(t.n) * pl.np);
         be.resize(std::size_t(t.n) * pl.np);
-        pack_b_avx512(t.b_values ? value_spec(pl, pl.b_enc) : f.pack, t, pl.np, bv.data(),
-                      be.data());
+        const PackSpec& spec = t.b_values ? value_spec(pl, pl.b_enc) : f.pack;
+        if (wide) {
+          pack_b_avx512(spec, t, pl.np, bv.data(), be.data());
+        } else {
+          pack_b_plain(spec, t, pl.np, bv.data(), be.data());
+        }
       }
       pl.av = av.data();
       pl.ae = ae.data();
@@ -441,7 +612,11 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
       pl.d = t.d;
       pl.ldd = t.ldd;
       pl.tile = &t;
-      float_tile_avx512(pl);
+      if (wide) {
+        float_tile_avx512(pl);
+      } else {
+        float_tile_avx2(pl);
+      }
       return;
     }
   }

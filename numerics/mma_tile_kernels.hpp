@@ -102,6 +102,13 @@ void pack_a_avx512(const PackSpec& s, const MmaTile& t, float* av, std::uint32_t
 void pack_b_avx512(const PackSpec& s, const MmaTile& t, int np, float* bv, std::int16_t* be);
 void float_tile_avx512(const FloatTilePlan& pl);
 
+// Portable packing into the same layout (mma_tile.cpp), for the kernels of other instruction sets.
+void pack_a_plain(const PackSpec& s, const MmaTile& t, float* av, std::uint32_t* ae);
+void pack_b_plain(const PackSpec& s, const MmaTile& t, int np, float* bv, std::int16_t* be);
+
+// AVX2 + FMA + F16C (mma_tile_avx2.cpp): the same blocks, 8 columns per register.
+void float_tile_avx2(const FloatTilePlan& pl);
+
 // The integer instructions (int_mma_tile_x86.cpp). Elements as integers: s8 and u8 bytes, s4
 // nibbles sign-extended to bytes, or values (exact integers in FP32).
 enum class ElemKind : std::uint8_t { kS8, kU8, kS4, kValue };
@@ -134,6 +141,20 @@ void pack_int_a(const IntTilePlan& pl, std::uint8_t* a8, int n8, std::int32_t* r
 void pack_int_b(const IntTilePlan& pl, std::int32_t* b4, int n8, int np, std::int32_t* csum,
                 int chunk);
 void int_tile_vnni(const IntTilePlan& pl, const IntPacked& pk);
+
+// AVX2 (int_mma_tile_avx2.cpp): vpmaddwd on 16-bit values (an s8/u8/s4 product pair's sum is exact
+// in int32), so no byte offsets. A as int16 [rows][n], B as int32 words [n / 2][np] each holding
+// B(2g, j) in the low and B(2g + 1, j) in the high 16 bits (np = cols rounded up to 16); n is a
+// multiple of the instruction's k, `chunk` its k under .satfinite, else n. Packed portably
+// (mma_tile.cpp).
+struct Int16Packed {
+  const std::int16_t* a16 = nullptr;
+  const std::int32_t* b2 = nullptr;
+  int np = 0, chunk = 0;
+};
+void pack_int16_a(const IntTilePlan& pl, std::int16_t* a16);
+void pack_int16_b(const IntTilePlan& pl, int np, std::int32_t* b2);
+void int_tile_avx2(const IntTilePlan& pl, const Int16Packed& pk);
 // Wrapping models only (the sign variants are the tile instructions'); cbuf: 32 × 32 int32.
 void int_tile_amx(const IntTilePlan& pl, const IntPacked& pk, std::int32_t* cbuf);
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <vector>
 
 #include "numerics/isa.hpp"
 #include "tests/numerics/mma_tile_cases.hpp"
@@ -44,14 +45,27 @@ std::size_t compare_models(std::mt19937& rng, int problems_per_model) {
   return outputs;
 }
 
+// The instruction sets with tile kernels that this CPU runs (the reference is compared at each).
+std::vector<Isa> kernel_isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
+    if (detected_isa() >= i) out.push_back(i);
+  return out;
+}
+
 TEST(MmaTile, EveryModelEqualsThePerOutputReference) {
-  std::mt19937 rng(23);
-  const std::size_t n = compare_models(rng, 36);
-  std::printf("%zu outputs compared (kernels: hmma %s, qgmma %s, imma %s)\n", n,
-              dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kHmmaF16F32, 0}),
-              dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kWgmmaE4m3F32, 0}),
-              dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kImmaS8, 0}));
-  EXPECT_GT(n, 100000u);
+  IsaGuard g;
+  if (kernel_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU: every model takes the reference";
+  for (Isa isa : kernel_isas()) {
+    set_isa(isa);
+    std::mt19937 rng(23);
+    const std::size_t n = compare_models(rng, 36);
+    std::printf("%s: %zu outputs compared (kernels: hmma %s, qgmma %s, imma %s)\n", isa_name(isa),
+                n, dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kHmmaF16F32, 0}),
+                dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kWgmmaE4m3F32, 0}),
+                dot_mma_tile_kernel(DotModel{DotModel::kMma, MmaInstr::kImmaS8, 0}));
+    EXPECT_GT(n, 100000u) << isa_name(isa);
+  }
 }
 
 // A keyed A (MmaTile::a_key: Q's rows across a tile's KV blocks) is prepared once and reused by
@@ -136,12 +150,15 @@ TEST(MmaTile, KernelFollowsTheInstructionSet) {
     set_isa(Isa::kScalar);
     EXPECT_STREQ(dot_mma_tile_kernel(m), "ref") << model_name(m);
   }
-  if (detected_isa() < Isa::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
-  set_isa(Isa::kAvx512);
-  for (const DotModel& m : all_models()) {
-    const bool integer = dot_requirements(m).integer_acc;
-    if (!integer) {
-      EXPECT_STREQ(dot_mma_tile_kernel(m), "block_fma.avx512") << model_name(m);
+  for (Isa isa : kernel_isas()) {
+    if (isa == Isa::kAmx) continue;
+    set_isa(isa);
+    const char* want = isa == Isa::kAvx512 ? "block_fma.avx512" : "block_fma.avx2";
+    for (const DotModel& m : all_models()) {
+      const bool integer = dot_requirements(m).integer_acc;
+      if (!integer) {
+        EXPECT_STREQ(dot_mma_tile_kernel(m), want) << model_name(m);
+      }
     }
   }
 }

@@ -1,5 +1,5 @@
 // The P·V stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact) and AVX2
-// (kFp32, kFp64; kExact takes the reference there): pv_ref's bits, 16 or 8 (FP32) and 8 or 4
+// (kFp32, kFp64, kExact): pv_ref's bits, 16 or 8 (FP32) and 8 or 4
 // (FP64) output channels per register, each lane one channel's own chain over the block's keys in
 // natural order.
 //
@@ -214,6 +214,17 @@ ATTNSIM_AVX512 cuda_core_span::Span f32_span(const double* x, int n) {
   return avx512::reduce_span(s);
 }
 
+// The same two on AVX2 machines, by plain loops (O(n·dv) per block, O(n) per row).
+void channel_spans_plain(const float* v, int n, int dv, cuda_core_span::Span* vs) {
+  for (int j = 0; j < n; ++j)
+    for (int c = 0; c < dv; ++c) vs[c].add(v[std::size_t(j) * dv + c]);
+}
+cuda_core_span::Span f32_span_plain(const double* x, int n) {
+  cuda_core_span::Span s;
+  for (int j = 0; j < n; ++j) s.add(float(x[j]));
+  return s;
+}
+
 }  // namespace
 
 template <class T>
@@ -222,9 +233,8 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
                   TileBuffers<T>& buf) {
   const int dv = state.dv, bk = b.bk, n = b.cols, rows = b.rows;
   const DotModel::Kind kind = st.dot.kind;
-  // AVX-512, else AVX2 (whose kExact is the reference's: its span test has no AVX2 kernel).
+  // AVX-512, else AVX2.
   const bool wide = active_isa() >= Isa::kAvx512;
-  if (!wide && kind == DotModel::kExact) return pv_ref(st, pst, in, ti, b, state, buf);
   const bool chunked = st.acc == PvAccumulate::kChunk;
   const bool v_chunk_scale = in.v.scaled() && in.v.key_dependent_scale;
   const bool p_scaled = pst.scale != PScale::kNone;
@@ -303,13 +313,18 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
       std::vector<Span>& vs = buf.v_spans;
       if (key == 0 || buf.v_spans_for != key) {
         vs.assign(std::size_t(dv), Span{});
-        channel_spans(v, n, dv, vs.data());
+        if (wide) {
+          channel_spans(v, n, dv, vs.data());
+        } else {
+          channel_spans_plain(v, n, dv, vs.data());
+        }
         buf.v_spans_for = key;
       }
       buf.tmp_f.resize(std::size_t(n));
       float* vc = buf.tmp_f.data();
       for (int i = 0; i < rows; ++i) {
-        const Span ps = f32_span(buf.tmp_pd.data() + std::size_t(i) * bk, n);
+        const double* pdi = buf.tmp_pd.data() + std::size_t(i) * bk;
+        const Span ps = wide ? f32_span(pdi, n) : f32_span_plain(pdi, n);
         T* ri = res + std::size_t(i) * dv;
         const double* oi = out + std::size_t(i) * dv;
         for (int c = 0; c < dv; ++c) {

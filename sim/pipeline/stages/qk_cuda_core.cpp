@@ -1,6 +1,6 @@
 // The QKᵀ stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact) and AVX2
-// (kFp32, kFp64; kExact takes the reference there): qk_ref's bits, 16 or 8 (FP32) and 8 or 4
-// (FP64) keys per register, each lane one output's own k-ordered chain.
+// (kFp32, kFp64, kExact): qk_ref's bits, 16 or 8 (FP32) and 8 or 4 (FP64) keys per register, each
+// lane one output's own k-ordered chain.
 //
 // The reduction over head_dim is never split: lane j of an accumulator is key j's dot product,
 // and its terms enter in k order as in numerics/dot.hpp dot_values. The K block is transposed in
@@ -188,6 +188,21 @@ ATTNSIM_AVX512 cuda_core_span::Span values_span(const float* x, int n) {
   return avx512::reduce_span(s);
 }
 
+// The same three on AVX2 machines, by plain loops (O(d·cols) per block and O(d) per row against
+// the O(rows·cols·d) chains): Span::add per element, and the FP64 sums rounded by float(x + 0.0).
+void key_spans_plain(const float* kt, int d, int ldk, int cols, cuda_core_span::Span* ks) {
+  for (int k = 0; k < d; ++k)
+    for (int j = 0; j < cols; ++j) ks[j].add(kt[std::size_t(k) * ldk + j]);
+}
+cuda_core_span::Span values_span_plain(const float* x, int n) {
+  cuda_core_span::Span s;
+  for (int j = 0; j < n; ++j) s.add(x[j]);
+  return s;
+}
+void round_exact_sums_plain(const double* s, float* out, int n) {
+  for (int j = 0; j < n; ++j) out[j] = float(s[j] + 0.0);
+}
+
 }  // namespace
 
 template <class T>
@@ -195,9 +210,8 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
                   const BlockView& b, TileBuffers<T>& buf) {
   const int d = in.shape.head_dim;
   const DotModel::Kind kind = st.dot.kind;
-  // AVX-512, else AVX2 (whose kExact is the reference's: its span test has no AVX2 kernel).
+  // AVX-512, else AVX2.
   const bool wide = active_isa() >= Isa::kAvx512;
-  if (!wide && kind == DotModel::kExact) return qk_ref(st, in, ti, b, buf);
   const bool fp32 = kind == DotModel::kFp32;
   const int ldk = stage_util::round_up(std::max(b.cols, 1), 16);
   // The block's transposed copy (and its FP64 copy), made once per kv_key (TileBuffers); one
@@ -263,16 +277,24 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     std::vector<Span>& ks = buf.k_spans;
     if (key == 0 || buf.k_spans_for != key) {
       ks.assign(std::size_t(b.cols), Span{});
-      key_spans(buf.kt.data(), d, ldk, b.cols, ks.data());
+      if (wide) {
+        key_spans(buf.kt.data(), d, ldk, b.cols, ks.data());
+      } else {
+        key_spans_plain(buf.kt.data(), d, ldk, b.cols, ks.data());
+      }
       buf.k_spans_for = key;
     }
     buf.tmp_f.resize(std::size_t(b.rows) * ldk);
     for (int i = 0; i < b.rows; ++i) {
       const float* qi = in.q.row(ti.sq, ti.q_begin + i);
-      const Span qs = values_span(qi, d);
+      const Span qs = wide ? values_span(qi, d) : values_span_plain(qi, d);
       const int n = visible(i);
       float* fi = buf.tmp_f.data() + std::size_t(i) * ldk;
-      round_exact_sums(res_d + std::size_t(i) * lda, fi, n);
+      if (wide) {
+        round_exact_sums(res_d + std::size_t(i) * lda, fi, n);
+      } else {
+        round_exact_sums_plain(res_d + std::size_t(i) * lda, fi, n);
+      }
       for (int j = 0; j < n; ++j)
         if (!cuda_core_span::exact_in_fp64(qs, ks[std::size_t(j)], Span{}, log2n))
           fi[j] = dot_exact_f32(0.0, qi, in.k.row(ti.skv, b.j0 + j), d);

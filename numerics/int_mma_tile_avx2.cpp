@@ -1,0 +1,96 @@
+// The integer instructions of numerics/mma.hpp (IMMA, IGMMA, the emulated s4 mma.sync) over a
+// tile on AVX2: the kernel dot_mma_tile (mma_tile.cpp) takes for them on a CPU without
+// AVX512-VNNI.
+//
+// Why it is exact: the GPU's .s32 accumulation is the exact sum wrapped modulo 2^32, and addition
+// modulo 2^32 is associative (int_mma_tile_x86.cpp), so any grouping of the products gives the
+// chain's bits. vpmaddwd multiplies two pairs of int16 and adds each pair's products into an
+// int32 exactly (every element is an s8, u8 or s4 value, |a·b| <= 2^15, a pair's sum below 2^16),
+// and the pairs' sums are added modulo 2^32. No byte offsets are needed (vpmaddubsw, the 8-bit
+// form, saturates its 16-bit pair sums and is not used). .satfinite clamps the exact sum of each
+// instruction's k products once onto C: the chunk's sum (|sum| <= 2^19) is formed from zero and
+// added with an emulated saturating add.
+//
+// Every function here carries its target attribute and uses no STL container and no inline
+// function of a shared header (numerics/isa.hpp selects the kernel at run time).
+#include <immintrin.h>
+
+#include "numerics/mma_tile_kernels.hpp"
+
+#define ATTNSIM_AVX2 __attribute__((target("avx2,fma")))
+#define ATTNSIM_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+namespace attnsim::mma_tile_detail {
+
+namespace {
+
+constexpr int kV = 2;  // column registers per group: 16 output columns
+
+ATTNSIM_AVX2_INLINE __m256i first8(int n) {
+  const int k = n < 0 ? 0 : n > 8 ? 8 : n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// The signed saturating int32 addition c + p (.satfinite: once per instruction).
+ATTNSIM_AVX2_INLINE __m256i add_sat(__m256i c, __m256i p) {
+  const __m256i r = _mm256_add_epi32(c, p);
+  // Operands of one sign, result of the other: (c ^ r) & (p ^ r) has its sign bit set.
+  const __m256i ovf = _mm256_srai_epi32(
+      _mm256_and_si256(_mm256_xor_si256(c, r), _mm256_xor_si256(p, r)), 31);
+  const __m256i lim = _mm256_xor_si256(_mm256_srai_epi32(c, 31), _mm256_set1_epi32(0x7FFFFFFF));
+  return _mm256_blendv_epi8(r, lim, ovf);
+}
+
+// R rows × 16 columns from (i0, j0): each chunk's sum from zero, onto C (wrapping or clamped).
+template <int R>
+ATTNSIM_AVX2 void group(const IntTilePlan& pl, const Int16Packed& pk, int i0, int j0) {
+  const MmaTile& t = *pl.tile;
+  const int n = t.n;
+  const __m256i m[kV] = {first8(t.cols - j0), first8(t.cols - j0 - 8)};
+  __m256i D[R][kV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kV; ++v)
+      D[r][v] = t.c ? _mm256_maskload_epi32(
+                          reinterpret_cast<const int*>(t.c + std::ptrdiff_t(i0 + r) * t.ldc + j0 +
+                                                       8 * v),
+                          m[v])
+                    : _mm256_setzero_si256();
+  for (int c0 = 0; c0 < n; c0 += pk.chunk) {
+    __m256i acc[R][kV];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kV; ++v) acc[r][v] = _mm256_setzero_si256();
+    for (int g = c0 / 2; g < (c0 + pk.chunk) / 2; ++g) {
+      const std::int32_t* bg = pk.b2 + std::ptrdiff_t(g) * pk.np + j0;
+      const __m256i b0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg));
+      const __m256i b1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bg + 8));
+      for (int r = 0; r < R; ++r) {
+        std::int32_t a2;
+        __builtin_memcpy(&a2, pk.a16 + std::ptrdiff_t(i0 + r) * n + 2 * g, 4);
+        const __m256i a = _mm256_set1_epi32(a2);
+        acc[r][0] = _mm256_add_epi32(acc[r][0], _mm256_madd_epi16(a, b0));
+        acc[r][1] = _mm256_add_epi32(acc[r][1], _mm256_madd_epi16(a, b1));
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kV; ++v)
+        D[r][v] = pl.satfinite ? add_sat(D[r][v], acc[r][v]) : _mm256_add_epi32(D[r][v], acc[r][v]);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kV; ++v)
+      _mm256_maskstore_epi32(
+          reinterpret_cast<int*>(t.d + std::ptrdiff_t(i0 + r) * t.ldd + j0 + 8 * v), m[v],
+          D[r][v]);
+}
+
+}  // namespace
+
+ATTNSIM_AVX2 void int_tile_avx2(const IntTilePlan& pl, const Int16Packed& pk) {
+  const MmaTile& t = *pl.tile;
+  for (int j0 = 0; j0 < t.cols; j0 += 8 * kV) {
+    int i0 = 0;
+    for (; i0 + 4 <= t.rows; i0 += 4) group<4>(pl, pk, i0, j0);
+    for (; i0 < t.rows; ++i0) group<1>(pl, pk, i0, j0);
+  }
+}
+
+}  // namespace attnsim::mma_tile_detail

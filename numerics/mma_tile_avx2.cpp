@@ -1,0 +1,279 @@
+// The block FMA of numerics/block_fma.hpp over a tile on AVX2 + FMA + F16C: the kernel
+// dot_mma_tile (mma_tile.cpp) takes for every floating-point instruction model on a CPU without
+// AVX-512. The arithmetic is mma_tile_avx512.cpp's, block for block and lane for lane (its header
+// comment gives the model and why each step is exact); this file differs only where AVX2 lacks an
+// instruction:
+//  - 8 output columns per register, 16 per group (one 256-bit register holds the group's 16
+//    exponent sums as int16), 2 rows per group (16 ymm registers: 4 accumulators, 4 sums, 4
+//    scales, two B vectors and a broadcast);
+//  - lane masks are compare results (all-ones lanes) and blends instead of mask registers;
+//  - the RZ conversion of the exact int32 sum to FP32 (AVX-512's embedded {rz-sae}) is the RNE
+//    conversion stepped one ulp toward zero where it rounded away, decided exactly in FP64 (every
+//    int32 and every FP32 value is an FP64 value);
+//  - columns are read with vmaskmov loads and written with vmaskmov stores.
+// The packed operands are mma_tile.cpp's portable packing (pack_a_plain / pack_b_plain), the
+// layout of FloatTilePlan. Every function carries the target attribute and uses no STL container
+// and no inline function of a shared header (numerics/isa.hpp selects this file at run time).
+// MXCSR stays at its default (round to nearest even, no FTZ/DAZ).
+#include <immintrin.h>
+
+#include "numerics/mma_tile_kernels.hpp"
+
+#define ATTNSIM_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define ATTNSIM_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+
+namespace attnsim::mma_tile_detail {
+
+namespace {
+
+constexpr int kV = 2;  // column registers per group: 16 output columns
+constexpr int kR = 2;  // rows per group
+
+// All-ones in the first n lanes (n clamped to [0, 8]).
+ATTNSIM_AVX2_INLINE __m256i first8(int n) {
+  const int k = n < 0 ? 0 : n > 8 ? 8 : n;
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+ATTNSIM_AVX2_INLINE __m256i select(__m256i mask, __m256i yes, __m256i no) {
+  return _mm256_blendv_epi8(no, yes, mask);
+}
+
+// The unit-bit exponent of an accumulator value held as FP32 (mma_tile_avx512.cpp acc_exponent),
+// and in *nonzero the lanes whose value is not ±0.
+ATTNSIM_AVX2_INLINE __m256i acc_exponent(__m256 p, int emin_acc, __m256i* nonzero) {
+  const __m256i u = _mm256_castps_si256(p);
+  const __m256i ef = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xFF));
+  const __m256i mag = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+  *nonzero = _mm256_xor_si256(_mm256_cmpeq_epi32(mag, _mm256_setzero_si256()),
+                              _mm256_set1_epi32(-1));
+  return _mm256_max_epi32(_mm256_sub_epi32(ef, _mm256_set1_epi32(127)),
+                          _mm256_set1_epi32(emin_acc));
+}
+
+// Four int32 to FP32 rounded toward zero: the RNE conversion (exact below 2^24), one ulp toward
+// zero where its magnitude exceeds the integer's (both compared exactly as FP64). A rounded-away
+// result is never zero, so the step is a decrement of its magnitude bits (across a binade too).
+ATTNSIM_AVX2_INLINE __m128 cvt_rz4(__m128i s) {
+  const __m256d exact = _mm256_cvtepi32_pd(s);
+  const __m128 f = _mm256_cvtpd_ps(exact);  // RNE (MXCSR default); int32 -> FP64 is exact
+  const __m256d back = _mm256_cvtps_pd(f);
+  const __m256d sign = _mm256_set1_pd(-0.0);
+  const __m256d away = _mm256_cmp_pd(_mm256_andnot_pd(sign, back), _mm256_andnot_pd(sign, exact),
+                                     _CMP_GT_OQ);
+  // The 4 FP64 lane masks as 4 int32 lanes: the low 32 bits of each 64-bit all-ones/zero lane.
+  const __m256i a = _mm256_castpd_si256(away);
+  const __m128i m = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(_mm256_castsi256_si128(a)),
+                                                    _mm_castsi128_ps(_mm256_extracti128_si256(a, 1)),
+                                                    _MM_SHUFFLE(2, 0, 2, 0)));
+  return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(f), m));  // m is -1 where away
+}
+ATTNSIM_AVX2_INLINE __m256 cvt_rz(__m256i s) {
+  const __m128 lo = cvt_rz4(_mm256_castsi256_si128(s));
+  const __m128 hi = cvt_rz4(_mm256_extracti128_si256(s, 1));
+  return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+}
+
+// The exact block sum S · 2^(mc − kw) rounded as the accumulator rounds it (mma_tile_avx512.cpp
+// round_sum), s_bits the block's scale 2^(kw − mc) as FP32 bits.
+template <BlockOut kOut>
+ATTNSIM_AVX2_INLINE __m256 round_sum(__m256i S, __m256i s_bits) {
+  const __m256 q = _mm256_castsi256_ps(_mm256_sub_epi32(_mm256_set1_epi32(254 << 23), s_bits));
+  __m256 t = cvt_rz(S);
+  if constexpr (kOut == BlockOut::kF32Rz) {
+    return _mm256_mul_ps(t, q);
+  } else if constexpr (kOut == BlockOut::kFp22) {
+    return _mm256_castsi256_ps(
+        _mm256_andnot_si256(_mm256_set1_epi32(0x3FF), _mm256_castps_si256(_mm256_mul_ps(t, q))));
+  } else {
+    // Round to odd into FP32, then one RNE conversion to fp16.
+    const __m256i inexact =
+        _mm256_xor_si256(_mm256_cmpeq_epi32(_mm256_cvttps_epi32(t), S), _mm256_set1_epi32(-1));
+    t = _mm256_castsi256_ps(_mm256_or_si256(_mm256_castps_si256(t),
+                                            _mm256_and_si256(inexact, _mm256_set1_epi32(1))));
+    __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(t, q), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    // A result that rounds to zero is +0.
+    const __m128i z = _mm_cmpeq_epi16(_mm_and_si128(h, _mm_set1_epi16(0x7FFF)), _mm_setzero_si128());
+    h = _mm_andnot_si128(z, h);
+    return _mm256_cvtph_ps(h);
+  }
+}
+
+// FADD.RN with the GPU's canonical NaN; HADD2.RN of two fp16 values held as FP32
+// (mma_tile_avx512.cpp add_acc).
+ATTNSIM_AVX2_INLINE __m256 add_acc(__m256 x, __m256 y, bool fp16) {
+  __m256 r = _mm256_add_ps(x, y);
+  if (fp16) r = _mm256_cvtph_ps(_mm256_cvtps_ph(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  const __m256 nan = _mm256_cmp_ps(r, r, _CMP_UNORD_Q);
+  return _mm256_blendv_ps(
+      r, _mm256_castsi256_ps(_mm256_set1_epi32(fp16 ? 0x7FFFE000 : 0x7FFFFFFF)), nan);
+}
+
+// One block of kBlock packed positions from kp0 for R rows × 16 columns (mma_tile_avx512.cpp
+// block_step).
+template <int R, BlockOut kOut, int kBlock>
+ATTNSIM_AVX2_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, int kp0,
+                                    __m256 (&P)[R][kV]) {
+  const int n = pl.n, np = pl.np;
+  const float* av = pl.av + std::ptrdiff_t(i0) * n + kp0;
+  const std::uint32_t* ae = pl.ae + std::ptrdiff_t(i0) * n + kp0;
+  const float* bv = pl.bv + std::ptrdiff_t(kp0) * np + j0;
+  const std::int16_t* be = pl.be + std::ptrdiff_t(kp0) * np + j0;
+  // Pass 1: the largest product exponent, the 16 columns' saturated exponent sums in int16 lanes.
+  __m256i mx16[R];
+  for (int r = 0; r < R; ++r) mx16[r] = _mm256_set1_epi16(std::int16_t(kNoVote));
+  for (int i = 0; i < kBlock; ++i) {
+    const __m256i eb =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(be + std::ptrdiff_t(i) * np));
+    for (int r = 0; r < R; ++r) {
+      const __m256i ea = _mm256_set1_epi32(int(ae[std::ptrdiff_t(r) * n + i]));
+      mx16[r] = _mm256_max_epi16(mx16[r], _mm256_adds_epi16(ea, eb));
+    }
+  }
+  __m256i mx[R][kV];
+  for (int r = 0; r < R; ++r) {
+    mx[r][0] = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(mx16[r]));
+    mx[r][1] = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(mx16[r], 1));
+  }
+  const __m256i floor = _mm256_set1_epi32(pl.min_exp), lo = _mm256_set1_epi32(pl.lo),
+                hi = _mm256_set1_epi32(pl.hi), none = _mm256_set1_epi32(kNoVote / 2);
+  const int emin_acc = pl.acc_fp16 ? -14 : -126;
+  __m256i sb[R][kV], bad[R][kV];
+  __m256 s[R][kV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kV; ++v) {
+      __m256i nonzero;
+      const __m256i ec = acc_exponent(P[r][v], emin_acc, &nonzero);
+      const __m256i m = select(nonzero, _mm256_max_epi32(mx[r][v], ec), mx[r][v]);
+      const __m256i me = _mm256_max_epi32(m, floor);
+      const __m256i voted = _mm256_cmpgt_epi32(m, none);
+      const __m256i mc = _mm256_min_epi32(_mm256_max_epi32(me, lo), hi);
+      bad[r][v] = _mm256_andnot_si256(_mm256_cmpeq_epi32(mc, me), voted);
+      sb[r][v] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(pl.kw + 127), mc), 23);
+      s[r][v] = _mm256_castsi256_ps(sb[r][v]);
+    }
+  // Pass 2: every product exact in FP32, scaled by 2^(kw − maxE) (exact), truncated toward zero.
+  __m256i S[R][kV];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kV; ++v) S[r][v] = _mm256_setzero_si256();
+  for (int i = 0; i < kBlock; ++i) {
+    const __m256 b0 = _mm256_loadu_ps(bv + std::ptrdiff_t(i) * np);
+    const __m256 b1 = _mm256_loadu_ps(bv + std::ptrdiff_t(i) * np + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 a = _mm256_broadcast_ss(av + std::ptrdiff_t(r) * n + i);
+      S[r][0] = _mm256_add_epi32(S[r][0],
+                                 _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b0), s[r][0])));
+      S[r][1] = _mm256_add_epi32(S[r][1],
+                                 _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b1), s[r][1])));
+    }
+  }
+  // C's term, the rounding, and the blocks the reference computes.
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kV; ++v) {
+      const __m256i sc = _mm256_cvttps_epi32(_mm256_mul_ps(P[r][v], s[r][v]));
+      const __m256i sum = _mm256_add_epi32(S[r][v], sc);
+      __m256i fb = bad[r][v];
+      // Signed overflow of the last addition: operands of one sign, the result of the other.
+      if (pl.check_overflow)
+        fb = _mm256_or_si256(
+            fb, _mm256_srai_epi32(_mm256_and_si256(_mm256_xor_si256(S[r][v], sum),
+                                                   _mm256_xor_si256(sc, sum)),
+                                  31));
+      __m256 res = round_sum<kOut>(sum, sb[r][v]);
+      const int fbits = _mm256_movemask_ps(_mm256_castsi256_ps(fb));
+      if (fbits) {
+        alignas(32) std::uint32_t old_bits[8], new_bits[8];
+        _mm256_store_si256(reinterpret_cast<__m256i*>(old_bits), _mm256_castps_si256(P[r][v]));
+        _mm256_store_si256(reinterpret_cast<__m256i*>(new_bits), _mm256_castps_si256(res));
+        for (int l = 0; l < 8; ++l) {
+          const int j = j0 + 8 * v + l;
+          if (((fbits >> l) & 1) && j < pl.cols)
+            new_bits[l] = float_block_fallback(pl, i0 + r, j, kp0, old_bits[l]);
+        }
+        res = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(new_bits)));
+      }
+      P[r][v] = res;
+    }
+}
+
+// R rows × 16 columns from (i0, j0): C in, the chunks, instructions and blocks of the model in
+// dot_mma's order, D out (mma_tile_avx512.cpp tile_group).
+template <int R, BlockOut kOut, int kBlock>
+ATTNSIM_AVX2 void tile_group(const FloatTilePlan& pl, int i0, int j0) {
+  __m256 D[R][kV];
+  const __m256i m[kV] = {first8(pl.cols - j0), first8(pl.cols - j0 - 8)};
+  for (int r = 0; r < R; ++r) {
+    for (int v = 0; v < kV; ++v) {
+      if (pl.c) {
+        const std::uint32_t* c = pl.c + std::ptrdiff_t(i0 + r) * pl.ldc + j0 + 8 * v;
+        D[r][v] = _mm256_castsi256_ps(_mm256_maskload_epi32(reinterpret_cast<const int*>(c), m[v]));
+      } else {
+        D[r][v] = _mm256_setzero_ps();
+      }
+      // An fp16 accumulator takes the FP32 C rounded to nearest fp16 (a NaN stays a NaN).
+      if (pl.acc_fp16 && pl.promote == 0)
+        D[r][v] = _mm256_cvtph_ps(
+            _mm256_cvtps_ph(D[r][v], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+  }
+  const int chunk = pl.promote > 0 ? pl.promote : pl.n;
+  for (int c0 = 0; c0 < pl.n; c0 += chunk) {
+    __m256 P[R][kV];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kV; ++v) P[r][v] = pl.promote > 0 ? _mm256_setzero_ps() : D[r][v];
+    if (pl.via_hmma) {
+      for (int g0 = c0; g0 < c0 + chunk; g0 += 32) {
+        __m256 H[R][kV];
+        for (int r = 0; r < R; ++r)
+          for (int v = 0; v < kV; ++v) H[r][v] = _mm256_setzero_ps();
+        block_step<R, kOut, 16>(pl, i0, j0, g0, H);
+        block_step<R, kOut, 16>(pl, i0, j0, g0 + 16, H);
+        for (int r = 0; r < R; ++r)
+          for (int v = 0; v < kV; ++v) P[r][v] = add_acc(P[r][v], H[r][v], pl.acc_fp16);
+      }
+    } else {
+      for (int k0 = c0; k0 < c0 + chunk; k0 += kBlock)
+        block_step<R, kOut, kBlock>(pl, i0, j0, k0, P);
+    }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kV; ++v)
+        D[r][v] = pl.promote > 0 ? add_acc(D[r][v], P[r][v], false) : P[r][v];
+  }
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < kV; ++v) {
+      std::uint32_t* d = pl.d + std::ptrdiff_t(i0 + r) * pl.ldd + j0 + 8 * v;
+      _mm256_maskstore_epi32(reinterpret_cast<int*>(d), m[v], _mm256_castps_si256(D[r][v]));
+    }
+}
+
+template <BlockOut kOut, int kBlock>
+ATTNSIM_AVX2 void tile_all(const FloatTilePlan& pl) {
+  // Column groups outside, rows inside: a group's packed B stays in the L1 cache.
+  for (int j0 = 0; j0 < pl.cols; j0 += 8 * kV) {
+    int i0 = 0;
+    for (; i0 + kR <= pl.rows; i0 += kR) tile_group<kR, kOut, kBlock>(pl, i0, j0);
+    for (; i0 < pl.rows; ++i0) tile_group<1, kOut, kBlock>(pl, i0, j0);
+  }
+}
+
+template <int kBlock>
+ATTNSIM_AVX2 void tile_blocks(const FloatTilePlan& pl) {
+  switch (pl.out) {
+    case BlockOut::kF32Rz:
+      return tile_all<BlockOut::kF32Rz, kBlock>(pl);
+    case BlockOut::kFp22:
+      return tile_all<BlockOut::kFp22, kBlock>(pl);
+    case BlockOut::kF16Rne:
+      return tile_all<BlockOut::kF16Rne, kBlock>(pl);
+  }
+}
+
+}  // namespace
+
+ATTNSIM_AVX2 void float_tile_avx2(const FloatTilePlan& pl) {
+  if (pl.via_hmma || pl.block == 16) return tile_blocks<16>(pl);
+  if (pl.block == 8) return tile_blocks<8>(pl);
+  return tile_blocks<32>(pl);
+}
+
+}  // namespace attnsim::mma_tile_detail
