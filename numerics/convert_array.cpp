@@ -503,6 +503,234 @@ ATTNSIM_TARGET_AVX512 std::size_t round_pass(const float* x, std::size_t n, floa
   return i;
 }
 
+// ---- the encoders on AVX2 (8 lanes; lane masks are all-ones compare results) ----
+//
+// RoundCode8 computes RoundCode's codes with the general formula of its ties-away branch for
+// every lane and mode (AVX2 has no add with the rounding in the instruction, which the magic
+// addend needs): code = round(sig >> sh) + (max(e - emin, 0) << m), the mode's bias below bit sh
+// added before the shift, sh per lane (saturated at 31) and the bias's pieces by variable shifts:
+//   rne: 2^(sh-1) - 1 + bit sh of sig     rna: 2^(sh-1)     rz: 0     away: 2^sh - 1.
+// For a normal result sh = 23 - m and this is the one-add form (RoundCode's comment); the sum
+// sig + bias stays below 2^32 (sig < 2^24, bias < 2^31) and the shift is logical. Every code is
+// below 2^31, so signed compares serve for the unsigned ones.
+template <class Fmt, Round kR>
+struct RoundCode8 {
+  static constexpr int kMan = Fmt::kManBits;
+  static constexpr int kEmin = Fmt::kMinNormalExp;
+  static constexpr int kSh0 = 23 - kMan;
+
+  ATTNSIM_TARGET_AVX2 static __m256i magnitude(__m256i a, __m256i neg) {
+    const __m256i zero = _mm256_setzero_si256(), one = _mm256_set1_epi32(1);
+    const __m256i e_field = _mm256_srli_epi32(a, 23);
+    const __m256i hidden = _mm256_andnot_si256(_mm256_cmpeq_epi32(e_field, zero),
+                                               _mm256_set1_epi32(0x800000));
+    const __m256i sig = _mm256_or_si256(_mm256_and_si256(a, _mm256_set1_epi32(0x7FFFFF)), hidden);
+    const __m256i d =
+        _mm256_sub_epi32(_mm256_set1_epi32(kEmin + 127), _mm256_max_epi32(e_field, one));
+    const __m256i sh = _mm256_min_epi32(
+        _mm256_add_epi32(_mm256_set1_epi32(kSh0), _mm256_max_epi32(d, zero)),
+        _mm256_set1_epi32(31));
+    const __m256i hi = _mm256_slli_epi32(_mm256_max_epi32(_mm256_sub_epi32(zero, d), zero), kMan);
+    const __m256i half = _mm256_sllv_epi32(one, _mm256_sub_epi32(sh, one));
+    __m256i bias;
+    if constexpr (kR == Round::kNearestEven) {
+      bias = _mm256_add_epi32(_mm256_sub_epi32(half, one),
+                              _mm256_and_si256(_mm256_srlv_epi32(sig, sh), one));
+    } else if constexpr (kR == Round::kNearestAway) {
+      bias = half;
+    } else if constexpr (kR == Round::kTowardZero) {
+      bias = zero;
+    } else {
+      const __m256i away = kR == Round::kUp ? _mm256_xor_si256(neg, _mm256_set1_epi32(-1)) : neg;
+      bias = _mm256_and_si256(away, _mm256_sub_epi32(_mm256_sllv_epi32(one, sh), one));
+    }
+    return _mm256_add_epi32(_mm256_srlv_epi32(_mm256_add_epi32(sig, bias), sh), hi);
+  }
+
+  // The code of every lane; *overflow: the lanes past the largest finite magnitude.
+  ATTNSIM_TARGET_AVX2 __m256i operator()(__m256i u, __m256i* overflow) const {
+    const __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i neg = _mm256_xor_si256(_mm256_cmpeq_epi32(a, u), _mm256_set1_epi32(-1));
+    const __m256i q = magnitude(a, neg);
+    *overflow = _mm256_cmpgt_epi32(q, _mm256_set1_epi32(int(std::uint32_t(Fmt::kMaxFinite))));
+    return _mm256_or_si256(q, _mm256_and_si256(neg, _mm256_set1_epi32(int(Fmt::kSignBit))));
+  }
+
+  // RoundCode::saturated.
+  ATTNSIM_TARGET_AVX2 __m256i saturated(__m256i u, __m256i* nan) const {
+    const __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+    const __m256i neg = _mm256_xor_si256(_mm256_cmpeq_epi32(a, u), _mm256_set1_epi32(-1));
+    const __m256i q = _mm256_min_epi32(magnitude(a, neg),
+                                       _mm256_set1_epi32(int(std::uint32_t(Fmt::kMaxFinite))));
+    *nan = _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
+    return _mm256_or_si256(q, _mm256_and_si256(neg, _mm256_set1_epi32(int(Fmt::kSignBit))));
+  }
+};
+
+// Fp16Code on AVX2: vcvtps2ph (F16C) with the rounding in the immediate.
+template <Round kR>
+struct Fp16Code8 {
+  ATTNSIM_TARGET_AVX2 __m256i operator()(__m256i u, __m256i* special) const {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(_mm256_castsi256_ps(u), kRoundImm(kR)));
+    *special = _mm256_cmpgt_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)),
+                                  _mm256_set1_epi32(0x7BFF));
+    return h;
+  }
+};
+
+template <class Fmt, Round kR>
+using Encoder8 = std::conditional_t<std::is_same_v<Fmt, fp16> && kR != Round::kNearestAway,
+                                    Fp16Code8<kR>, RoundCode8<Fmt, kR>>;
+
+// 8 codes (each below 2^16) as 8 int16 in k order.
+ATTNSIM_TARGET_AVX2 inline __m128i narrow16(__m256i c) {
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(c, c), 0x08));
+}
+
+// widen_finite on AVX2.
+template <class Fmt>
+ATTNSIM_TARGET_AVX2 inline __m256 widen_finite8(__m256i c) {
+  if constexpr (std::is_same_v<Fmt, bf16>) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(c, 16));
+  } else if constexpr (std::is_same_v<Fmt, fp16>) {
+    return _mm256_cvtph_ps(narrow16(c));
+  } else if constexpr (std::is_same_v<Fmt, e5m2>) {
+    return _mm256_cvtph_ps(narrow16(_mm256_slli_epi32(c, 8)));
+  } else {
+    static_assert(std::is_same_v<Fmt, e4m3fn>);
+    const __m256i mag = _mm256_and_si256(c, _mm256_set1_epi32(0x7F));
+    const __m256i sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(0x08), mag);
+    __m256i w = _mm256_add_epi32(_mm256_slli_epi32(mag, 20), _mm256_set1_epi32(120 << 23));
+    w = _mm256_add_epi32(w, _mm256_and_si256(sub, _mm256_set1_epi32(1 << 23)));
+    const __m256 wf = _mm256_castsi256_ps(w);
+    const __m256 v = _mm256_blendv_ps(wf, _mm256_sub_ps(wf, _mm256_set1_ps(0x1p-6f)),
+                                      _mm256_castsi256_ps(sub));
+    return _mm256_castsi256_ps(_mm256_or_si256(
+        _mm256_castps_si256(v),
+        _mm256_slli_epi32(_mm256_and_si256(c, _mm256_set1_epi32(0x80)), 24)));
+  }
+}
+
+struct SpecialLanes8 {
+  __m256i ovf_pos, ovf_neg, inf_pos, inf_neg;
+};
+ATTNSIM_TARGET_AVX2 inline SpecialLanes8 special_lanes8(SpecialCodes c) {
+  return {_mm256_set1_epi32(c.ovf_pos), _mm256_set1_epi32(c.ovf_neg), _mm256_set1_epi32(c.inf_pos),
+          _mm256_set1_epi32(c.inf_neg)};
+}
+
+// settle on AVX2: the flagged lanes that are not NaN replaced by their specials; *nan: the NaN
+// lanes among the flagged.
+ATTNSIM_TARGET_AVX2 inline __m256i settle8(__m256i v, __m256i u, __m256i flagged,
+                                           const SpecialLanes8& sp, __m256i* nan) {
+  if (_mm256_testz_si256(flagged, flagged)) {
+    *nan = _mm256_setzero_si256();
+    return v;
+  }
+  const __m256i a = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFFFF));
+  const __m256i inf_bits = _mm256_set1_epi32(0x7F800000);
+  *nan = _mm256_and_si256(flagged, _mm256_cmpgt_epi32(a, inf_bits));
+  const __m256i neg = _mm256_cmpgt_epi32(_mm256_setzero_si256(), u);
+  const __m256i inf = _mm256_and_si256(flagged, _mm256_cmpeq_epi32(a, inf_bits));
+  const __m256i ovf = _mm256_andnot_si256(_mm256_or_si256(*nan, inf), flagged);
+  v = _mm256_blendv_epi8(v, sp.ovf_pos, _mm256_andnot_si256(neg, ovf));
+  v = _mm256_blendv_epi8(v, sp.ovf_neg, _mm256_and_si256(neg, ovf));
+  v = _mm256_blendv_epi8(v, sp.inf_pos, _mm256_andnot_si256(neg, inf));
+  return _mm256_blendv_epi8(v, sp.inf_neg, _mm256_and_si256(neg, inf));
+}
+
+template <class Fmt, Round kR, bool kSat>
+ATTNSIM_TARGET_AVX2 inline __m256i encode8(const Encoder8<Fmt, kR>& enc, __m256i u,
+                                           const SpecialLanes8& sp, __m256i* nan) {
+  if constexpr (kSat) {
+    return enc.saturated(u, nan);
+  } else {
+    __m256i flagged;
+    const __m256i raw = enc(u, &flagged);
+    return settle8(raw, u, flagged, sp, nan);
+  }
+}
+
+// The NaN lanes of one vector onto the pass's list (rare: a loop over the mask's bits).
+ATTNSIM_TARGET_AVX2 inline void note_slow8(SlowLanes& s, std::size_t& k, __m256i nan,
+                                           std::size_t i0, __m256i u) {
+  unsigned m = unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(nan)));
+  if (m == 0) return;
+  alignas(32) std::uint32_t bits[8];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(bits), u);
+  for (; m != 0; m &= m - 1) {
+    const int l = __builtin_ctz(m);
+    s.at[k] = std::uint32_t(i0 + std::size_t(l));
+    s.bits[k] = bits[l];
+    ++k;
+  }
+}
+
+ATTNSIM_TARGET_AVX2 inline __m256i lanes8(std::size_t left) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+template <class Out>
+ATTNSIM_TARGET_AVX2 inline void store_codes8(Out* out, __m256i c, std::size_t m) {
+  alignas(32) std::uint32_t w[8];
+  if (m >= 8 && sizeof(Out) == 4) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), c);
+    return;
+  }
+  if (m >= 8 && sizeof(Out) == 2) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), narrow16(c));
+    return;
+  }
+  _mm256_store_si256(reinterpret_cast<__m256i*>(w), c);
+  for (std::size_t l = 0; l < m && l < 8; ++l) out[l] = Out(w[l]);
+}
+
+// encode_pass and round_pass on AVX2 (same contract).
+template <class Fmt, Round kR, bool kSat, class Out>
+ATTNSIM_TARGET_AVX2 std::size_t encode_pass_avx2(const float* x, std::size_t n, Out* out,
+                                                 const SpecialLanes8& sp, SlowLanes& s) {
+  const Encoder8<Fmt, kR> enc;
+  std::size_t i = 0, k = s.n;
+  for (; i < n && k + 8 <= kSlowCap; i += 8) {
+    const std::size_t m = n - i < 8 ? n - i : 8;
+    const __m256i live = lanes8(m);
+    const __m256i u = m == 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))
+                             : _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), live);
+    __m256i nan;
+    const __m256i c = encode8<Fmt, kR, kSat>(enc, u, sp, &nan);
+    store_codes8(out + i, c, m);
+    note_slow8(s, k, _mm256_and_si256(nan, live), i, u);
+  }
+  if (i > n) i = n;
+  s.n = k;
+  return i;
+}
+
+template <class Fmt, Round kR>
+ATTNSIM_TARGET_AVX2 std::size_t round_pass_avx2(const float* x, std::size_t n, float* out,
+                                                const SpecialLanes8& sp, SlowLanes& s) {
+  const Encoder8<Fmt, kR> enc;
+  std::size_t i = 0, k = s.n;
+  for (; i < n && k + 8 <= kSlowCap; i += 8) {
+    const std::size_t m = n - i < 8 ? n - i : 8;
+    const __m256i live = lanes8(m);
+    const __m256i u = m == 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))
+                             : _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), live);
+    __m256i flagged, nan;
+    const __m256i c = enc(u, &flagged);
+    const __m256i w = settle8(_mm256_castps_si256(widen_finite8<Fmt>(c)), u, flagged, sp, &nan);
+    if (m == 8) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), w);
+    } else {
+      _mm256_maskstore_epi32(reinterpret_cast<int*>(out + i), live, w);
+    }
+    note_slow8(s, k, _mm256_and_si256(nan, live), i, u);
+  }
+  if (i > n) i = n;
+  s.n = k;
+  return i;
+}
+
 // Decodes. bf16: the upper half, NaNs quieted (bit 22); fp16 and e5m2: vcvtph2ps (quiets NaNs,
 // keeps sign and payload: equal to the reference on every code, convert_array_test.cpp); e4m3fn:
 // widen_finite, its two NaN codes (S.1111.111) replaced by the reference's values.
@@ -589,6 +817,46 @@ ATTNSIM_TARGET_AVX512 void round_to_int_kernel(const float* x, std::size_t n, st
   }
 }
 
+// The same on AVX2: the clamp, then vroundps with the mode in its immediate (the clamped value is
+// within [-128, 127], so the rounded value converts exactly); rna truncates and steps away where
+// the exact fraction is >= 1/2; NaN -> 0 (the clamp's vmaxps would give lo: masked after).
+template <Round kR>
+ATTNSIM_TARGET_AVX2 inline __m256i round_to_int_vec8(__m256 v, __m256 lo, __m256 hi) {
+  const __m256 nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+  const __m256 c = _mm256_min_ps(_mm256_max_ps(v, lo), hi);
+  __m256i q;
+  if constexpr (kR != Round::kNearestAway) {
+    q = _mm256_cvttps_epi32(_mm256_round_ps(c, kRoundImm(kR)));
+  } else {
+    const __m256 t = _mm256_round_ps(c, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 frac = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(c, t));
+    const __m256 up = _mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ);
+    // One step away from zero: t ± 1 in FP32 (exact), by c's sign.
+    const __m256 step = _mm256_and_ps(up, _mm256_or_ps(_mm256_set1_ps(1.0f),
+                                                       _mm256_and_ps(c, _mm256_set1_ps(-0.0f))));
+    q = _mm256_cvttps_epi32(_mm256_add_ps(t, step));
+  }
+  return _mm256_andnot_si256(_mm256_castps_si256(nan), q);
+}
+
+template <Round kR>
+ATTNSIM_TARGET_AVX2 void round_to_int_kernel_avx2(const float* x, std::size_t n, std::int32_t* out,
+                                                  int bits) {
+  const __m256 lo = _mm256_set1_ps(-float(1 << (bits - 1)));
+  const __m256 hi = _mm256_set1_ps(float((1 << (bits - 1)) - 1));
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i),
+                        round_to_int_vec8<kR>(_mm256_loadu_ps(x + i), lo, hi));
+  if (i < n) {
+    const int left = int(n - i);
+    const __m256i m =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(out + i), m,
+                           round_to_int_vec8<kR>(_mm256_maskload_ps(x + i, m), lo, hi));
+  }
+}
+
 // Dispatch on the format and the rounding mode (both run-time values, resolved once per call).
 template <class Fmt, class F>
 void with_round(Round r, F&& f) {
@@ -618,6 +886,7 @@ bool with_format(Encoding e, Round r, int bits, F&& f) {
 }
 
 bool use_avx512() { return active_isa() >= Isa::kAvx512 && mxcsr_keeps_subnormals(); }
+bool use_avx2() { return active_isa() >= Isa::kAvx2 && mxcsr_keeps_subnormals(); }
 
 }  // namespace
 #endif  // ATTNSIM_X86_KERNELS
@@ -654,6 +923,30 @@ void encode_dispatch(Encoding e, const float* x, std::size_t n, Out* out, Policy
                                       i += done;
                                     }
                                   })) {
+    return;
+  }
+  if (use_avx2() && with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
+                                [&]<class Fmt, Round kR>() {
+                                  const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
+                                  const bool sat = policy_saturates<Fmt, kR>(sc);
+                                  SlowLanes s;
+                                  const SpecialLanes8 sp = special_lanes8(sc);
+                                  for (std::size_t i = 0; i < n;) {
+                                    s.n = 0;
+                                    const std::size_t len = std::min(n - i, kPassMax);
+                                    std::size_t done;
+                                    if constexpr (kClamps<Fmt, kR>) {
+                                      done = sat ? encode_pass_avx2<Fmt, kR, true>(x + i, len, out + i, sp, s)
+                                                 : encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                                    } else {
+                                      done = encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                                    }
+                                    for (std::size_t k = 0; k < s.n; ++k)
+                                      out[i + s.at[k]] = Out(encode_float_bits(
+                                          e, f32_from_bits(s.bits[k]), p));
+                                    i += done;
+                                  }
+                                })) {
     return;
   }
 #endif
@@ -713,6 +1006,20 @@ void round_array(Encoding e, const float* x, std::size_t n, float* out, Policy p
       })) {
     return;
   }
+  if (use_avx2() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
+        SlowLanes s;
+        const SpecialLanes8 sp = special_lanes8(special_codes(0, e, p));
+        for (std::size_t i = 0; i < n;) {
+          s.n = 0;
+          const std::size_t done =
+              round_pass_avx2<Fmt, kR>(x + i, std::min(n - i, kPassMax), out + i, sp, s);
+          for (std::size_t k = 0; k < s.n; ++k)
+            out[i + s.at[k]] = round_to(e, f32_from_bits(s.bits[k]), p);
+          i += done;
+        }
+      })) {
+    return;
+  }
 #endif
   if (x != out || (e != Encoding::kFp32 && e != Encoding::kFp64)) round_array_ref(e, x, n, out, p);
 }
@@ -733,6 +1040,20 @@ void round_to_int_array(const float* x, std::size_t n, std::int32_t* out, Round 
         return round_to_int_kernel<Round::kUp>(x, n, out, bits);
       case Round::kDown:
         return round_to_int_kernel<Round::kDown>(x, n, out, bits);
+    }
+  }
+  if (use_avx2()) {
+    switch (r) {
+      case Round::kNearestEven:
+        return round_to_int_kernel_avx2<Round::kNearestEven>(x, n, out, bits);
+      case Round::kNearestAway:
+        return round_to_int_kernel_avx2<Round::kNearestAway>(x, n, out, bits);
+      case Round::kTowardZero:
+        return round_to_int_kernel_avx2<Round::kTowardZero>(x, n, out, bits);
+      case Round::kUp:
+        return round_to_int_kernel_avx2<Round::kUp>(x, n, out, bits);
+      case Round::kDown:
+        return round_to_int_kernel_avx2<Round::kDown>(x, n, out, bits);
     }
   }
 #endif

@@ -82,7 +82,95 @@ ATTNSIM_AVX2 void group(const IntTilePlan& pl, const Int16Packed& pk, int i0, in
           D[r][v]);
 }
 
+// 8 words of encodings -> their integer values in int32 lanes (int_mma_tile_x86.cpp int_values).
+ATTNSIM_AVX2_INLINE __m256i int_values8(__m256i x, ElemKind k) {
+  switch (k) {
+    case ElemKind::kS8:
+      return _mm256_srai_epi32(_mm256_slli_epi32(x, 24), 24);
+    case ElemKind::kU8:
+      return _mm256_and_si256(x, _mm256_set1_epi32(0xFF));
+    case ElemKind::kS4:
+      return _mm256_srai_epi32(_mm256_slli_epi32(x, 28), 28);
+    case ElemKind::kValue:
+      break;
+  }
+  return _mm256_cvttps_epi32(_mm256_castsi256_ps(x));
+}
+
+// The 8 x 8 transpose of int32 rows r[0..7] in place.
+ATTNSIM_AVX2_INLINE void transpose8(__m256i r[8]) {
+  __m256i t[8], u[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm256_unpacklo_epi32(r[i], r[i + 1]);
+    t[i + 1] = _mm256_unpackhi_epi32(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 8; i += 4) {
+    u[i] = _mm256_unpacklo_epi64(t[i], t[i + 2]);
+    u[i + 1] = _mm256_unpackhi_epi64(t[i], t[i + 2]);
+    u[i + 2] = _mm256_unpacklo_epi64(t[i + 1], t[i + 3]);
+    u[i + 3] = _mm256_unpackhi_epi64(t[i + 1], t[i + 3]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x20);
+    r[i + 4] = _mm256_permute2x128_si256(u[i], u[i + 4], 0x31);
+  }
+}
+
 }  // namespace
+
+// B's 16-bit pairs (pack_int16_b's layout) where column j is a contiguous row of encodings
+// (b_k = 1, no position index: K's keys): 8 columns × 16 positions at a time, each column's 16
+// values narrowed to int16 in k order (vpackssdw: exact, every value fits) and the 8 × 8 words
+// transposed into the packed rows.
+ATTNSIM_AVX2 void pack_int16_b_rows_avx2(const IntTilePlan& pl, int np, std::int32_t* b2) {
+  const MmaTile& t = *pl.tile;
+  const std::uint32_t* b = t.b_values ? reinterpret_cast<const std::uint32_t*>(t.b_values) : t.b;
+  for (int j0 = 0; j0 < np; j0 += 8) {
+    for (int k0 = 0; k0 < t.n; k0 += 16) {
+      __m256i r[8];
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = j0 + jj;
+        if (j >= t.cols) {
+          r[jj] = _mm256_setzero_si256();
+          continue;
+        }
+        const std::uint32_t* p = b + std::ptrdiff_t(j) * t.b_n + k0;
+        const __m256i lo = int_values8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)),
+                                       pl.b_kind);
+        const __m256i hi = int_values8(
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8)), pl.b_kind);
+        // [lo0-3, hi0-3 | lo4-7, hi4-7] as int16 -> k order.
+        r[jj] = _mm256_permute4x64_epi64(_mm256_packs_epi32(lo, hi), 0xD8);
+      }
+      transpose8(r);
+      for (int g = 0; g < 8; ++g)
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(b2 + std::ptrdiff_t(k0 / 2 + g) * np + j0),
+                            r[g]);
+    }
+  }
+}
+
+// The same where rows k of B are contiguous (b_n = 1, no position index: V's keys): positions
+// 2g and 2g + 1 of 8 columns become 8 words (low and high 16 bits) in one step.
+ATTNSIM_AVX2 void pack_int16_b_cols_avx2(const IntTilePlan& pl, int np, std::int32_t* b2) {
+  const MmaTile& t = *pl.tile;
+  const std::uint32_t* b = t.b_values ? reinterpret_cast<const std::uint32_t*>(t.b_values) : t.b;
+  const __m256i low = _mm256_set1_epi32(0xFFFF);
+  for (int g = 0; g < t.n / 2; ++g) {
+    const std::uint32_t* r0 = b + std::ptrdiff_t(2 * g) * t.b_k;
+    const std::uint32_t* r1 = r0 + t.b_k;
+    std::int32_t* out = b2 + std::ptrdiff_t(g) * np;
+    for (int j0 = 0; j0 < np; j0 += 8) {
+      const __m256i m = first8(t.cols - j0);
+      const __m256i v0 = int_values8(
+          _mm256_maskload_epi32(reinterpret_cast<const int*>(r0 + j0), m), pl.b_kind);
+      const __m256i v1 = int_values8(
+          _mm256_maskload_epi32(reinterpret_cast<const int*>(r1 + j0), m), pl.b_kind);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j0),
+                          _mm256_or_si256(_mm256_and_si256(v0, low), _mm256_slli_epi32(v1, 16)));
+    }
+  }
+}
 
 ATTNSIM_AVX2 void int_tile_avx2(const IntTilePlan& pl, const Int16Packed& pk) {
   const MmaTile& t = *pl.tile;

@@ -395,8 +395,47 @@ void mma_tile_detail::pack_int16_a(const IntTilePlan& pl, std::int16_t* a16) {
       a16[std::ptrdiff_t(i) * t.n + k] = std::int16_t(int_value(a_word(t, i, k), pl.a_kind));
 }
 
+namespace {
+
+// B's 16-bit pairs where element (k, j) is word k·b_k + j·b_n of the encodings (no position index,
+// no values): the kind's decoding inlined, the row pointers hoisted (the decode tile's B is the
+// whole cache: this packing is as much work as its products).
+template <ElemKind kKind>
+void pack_int16_b_direct(const MmaTile& t, int np, std::int32_t* b2) {
+  // 16 columns at a time over the whole reduction: where columns are rows of memory (K's keys,
+  // b_k = 1) each column is read along its row, and each packed row gets 16 consecutive words.
+  for (int j0 = 0; j0 < np; j0 += 16) {
+    const int j1 = j0 + 16 < t.cols ? j0 + 16 : t.cols;
+    for (int g = 0; g < t.n / 2; ++g) {
+      const std::uint32_t* r0 = t.b + std::ptrdiff_t(2 * g) * t.b_k;
+      const std::uint32_t* r1 = r0 + t.b_k;
+      std::int32_t* out = b2 + std::ptrdiff_t(g) * np;
+      for (int j = j0; j < j1; ++j) {
+        const std::uint32_t lo = std::uint16_t(int_value(r0[std::ptrdiff_t(j) * t.b_n], kKind));
+        const std::uint32_t hi = std::uint16_t(int_value(r1[std::ptrdiff_t(j) * t.b_n], kKind));
+        out[j] = std::int32_t(lo | (hi << 16));
+      }
+      for (int j = j1 > j0 ? j1 : j0; j < j0 + 16; ++j) out[j] = 0;
+    }
+  }
+}
+
+}  // namespace
+
 void mma_tile_detail::pack_int16_b(const IntTilePlan& pl, int np, std::int32_t* b2) {
   const MmaTile& t = *pl.tile;
+  if (!t.k_index && !t.b_values) {
+    switch (pl.b_kind) {
+      case ElemKind::kS8:
+        return pack_int16_b_direct<ElemKind::kS8>(t, np, b2);
+      case ElemKind::kU8:
+        return pack_int16_b_direct<ElemKind::kU8>(t, np, b2);
+      case ElemKind::kS4:
+        return pack_int16_b_direct<ElemKind::kS4>(t, np, b2);
+      case ElemKind::kValue:
+        break;
+    }
+  }
   for (int g = 0; g < t.n / 2; ++g)
     for (int j = 0; j < np; ++j) {
       const std::uint32_t lo = std::uint16_t(int_value(b_word(t, 2 * g, j), pl.b_kind));
@@ -492,7 +531,13 @@ void int_tile_16(const IntTilePlan& pl, const DotModel& m, const MmaTile& t, int
   std::vector<std::int32_t>& b2 = kb ? kb->b4 : w.b4;
   if (!hit) {
     b2.resize(std::size_t(t.n / 2) * np);
-    pack_int16_b(pl, np, b2.data());
+    if (t.b_k == 1 && !t.k_index && t.n % 16 == 0) {
+      pack_int16_b_rows_avx2(pl, np, b2.data());
+    } else if (t.b_n == 1 && !t.k_index) {
+      pack_int16_b_cols_avx2(pl, np, b2.data());
+    } else {
+      pack_int16_b(pl, np, b2.data());
+    }
   }
   Int16Packed pk;
   pk.a16 = a16.data();

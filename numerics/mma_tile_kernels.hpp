@@ -155,6 +155,11 @@ struct Int16Packed {
 void pack_int16_a(const IntTilePlan& pl, std::int16_t* a16);
 void pack_int16_b(const IntTilePlan& pl, int np, std::int32_t* b2);
 void int_tile_avx2(const IntTilePlan& pl, const Int16Packed& pk);
+// pack_int16_b for a B whose columns are contiguous rows (b_k == 1, no k_index; n a multiple of
+// 16, np of 8): the AVX2 form (int_mma_tile_avx2.cpp).
+void pack_int16_b_rows_avx2(const IntTilePlan& pl, int np, std::int32_t* b2);
+// ... and for a B whose rows are contiguous (b_n == 1, no k_index; np a multiple of 8).
+void pack_int16_b_cols_avx2(const IntTilePlan& pl, int np, std::int32_t* b2);
 // Wrapping models only (the sign variants are the tile instructions'); cbuf: 32 × 32 int32.
 void int_tile_amx(const IntTilePlan& pl, const IntPacked& pk, std::int32_t* cbuf);
 

@@ -56,6 +56,7 @@ namespace {
 // then anyway, as in convert_array.
 bool mxcsr_plain() { return (_mm_getcsr() & 0x8040u) == 0; }
 bool use_avx512() { return active_isa() >= Isa::kAvx512 && mxcsr_plain(); }
+bool use_avx2() { return active_isa() >= Isa::kAvx2 && mxcsr_plain(); }
 
 inline __mmask16 tail_mask(std::size_t left) { return __mmask16((1u << left) - 1); }
 
@@ -118,8 +119,55 @@ ATTNSIM_TARGET_AVX512 void ex2_predict_all(const Ex2Compact& c, bool negative, s
     _mm512_storeu_si512(p + i, ex2_predict16(f, negative ? __mmask16(0xFFFF) : 0, c));
 }
 
+// P± of 4 lanes on AVX2: ex2_predict8's operations in the same order on 4 FP64 lanes (every one
+// an IEEE operation, so the same bits), the 16-entry table read by a gather from the L1 cache.
+// negm: all-ones in the T- lanes.
+ATTNSIM_TARGET_AVX2 inline __m128i ex2_predict4(__m128i f, __m128i negm, const Ex2Compact& c) {
+  const __m256d neg = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(negm));
+  const __m256d r = _mm256_mul_pd(
+      _mm256_cvtepi32_pd(_mm_and_si128(f, _mm_set1_epi32(0x7FFFF))), _mm256_set1_pd(0x1p-23));
+  const __m256d c1 = _mm256_blendv_pd(_mm256_set1_pd(c.c1[0]), _mm256_set1_pd(c.c1[1]), neg);
+  const __m256d c3 = _mm256_blendv_pd(_mm256_set1_pd(c.c3[0]), _mm256_set1_pd(c.c3[1]), neg);
+  __m256d q = _mm256_mul_pd(_mm256_set1_pd(c.c4), r);
+  q = _mm256_add_pd(q, c3);
+  q = _mm256_mul_pd(q, r);
+  q = _mm256_add_pd(q, _mm256_set1_pd(c.c2));
+  q = _mm256_mul_pd(q, r);
+  q = _mm256_add_pd(q, c1);
+  q = _mm256_mul_pd(q, r);
+  q = _mm256_add_pd(q, _mm256_set1_pd(1.0));
+  // Index i of e[0] (T+) or 16 + i (e[1], T-).
+  const __m128i idx =
+      _mm_add_epi32(_mm_srli_epi32(f, 19), _mm_and_si128(negm, _mm_set1_epi32(16)));
+  const __m256d e = _mm256_i32gather_pd(&c.e[0][0], idx, 8);
+  const __m256d y = _mm256_mul_pd(e, q);
+  const __m256d z =
+      _mm256_mul_pd(y, _mm256_blendv_pd(_mm256_set1_pd(0x1p23), _mm256_set1_pd(0x1p24), neg));
+  const __m128i base = _mm_blendv_epi8(_mm_set1_epi32(0x3F000000), _mm_set1_epi32(0x3E800000), negm);
+  return _mm_add_epi32(_mm256_cvttpd_epi32(z), base);
+}
+
+ATTNSIM_TARGET_AVX2 inline __m256i ex2_predict8_avx2(__m256i f, __m256i negm, const Ex2Compact& c) {
+  const __m128i p0 = ex2_predict4(_mm256_castsi256_si128(f), _mm256_castsi256_si128(negm), c);
+  const __m128i p1 =
+      ex2_predict4(_mm256_extracti128_si256(f, 1), _mm256_extracti128_si256(negm, 1), c);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(p0), p1, 1);
+}
+
+ATTNSIM_TARGET_AVX2 void ex2_predict_all_avx2(const Ex2Compact& c, bool negative,
+                                              std::int32_t* p) {
+  const __m256i step = _mm256_set1_epi32(8);
+  const __m256i negm = _mm256_set1_epi32(negative ? -1 : 0);
+  __m256i f = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (std::uint32_t i = 0; i < (1u << 23); i += 8, f = _mm256_add_epi32(f, step))
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + i), ex2_predict8_avx2(f, negm, c));
+}
+
 // The compact form of ex2's tables, or none when an entry's difference from P± needs more than 2
-// bits (not so for the H100's tables: tests/numerics/special_array_test.cpp).
+// bits (not so for the H100's tables: tests/numerics/special_array_test.cpp). Built with the
+// AVX-512 or the AVX2 prediction (the same bits: tests/numerics/special_array_test.cpp
+// Ex2EveryTableEntry, run at each instruction set, reads every entry through both), by what the
+// CPU has.
 std::shared_ptr<const void> build_ex2_compact(const Ex2ApproxFtz& ex2) {
   auto c = std::make_shared<Ex2Compact>();
   for (int i = 0; i < 16; ++i) {
@@ -143,7 +191,11 @@ std::shared_ptr<const void> build_ex2_compact(const Ex2ApproxFtz& ex2) {
   c->words = c->codes.get();
   std::vector<std::int32_t> p(std::size_t{1} << 23);
   for (int s = 0; s < 2; ++s) {
-    ex2_predict_all(*c, s == 1, p.data());
+    if (detected_isa() >= Isa::kAvx512) {
+      ex2_predict_all(*c, s == 1, p.data());
+    } else {
+      ex2_predict_all_avx2(*c, s == 1, p.data());
+    }
     const std::uint32_t* t = ex2.table_data(s == 1);
     std::int32_t lo = 0, hi = 0;
     for (std::uint32_t f = 0; f < (1u << 23); ++f) {
@@ -297,6 +349,146 @@ ATTNSIM_TARGET_AVX512 void mufu_kernel(const float* x, std::size_t n, float* out
   }
 }
 
+// ---- the same on AVX2 (8 lanes; lane masks are all-ones compare results) ----
+
+ATTNSIM_TARGET_AVX2 inline __m256i sel(__m256i mask, __m256i yes, __m256i no) {
+  return _mm256_blendv_epi8(no, yes, mask);
+}
+
+// T±[f] of 8 lanes from the compact form (ex2_compact_lookup).
+ATTNSIM_TARGET_AVX2 inline __m256i ex2_compact_lookup8(__m256i f, __m256i negm,
+                                                       const Ex2Compact& c) {
+  __m256i word = _mm256_srli_epi32(f, 4);
+  word = _mm256_add_epi32(word, _mm256_and_si256(negm, _mm256_set1_epi32(1 << 19)));
+  const __m256i w = _mm256_i32gather_epi32(reinterpret_cast<const int*>(c.words), word, 4);
+  const __m256i code = _mm256_and_si256(
+      _mm256_srlv_epi32(w, _mm256_slli_epi32(_mm256_and_si256(f, _mm256_set1_epi32(15)), 1)),
+      _mm256_set1_epi32(3));
+  const __m256i bias = sel(negm, _mm256_set1_epi32(c.bias[1]), _mm256_set1_epi32(c.bias[0]));
+  return _mm256_sub_epi32(_mm256_add_epi32(ex2_predict8_avx2(f, negm, c), code), bias);
+}
+
+// Ex2ApproxFtz::bits of 8 lanes (ex2_ftz_vec). vpsrlvd/vpsllvd give 0 for counts above 31, as
+// their AVX-512 forms do.
+ATTNSIM_TARGET_AVX2 inline __m256i ex2_ftz_vec8(__m256i u, const std::uint32_t* pos,
+                                                const std::uint32_t* negt, const Ex2Compact* cmp) {
+  const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi32(-1);
+  const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xFF));
+  const __m256i m = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFF));
+  const __m256i negm = _mm256_cmpgt_epi32(zero, u);
+  const __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(m, zero),
+                                          _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xFF)));
+  const __m256i big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(127 + 6));
+  const __m256i normal = _mm256_xor_si256(_mm256_cmpeq_epi32(e, zero), ones);
+  const __m256i sig = _mm256_or_si256(m, _mm256_set1_epi32(0x800000));
+  const __m256i sh = _mm256_sub_epi32(e, _mm256_set1_epi32(127));
+  const __m256i up = _mm256_cmpgt_epi32(sh, ones);
+  __m256i k = _mm256_srlv_epi32(sig, _mm256_sub_epi32(zero, sh));
+  k = sel(up, _mm256_sllv_epi32(sig, sh), k);
+  k = _mm256_and_si256(k, normal);
+  const __m256i a = _mm256_srli_epi32(k, 23);
+  const __m256i f = _mm256_and_si256(k, _mm256_set1_epi32(0x7FFFFF));
+  __m256i t;
+  if (cmp) {
+    t = ex2_compact_lookup8(f, negm, *cmp);
+  } else {
+    const __m256i live = _mm256_xor_si256(big, ones);
+    t = _mm256_mask_i32gather_epi32(zero, reinterpret_cast<const int*>(pos), f,
+                                    _mm256_andnot_si256(negm, live), 4);
+    t = _mm256_mask_i32gather_epi32(t, reinterpret_cast<const int*>(negt), f,
+                                    _mm256_and_si256(negm, live), 4);
+  }
+  const __m256i sa = sel(negm, _mm256_sub_epi32(zero, a), a);
+  const __m256i re = _mm256_add_epi32(
+      _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(t, 23), _mm256_set1_epi32(0xFF)),
+                       _mm256_set1_epi32(127)),
+      sa);
+  __m256i r = _mm256_or_si256(
+      _mm256_slli_epi32(_mm256_add_epi32(re, _mm256_set1_epi32(127)), 23),
+      _mm256_and_si256(t, _mm256_set1_epi32(0x7FFFFF)));
+  const __m256i inf = _mm256_set1_epi32(0x7F800000);
+  r = sel(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), re), zero, r);
+  r = sel(_mm256_cmpgt_epi32(re, _mm256_set1_epi32(127)), inf, r);
+  r = sel(big, _mm256_andnot_si256(negm, inf), r);
+  return sel(nan, _mm256_set1_epi32(0x7FFFFFFF), r);
+}
+
+// RcpApproxFtz::bits of 8 lanes (rcp_ftz_vec).
+ATTNSIM_TARGET_AVX2 inline __m256i rcp_ftz_vec8(__m256i u, const std::uint32_t* table) {
+  const __m256i zero = _mm256_setzero_si256();
+  const __m256i sign = _mm256_and_si256(u, _mm256_set1_epi32(int(0x80000000u)));
+  const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xFF));
+  const __m256i m = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFF));
+  const __m256i special = _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xFF));
+  const __m256i zero_in = _mm256_cmpeq_epi32(e, zero);
+  const __m256i tm = _mm256_mask_i32gather_epi32(
+      zero, reinterpret_cast<const int*>(table), m,
+      _mm256_xor_si256(_mm256_or_si256(special, zero_in), _mm256_set1_epi32(-1)), 4);
+  const __m256i re = _mm256_sub_epi32(
+      _mm256_and_si256(_mm256_srli_epi32(tm, 23), _mm256_set1_epi32(0xFF)), e);
+  __m256i r = _mm256_or_si256(
+      sign, _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(re, _mm256_set1_epi32(127)), 23),
+                            _mm256_and_si256(tm, _mm256_set1_epi32(0x7FFFFF))));
+  r = sel(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), re), sign, r);
+  r = sel(zero_in, _mm256_or_si256(sign, _mm256_set1_epi32(0x7F800000)), r);
+  const __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(m, zero), special);
+  r = sel(special, sign, r);
+  return sel(nan, _mm256_set1_epi32(0x7FFFFFFF), r);
+}
+
+ATTNSIM_TARGET_AVX2 inline __m256i canonical_vec_nan8(__m256 v) {
+  return sel(_mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)),
+             _mm256_set1_epi32(0x7FFFFFFF), _mm256_castps_si256(v));
+}
+
+// kVariant as mufu_vec.
+template <int kVariant>
+ATTNSIM_TARGET_AVX2 inline __m256i mufu_vec8(__m256i u, const std::uint32_t* t0,
+                                             const std::uint32_t* t1, const Ex2Compact* cmp) {
+  if constexpr (kVariant == 0) {
+    return ex2_ftz_vec8(u, t0, t1, cmp);
+  } else if constexpr (kVariant == 1) {
+    const __m256 x = _mm256_castsi256_ps(u);
+    const __m256 low = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);
+    const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(0.5f)), low);
+    const __m256 r = _mm256_castsi256_ps(ex2_ftz_vec8(_mm256_castps_si256(xs), t0, t1, cmp));
+    return canonical_vec_nan8(_mm256_blendv_ps(r, _mm256_mul_ps(r, r), low));
+  } else if constexpr (kVariant == 2) {
+    return rcp_ftz_vec8(u, t0);
+  } else {
+    const __m256 x = _mm256_castsi256_ps(u);
+    const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+    const __m256 big = _mm256_cmp_ps(a, _mm256_set1_ps(0x1p126f), _CMP_GE_OQ);
+    const __m256 small = _mm256_cmp_ps(a, _mm256_set1_ps(0x1p-126f), _CMP_LT_OQ);
+    __m256 s = _mm256_set1_ps(1.0f);
+    s = _mm256_blendv_ps(s, _mm256_set1_ps(0.25f), big);
+    s = _mm256_blendv_ps(s, _mm256_set1_ps(16777216.0f), small);
+    const __m256 scaled = _mm256_or_ps(big, small);
+    const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, s), scaled);
+    const __m256 r = _mm256_castsi256_ps(rcp_ftz_vec8(_mm256_castps_si256(xs), t0));
+    const __m256i rs = canonical_vec_nan8(_mm256_mul_ps(r, s));
+    return sel(_mm256_castps_si256(scaled), rs, _mm256_castps_si256(r));
+  }
+}
+
+template <int kVariant>
+ATTNSIM_TARGET_AVX2 void mufu_kernel_avx2(const float* x, std::size_t n, float* out,
+                                          const std::uint32_t* t0, const std::uint32_t* t1,
+                                          const Ex2Compact* cmp) {
+  std::size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_si256(
+        reinterpret_cast<__m256i*>(out + i),
+        mufu_vec8<kVariant>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), t0, t1,
+                            cmp));
+  if (i < n) {
+    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n - i)),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i v = _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), m);
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(out + i), m, mufu_vec8<kVariant>(v, t0, t1, cmp));
+  }
+}
+
 // float(exp(double(x))) of 8 lanes (base2: exp2); `slow` receives the lanes the reference must
 // compute (NaN, +Inf, a subnormal or overflowing FP32 result, an FP64 value within 64 ulps of an
 // FP32 rounding boundary). Arguments at or below -104 (-150 for exp2) give +0 directly: their
@@ -393,7 +585,7 @@ void exp_exact_array(const float* x, std::size_t n, float* out, bool base2) {
 
 bool ex2_array_compact_tables(const Ex2ApproxFtz& ex2) {
 #if ATTNSIM_X86_KERNELS
-  if (detected_isa() >= Isa::kAvx512) return ex2_compact(ex2) != nullptr;
+  if (detected_isa() >= Isa::kAvx2) return ex2_compact(ex2) != nullptr;
 #endif
   (void)ex2;
   return false;
@@ -402,24 +594,28 @@ bool ex2_array_compact_tables(const Ex2ApproxFtz& ex2) {
 void ex2_approx_ftz_array(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
 #if ATTNSIM_X86_KERNELS
   if (use_avx512()) return mufu_kernel<0>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
+  if (use_avx2()) return mufu_kernel_avx2<0>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
 #endif
   ex2_approx_ftz_array_ref(x, n, out, ex2);
 }
 void ex2_approx_array(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
 #if ATTNSIM_X86_KERNELS
   if (use_avx512()) return mufu_kernel<1>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
+  if (use_avx2()) return mufu_kernel_avx2<1>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
 #endif
   ex2_approx_array_ref(x, n, out, ex2);
 }
 void rcp_approx_ftz_array(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
 #if ATTNSIM_X86_KERNELS
   if (use_avx512()) return mufu_kernel<2>(x, n, out, rcp.table_data(), nullptr, nullptr);
+  if (use_avx2()) return mufu_kernel_avx2<2>(x, n, out, rcp.table_data(), nullptr, nullptr);
 #endif
   rcp_approx_ftz_array_ref(x, n, out, rcp);
 }
 void rcp_approx_array(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
 #if ATTNSIM_X86_KERNELS
   if (use_avx512()) return mufu_kernel<3>(x, n, out, rcp.table_data(), nullptr, nullptr);
+  if (use_avx2()) return mufu_kernel_avx2<3>(x, n, out, rcp.table_data(), nullptr, nullptr);
 #endif
   rcp_approx_array_ref(x, n, out, rcp);
 }

@@ -1,7 +1,9 @@
 // The native FP32 attention of `attnsim bench` (native_attention.hpp), built alone as a shared
 // library with -march=native and hidden symbols (experiments/CMakeLists.txt): Eigen's and the
 // standard library's inline functions instantiated here for the host CPU stay inside it, so no
-// other translation unit can be linked against an AVX-512 copy of them.
+// other translation unit can be linked against an AVX-512 copy of them. Built a second time for
+// AVX2 + FMA + F16C as native_attention_avx2 (ATTNSIM_NATIVE_NAME) on x86-64: the anchor of a
+// `--isa avx2` run, what an AVX2-only CPU's build of this file computes.
 #include "experiments/native/native_attention.hpp"
 
 #include <Eigen/Core>
@@ -20,7 +22,11 @@ constexpr int kRows = 128;  // query rows per step
 
 }  // namespace
 
-__attribute__((visibility("default"))) void native_attention(
+#ifndef ATTNSIM_NATIVE_NAME
+#define ATTNSIM_NATIVE_NAME native_attention
+#endif
+
+__attribute__((visibility("default"))) void ATTNSIM_NATIVE_NAME(
     const float* q, const float* k, const float* v, float* o, int batch, int heads_q, int heads_kv,
     int len_q, int len_kv, int d, int dv, bool causal, double sm_scale) {
   Eigen::setNbThreads(1);

@@ -14,4 +14,12 @@ void native_attention(const float* q, const float* k, const float* v, float* o, 
                       int heads_q, int heads_kv, int len_q, int len_kv, int d, int dv, bool causal,
                       double sm_scale);
 
+// The same compiled for AVX2 + FMA + F16C (x86-64 builds; false elsewhere): the anchor `attnsim
+// bench --native` takes under `--isa avx2`, so that an AVX-512 host measures the ratios an
+// AVX2-only CPU's build would give.
+bool native_attention_avx2_available();
+void native_attention_avx2(const float* q, const float* k, const float* v, float* o, int batch,
+                           int heads_q, int heads_kv, int len_q, int len_kv, int d, int dv,
+                           bool causal, double sm_scale);
+
 }  // namespace attnsim

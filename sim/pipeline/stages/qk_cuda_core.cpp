@@ -104,12 +104,34 @@ constexpr const TileFn<double, double>* kFp64Fns[kRows] = {fp64_fns<1>, fp64_fns
 
 // --- AVX2: the same chains, 8 (FP32) or 4 (FP64) keys per register -------------------------------
 
-// kt as transpose_keys lays it out, by a plain loop: O(d·cols) once per block against the
-// O(rows·cols·d) products.
-void transpose_keys_plain(const float* k0, int d, int cols, float* kt, int ldk) {
-  for (int k = 0; k < d; ++k)
-    for (int j = 0; j < ldk; ++j)
-      kt[std::size_t(k) * ldk + j] = j < cols ? k0[std::size_t(j) * d + k] : 0.0f;
+// transpose_keys on AVX2: 8 x 8 blocks transposed in registers (a decode tile, one query row,
+// transposes as many elements as it multiplies).
+ATTNSIM_AVX2 void transpose_keys_avx2(const float* k0, int d, int cols, float* kt, int ldk) {
+  for (int jg = 0; jg < ldk; jg += 8) {
+    for (int kg = 0; kg < d; kg += 8) {
+      const int nk = std::min(8, d - kg);
+      __m256 r[8];
+      for (int j = 0; j < 8; ++j)
+        r[j] = jg + j < cols ? avx2::load_n(k0 + std::size_t(jg + j) * d + kg, nk)
+                             : _mm256_setzero_ps();
+      __m256 t[8], u[8];
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4) {
+        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
+        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
+        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+      }
+      for (int i = 0; i < 4; ++i) {
+        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
+      }
+      for (int k = 0; k < nk; ++k) _mm256_storeu_ps(kt + std::size_t(kg + k) * ldk + jg, r[k]);
+    }
+  }
 }
 
 template <int R, int C>
@@ -222,7 +244,7 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     if (wide) {
       transpose_keys(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
     } else {
-      transpose_keys_plain(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
+      transpose_keys_avx2(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
     }
     buf.kt_for = key;
   }
