@@ -558,12 +558,83 @@ ATTNSIM_TARGET_AVX512 std::size_t exp_exact_kernel(const float* x, std::size_t n
   return ns;
 }
 
+// exp_f64_8 on AVX2, 4 lanes: the same FP64 operations in the same order (every one an IEEE
+// operation: the same bits); k, an integer of at most 8 bits, converts exactly through int32.
+// Returns the 4 FP32 results, *slow the lanes (bits 0-3) the reference must compute.
+ATTNSIM_TARGET_AVX2 inline __m128 exp_f64_4(__m128 xf, bool base2, int* slow) {
+  const __m256d x = _mm256_cvtps_pd(xf);
+  const __m256d lo = _mm256_set1_pd(base2 ? -126.0 : -87.0);
+  const __m256d hi = _mm256_set1_pd(base2 ? 127.5 : 88.3);
+  const __m256d zero_at = _mm256_set1_pd(base2 ? -150.0 : -104.0);
+  const __m256d in = _mm256_and_pd(_mm256_cmp_pd(x, lo, _CMP_GE_OQ), _mm256_cmp_pd(x, hi, _CMP_LE_OQ));
+  const __m256d zero = _mm256_cmp_pd(x, zero_at, _CMP_LE_OQ);
+  const __m256d xs = _mm256_and_pd(in, x);
+  __m256d k, r;
+  if (base2) {
+    k = _mm256_round_pd(xs, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_mul_pd(_mm256_sub_pd(xs, k), _mm256_set1_pd(0x1.62e42fefa39efp-1));
+  } else {
+    k = _mm256_round_pd(_mm256_mul_pd(xs, _mm256_set1_pd(0x1.71547652b82fep0)),
+                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    r = _mm256_sub_pd(xs, _mm256_mul_pd(k, _mm256_set1_pd(0x1.62e42feep-1)));
+    r = _mm256_sub_pd(r, _mm256_mul_pd(k, _mm256_set1_pd(0x1.a39ef35793c76p-33)));
+  }
+  static constexpr double kC[14] = {1.0,
+                                    1.0,
+                                    1.0 / 2,
+                                    1.0 / 6,
+                                    1.0 / 24,
+                                    1.0 / 120,
+                                    1.0 / 720,
+                                    1.0 / 5040,
+                                    1.0 / 40320,
+                                    1.0 / 362880,
+                                    1.0 / 3628800,
+                                    1.0 / 39916800,
+                                    1.0 / 479001600,
+                                    1.0 / 6227020800.0};
+  __m256d p = _mm256_set1_pd(kC[13]);
+  for (int i = 12; i >= 0; --i) p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(kC[i]));
+  const __m256i e = _mm256_slli_epi64(
+      _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
+  const __m256d y = _mm256_mul_pd(p, _mm256_castsi256_pd(e));
+  const __m256i low =
+      _mm256_and_si256(_mm256_castpd_si256(y), _mm256_set1_epi64x((1ll << 29) - 1));
+  const __m256i d = _mm256_sub_epi64(low, _mm256_set1_epi64x(1ll << 28));
+  const __m256i near = _mm256_and_si256(_mm256_cmpgt_epi64(d, _mm256_set1_epi64x(-65)),
+                                        _mm256_cmpgt_epi64(_mm256_set1_epi64x(65), d));
+  const int in_bits = _mm256_movemask_pd(in), zero_bits = _mm256_movemask_pd(zero);
+  const int near_bits = _mm256_movemask_pd(_mm256_castsi256_pd(near));
+  *slow = (~(in_bits | zero_bits) & 0xF) | (in_bits & near_bits);
+  // The 4 FP64 lane masks as 4 FP32 lane masks (the low half of each), +0 for the other lanes.
+  const __m128 in4 = _mm_shuffle_ps(_mm256_castps256_ps128(_mm256_castpd_ps(in)),
+                                    _mm256_extractf128_ps(_mm256_castpd_ps(in), 1),
+                                    _MM_SHUFFLE(2, 0, 2, 0));
+  return _mm_and_ps(_mm256_cvtpd_ps(y), in4);
+}
+
+ATTNSIM_TARGET_AVX2 std::size_t exp_exact_kernel_avx2(const float* x, std::size_t n, float* out,
+                                                      bool base2, std::uint32_t* slow_at) {
+  std::size_t ns = 0;
+  for (std::size_t i = 0; i < n; i += 4) {
+    const std::size_t m = n - i < 4 ? n - i : 4;
+    const __m128i live = _mm_cmpgt_epi32(_mm_set1_epi32(int(m)), _mm_setr_epi32(0, 1, 2, 3));
+    int slow;
+    const __m128 r = exp_f64_4(_mm_maskload_ps(x + i, live), base2, &slow);
+    _mm_maskstore_ps(out + i, live, r);
+    for (unsigned sb = unsigned(slow) & ((1u << m) - 1u); sb != 0; sb &= sb - 1)
+      slow_at[ns++] = std::uint32_t(i + std::size_t(__builtin_ctz(sb)));
+  }
+  return ns;
+}
+
 }  // namespace
 #endif  // ATTNSIM_X86_KERNELS
 
 void exp_exact_array(const float* x, std::size_t n, float* out, bool base2) {
 #if ATTNSIM_X86_KERNELS
-  if (use_avx512()) {
+  if (use_avx2()) {
+    const bool wide = use_avx512();
     // In chunks, so that the indices of the lanes for the reference fit a small buffer; x may be
     // out (each chunk's arguments are read before its results are written, the slow lanes' again
     // from a copy).
@@ -573,7 +644,8 @@ void exp_exact_array(const float* x, std::size_t n, float* out, bool base2) {
     for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
       const std::size_t m = std::min(kChunk, n - i0);
       std::copy(x + i0, x + i0 + m, xin);
-      const std::size_t ns = exp_exact_kernel(xin, m, out + i0, base2, slow_at);
+      const std::size_t ns = wide ? exp_exact_kernel(xin, m, out + i0, base2, slow_at)
+                                  : exp_exact_kernel_avx2(xin, m, out + i0, base2, slow_at);
       for (std::size_t k = 0; k < ns; ++k)
         exp_exact_array_ref(xin + slow_at[k], 1, out + i0 + slow_at[k], base2);
     }
