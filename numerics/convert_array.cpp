@@ -16,7 +16,8 @@
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"
-#include "numerics/isa.hpp"
+#include "numerics/dispatch.hpp"
+#include "numerics/kernels_x86.hpp"
 #include "numerics/simd.hpp"
 
 // GCC 12's AVX-512 headers also warn `-Wuninitialized` about their own _mm512_undefined_*() once
@@ -885,79 +886,89 @@ bool with_format(Encoding e, Round r, int bits, F&& f) {
   return false;
 }
 
-bool use_avx512() { return active_isa() >= Isa::kAvx512 && mxcsr_keeps_subnormals(); }
-bool use_avx2() { return active_isa() >= Isa::kAvx2 && mxcsr_keeps_subnormals(); }
 
 }  // namespace
 #endif  // ATTNSIM_X86_KERNELS
 
-// ---- dispatch ----------------------------------------------------------------------------------
+// ---- the instruction sets' entry points (numerics/dispatch.cpp's tables) ----------------------
 
 namespace {
 
 constexpr std::size_t kPassMax = std::size_t{1} << 30;
 
-template <class Out>
-void encode_dispatch(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
-  check_width(e, int(8 * sizeof(Out)), "encode_array");
+}  // namespace
+
 #if ATTNSIM_X86_KERNELS
-  if (use_avx512() && with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
-                                  [&]<class Fmt, Round kR>() {
-                                    const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
-                                    const bool sat = policy_saturates<Fmt, kR>(sc);
-                                    SlowLanes s;
-                                    const SpecialLanes sp = special_lanes(sc);
-                                    for (std::size_t i = 0; i < n;) {
-                                      s.n = 0;
-                                      const std::size_t len = std::min(n - i, kPassMax);
-                                      std::size_t done;
-                                      if constexpr (kClamps<Fmt, kR>) {
-                                        done = sat ? encode_pass<Fmt, kR, true>(x + i, len, out + i, sp, s)
-                                                   : encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
-                                      } else {
-                                        done = encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
-                                      }
-                                      for (std::size_t k = 0; k < s.n; ++k)
-                                        out[i + s.at[k]] = Out(encode_float_bits(
-                                            e, f32_from_bits(s.bits[k]), p));
-                                      i += done;
-                                    }
-                                  })) {
+namespace kernels_x86 {
+
+namespace {
+
+// Each entry takes its kernel when MXCSR keeps subnormals (else the reference: a -ffast-math
+// library's start-up code may set DAZ/FTZ) and the format has one, else the reference.
+template <class Out>
+void encode_avx512(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
+  check_width(e, int(8 * sizeof(Out)), "encode_array");
+  if (mxcsr_keeps_subnormals() &&
+      with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
+                  [&]<class Fmt, Round kR>() {
+                    const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
+                    const bool sat = policy_saturates<Fmt, kR>(sc);
+                    SlowLanes s;
+                    const SpecialLanes sp = special_lanes(sc);
+                    for (std::size_t i = 0; i < n;) {
+                      s.n = 0;
+                      const std::size_t len = std::min(n - i, kPassMax);
+                      std::size_t done;
+                      if constexpr (kClamps<Fmt, kR>) {
+                        done = sat ? encode_pass<Fmt, kR, true>(x + i, len, out + i, sp, s)
+                                   : encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                      } else {
+                        done = encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                      }
+                      for (std::size_t k = 0; k < s.n; ++k)
+                        out[i + s.at[k]] = Out(encode_float_bits(e, f32_from_bits(s.bits[k]), p));
+                      i += done;
+                    }
+                  })) {
     return;
   }
-  if (use_avx2() && with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
-                                [&]<class Fmt, Round kR>() {
-                                  const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
-                                  const bool sat = policy_saturates<Fmt, kR>(sc);
-                                  SlowLanes s;
-                                  const SpecialLanes8 sp = special_lanes8(sc);
-                                  for (std::size_t i = 0; i < n;) {
-                                    s.n = 0;
-                                    const std::size_t len = std::min(n - i, kPassMax);
-                                    std::size_t done;
-                                    if constexpr (kClamps<Fmt, kR>) {
-                                      done = sat ? encode_pass_avx2<Fmt, kR, true>(x + i, len, out + i, sp, s)
-                                                 : encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
-                                    } else {
-                                      done = encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
-                                    }
-                                    for (std::size_t k = 0; k < s.n; ++k)
-                                      out[i + s.at[k]] = Out(encode_float_bits(
-                                          e, f32_from_bits(s.bits[k]), p));
-                                    i += done;
-                                  }
-                                })) {
+  encode_ref_loop(e, x, n, out, p);
+}
+
+template <class Out>
+void encode_avx2(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
+  check_width(e, int(8 * sizeof(Out)), "encode_array");
+  if (mxcsr_keeps_subnormals() &&
+      with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
+                  [&]<class Fmt, Round kR>() {
+                    const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
+                    const bool sat = policy_saturates<Fmt, kR>(sc);
+                    SlowLanes s;
+                    const SpecialLanes8 sp = special_lanes8(sc);
+                    for (std::size_t i = 0; i < n;) {
+                      s.n = 0;
+                      const std::size_t len = std::min(n - i, kPassMax);
+                      std::size_t done;
+                      if constexpr (kClamps<Fmt, kR>) {
+                        done = sat ? encode_pass_avx2<Fmt, kR, true>(x + i, len, out + i, sp, s)
+                                   : encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                      } else {
+                        done = encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                      }
+                      for (std::size_t k = 0; k < s.n; ++k)
+                        out[i + s.at[k]] = Out(encode_float_bits(e, f32_from_bits(s.bits[k]), p));
+                      i += done;
+                    }
+                  })) {
     return;
   }
-#endif
   encode_ref_loop(e, x, n, out, p);
 }
 
 template <class In>
-void decode_dispatch(Encoding e, const In* in, std::size_t n, float* out) {
+void decode_avx512(Encoding e, const In* in, std::size_t n, float* out) {
   check_width(e, int(8 * sizeof(In)), "decode_array");
-#if ATTNSIM_X86_KERNELS
-  if (use_avx512()) {
+  if (mxcsr_keeps_subnormals()) {
     if constexpr (sizeof(In) == 2) {
       if (e == Encoding::kBf16) return decode_kernel<bf16>(in, n, out, 0, 0);
       if (e == Encoding::kFp16) return decode_kernel<fp16>(in, n, out, 0, 0);
@@ -968,31 +979,38 @@ void decode_dispatch(Encoding e, const In* in, std::size_t n, float* out) {
       if (e == Encoding::kE5m2) return decode_kernel<e5m2>(in, n, out, 0, 0);
     }
   }
-#endif
   decode_ref_loop(e, in, n, out);
 }
 
 }  // namespace
 
-void encode_array(Encoding e, const float* x, std::size_t n, std::uint32_t* out, Policy p) {
-  encode_dispatch(e, x, n, out, p);
+void encode_u32_avx512(Encoding e, const float* x, std::size_t n, std::uint32_t* out, Policy p) {
+  encode_avx512(e, x, n, out, p);
 }
-void encode_array(Encoding e, const float* x, std::size_t n, std::uint16_t* out, Policy p) {
-  encode_dispatch(e, x, n, out, p);
+void encode_u16_avx512(Encoding e, const float* x, std::size_t n, std::uint16_t* out, Policy p) {
+  encode_avx512(e, x, n, out, p);
 }
-void encode_array(Encoding e, const float* x, std::size_t n, std::uint8_t* out, Policy p) {
-  encode_dispatch(e, x, n, out, p);
+void encode_u8_avx512(Encoding e, const float* x, std::size_t n, std::uint8_t* out, Policy p) {
+  encode_avx512(e, x, n, out, p);
 }
-void decode_array(Encoding e, const std::uint16_t* in, std::size_t n, float* out) {
-  decode_dispatch(e, in, n, out);
+void encode_u32_avx2(Encoding e, const float* x, std::size_t n, std::uint32_t* out, Policy p) {
+  encode_avx2(e, x, n, out, p);
 }
-void decode_array(Encoding e, const std::uint8_t* in, std::size_t n, float* out) {
-  decode_dispatch(e, in, n, out);
+void encode_u16_avx2(Encoding e, const float* x, std::size_t n, std::uint16_t* out, Policy p) {
+  encode_avx2(e, x, n, out, p);
+}
+void encode_u8_avx2(Encoding e, const float* x, std::size_t n, std::uint8_t* out, Policy p) {
+  encode_avx2(e, x, n, out, p);
+}
+void decode_u16_avx512(Encoding e, const std::uint16_t* in, std::size_t n, float* out) {
+  decode_avx512(e, in, n, out);
+}
+void decode_u8_avx512(Encoding e, const std::uint8_t* in, std::size_t n, float* out) {
+  decode_avx512(e, in, n, out);
 }
 
-void round_array(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
-#if ATTNSIM_X86_KERNELS
-  if (use_avx512() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
+void round_avx512(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
+  if (mxcsr_keeps_subnormals() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
         SlowLanes s;
         const SpecialLanes sp = special_lanes(special_codes(0, e, p));
         for (std::size_t i = 0; i < n;) {
@@ -1006,7 +1024,11 @@ void round_array(Encoding e, const float* x, std::size_t n, float* out, Policy p
       })) {
     return;
   }
-  if (use_avx2() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
+  round_array_ref(e, x, n, out, p);
+}
+
+void round_avx2(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
+  if (mxcsr_keeps_subnormals() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
         SlowLanes s;
         const SpecialLanes8 sp = special_lanes8(special_codes(0, e, p));
         for (std::size_t i = 0; i < n;) {
@@ -1020,44 +1042,71 @@ void round_array(Encoding e, const float* x, std::size_t n, float* out, Policy p
       })) {
     return;
   }
-#endif
-  if (x != out || (e != Encoding::kFp32 && e != Encoding::kFp64)) round_array_ref(e, x, n, out, p);
+  round_array_ref(e, x, n, out, p);
 }
 
+void round_to_int_avx512(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {
+  if (!mxcsr_keeps_subnormals() || (bits != 8 && bits != 4 && bits != 2))
+    return round_to_int_array_ref(x, n, out, r, bits);
+  switch (r) {
+    case Round::kNearestEven:
+      return round_to_int_kernel<Round::kNearestEven>(x, n, out, bits);
+    case Round::kNearestAway:
+      return round_to_int_kernel<Round::kNearestAway>(x, n, out, bits);
+    case Round::kTowardZero:
+      return round_to_int_kernel<Round::kTowardZero>(x, n, out, bits);
+    case Round::kUp:
+      return round_to_int_kernel<Round::kUp>(x, n, out, bits);
+    case Round::kDown:
+      return round_to_int_kernel<Round::kDown>(x, n, out, bits);
+  }
+}
+
+void round_to_int_avx2(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {
+  if (!mxcsr_keeps_subnormals() || (bits != 8 && bits != 4 && bits != 2))
+    return round_to_int_array_ref(x, n, out, r, bits);
+  switch (r) {
+    case Round::kNearestEven:
+      return round_to_int_kernel_avx2<Round::kNearestEven>(x, n, out, bits);
+    case Round::kNearestAway:
+      return round_to_int_kernel_avx2<Round::kNearestAway>(x, n, out, bits);
+    case Round::kTowardZero:
+      return round_to_int_kernel_avx2<Round::kTowardZero>(x, n, out, bits);
+    case Round::kUp:
+      return round_to_int_kernel_avx2<Round::kUp>(x, n, out, bits);
+    case Round::kDown:
+      return round_to_int_kernel_avx2<Round::kDown>(x, n, out, bits);
+  }
+}
+
+}  // namespace kernels_x86
+#endif  // ATTNSIM_X86_KERNELS
+
+// ---- the public functions: the active set's entries (numerics/dispatch.hpp) --------------------
+
+void encode_array(Encoding e, const float* x, std::size_t n, std::uint32_t* out, Policy p) {
+  array_kernels().encode_u32(e, x, n, out, p);
+}
+void encode_array(Encoding e, const float* x, std::size_t n, std::uint16_t* out, Policy p) {
+  array_kernels().encode_u16(e, x, n, out, p);
+}
+void encode_array(Encoding e, const float* x, std::size_t n, std::uint8_t* out, Policy p) {
+  array_kernels().encode_u8(e, x, n, out, p);
+}
+void decode_array(Encoding e, const std::uint16_t* in, std::size_t n, float* out) {
+  array_kernels().decode_u16(e, in, n, out);
+}
+void decode_array(Encoding e, const std::uint8_t* in, std::size_t n, float* out) {
+  array_kernels().decode_u8(e, in, n, out);
+}
+void round_array(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
+  if (x == out && (e == Encoding::kFp32 || e == Encoding::kFp64)) return;  // a copy onto itself
+  array_kernels().round(e, x, n, out, p);
+}
 void round_to_int_array(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {
   if (bits != 8 && bits != 4 && bits != 2)
     throw std::invalid_argument("round_to_int_array: bits must be 8, 4 or 2");
-#if ATTNSIM_X86_KERNELS
-  if (use_avx512()) {
-    switch (r) {
-      case Round::kNearestEven:
-        return round_to_int_kernel<Round::kNearestEven>(x, n, out, bits);
-      case Round::kNearestAway:
-        return round_to_int_kernel<Round::kNearestAway>(x, n, out, bits);
-      case Round::kTowardZero:
-        return round_to_int_kernel<Round::kTowardZero>(x, n, out, bits);
-      case Round::kUp:
-        return round_to_int_kernel<Round::kUp>(x, n, out, bits);
-      case Round::kDown:
-        return round_to_int_kernel<Round::kDown>(x, n, out, bits);
-    }
-  }
-  if (use_avx2()) {
-    switch (r) {
-      case Round::kNearestEven:
-        return round_to_int_kernel_avx2<Round::kNearestEven>(x, n, out, bits);
-      case Round::kNearestAway:
-        return round_to_int_kernel_avx2<Round::kNearestAway>(x, n, out, bits);
-      case Round::kTowardZero:
-        return round_to_int_kernel_avx2<Round::kTowardZero>(x, n, out, bits);
-      case Round::kUp:
-        return round_to_int_kernel_avx2<Round::kUp>(x, n, out, bits);
-      case Round::kDown:
-        return round_to_int_kernel_avx2<Round::kDown>(x, n, out, bits);
-    }
-  }
-#endif
-  round_to_int_array_ref(x, n, out, r, bits);
+  array_kernels().round_to_int(x, n, out, r, bits);
 }
 
 }  // namespace attnsim

@@ -1,7 +1,8 @@
 #include "numerics/digest_array.hpp"
 
 #include "numerics/digest.hpp"
-#include "numerics/isa.hpp"
+#include "numerics/dispatch.hpp"
+#include "numerics/kernels_x86.hpp"
 #include "numerics/simd.hpp"
 
 // GCC 12's AVX-512 headers warn `-Wuninitialized` about their own _mm512_undefined_*() inside
@@ -31,10 +32,13 @@ ATTNSIM_TARGET_AVX512 inline __m512i splitmix64_x8(__m512i z) {
   return _mm512_xor_si512(z, _mm512_srli_epi64(z, 31));
 }
 
+}  // namespace
+
 // Eight outputs per step: (index << 32) | output in each 64-bit lane, the terms added lane-wise,
 // the lanes added at the end; the tail (n mod 8) through the reference.
-ATTNSIM_TARGET_AVX512 std::uint64_t digest_sum_avx512(std::uint32_t first, const std::uint32_t* out,
-                                                      std::size_t n) {
+ATTNSIM_TARGET_AVX512 std::uint64_t kernels_x86::digest_sum_avx512(std::uint32_t first,
+                                                                   const std::uint32_t* out,
+                                                                   std::size_t n) {
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   __m512i acc0 = _mm512_setzero_si512(), acc1 = _mm512_setzero_si512();
   std::size_t i = 0;
@@ -53,15 +57,10 @@ ATTNSIM_TARGET_AVX512 std::uint64_t digest_sum_avx512(std::uint32_t first, const
   std::uint64_t sum = std::uint64_t(_mm512_reduce_add_epi64(_mm512_add_epi64(acc0, acc1)));
   return sum + digest_sum_ref(std::uint32_t(first + i), out + i, n - i);
 }
-
-}  // namespace
 #endif
 
 std::uint64_t digest_sum(std::uint32_t first, const std::uint32_t* out, std::size_t n) {
-#if ATTNSIM_X86_KERNELS
-  if (active_isa() >= Isa::kAvx512) return digest_sum_avx512(first, out, n);
-#endif
-  return digest_sum_ref(first, out, n);
+  return array_kernels().digest_sum(first, out, n);
 }
 
 }  // namespace attnsim

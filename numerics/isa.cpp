@@ -123,14 +123,19 @@ bool parse_isa(const std::string& name, Isa* out) {
   return false;
 }
 
-bool has_isa_feature(const char* f) {
-  const Isa a = active_isa();
-  if (std::strcmp(f, "amx-int8") == 0) return a >= Isa::kAmx;
-  if (a < Isa::kAvx512) return false;
+bool cpu_has_feature(const char* f) {
+  if (std::strcmp(f, "amx-int8") == 0) return detected_isa() >= Isa::kAmx;
   if (std::strcmp(f, "avx512fp16") == 0) return cpu().fp16;
   if (std::strcmp(f, "avx512bf16") == 0) return cpu().bf16;
   if (std::strcmp(f, "avx512vnni") == 0) return cpu().vnni;
   return false;
+}
+
+bool has_isa_feature(const char* f) {
+  const Isa a = active_isa();
+  if (std::strcmp(f, "amx-int8") == 0) return a >= Isa::kAmx;
+  if (a < Isa::kAvx512) return false;
+  return cpu_has_feature(f);
 }
 
 }  // namespace attnsim

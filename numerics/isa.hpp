@@ -30,5 +30,7 @@ bool parse_isa(const std::string& name, Isa* out);
 // Single features within a level, for kernels that need them (and are available only when the
 // active level includes their level): "avx512fp16", "avx512bf16", "avx512vnni", "amx-int8".
 bool has_isa_feature(const char* feature);
+// Whether this CPU has the feature, whatever the cap (for building the dispatch tables).
+bool cpu_has_feature(const char* feature);
 
 }  // namespace attnsim

@@ -12,6 +12,7 @@
 
 #include "formats/float16.hpp"
 #include "formats/float32.hpp"
+#include "numerics/dispatch.hpp"
 #include "numerics/isa.hpp"
 #include "numerics/mma_tile_kernels.hpp"
 
@@ -148,14 +149,16 @@ ElemKind elem_kind(Encoding e) {
 // The integer kernel for a model under the active instruction set: AMX for the wrapping models
 // (the tile instructions have every sign variant; .satfinite needs each instruction's own sum),
 // VNNI for all, else none.
+// The integer kernel of a model in the active set of the dispatch table (numerics/dispatch.hpp).
 enum class IntKernel { kNone, kAmx, kVnni, kAvx2 };
 IntKernel int_kernel(const DotModel& m) {
   if (!integer_model(m)) return IntKernel::kNone;
   const bool sat = mma_info(m.instr).composition == MmaComposition::kIntegerSat;
-  if (active_isa() >= Isa::kAmx && !sat) return IntKernel::kAmx;
-  if (has_isa_feature("avx512vnni")) return IntKernel::kVnni;
-  if (active_isa() >= Isa::kAvx2) return IntKernel::kAvx2;
-  return IntKernel::kNone;
+  const char* name = sat ? array_kernels().int_sat : array_kernels().int_wrap;
+  if (!name) return IntKernel::kNone;
+  if (std::strcmp(name, "int8.amx") == 0) return IntKernel::kAmx;
+  if (std::strcmp(name, "int8.vnni") == 0) return IntKernel::kVnni;
+  return IntKernel::kAvx2;
 }
 
 // A packed A kept for the next calls with its key (MmaTile::a_key): the buffers, and what the
@@ -488,10 +491,7 @@ void dot_mma_tile_ref(const DotModel& m, const MmaTile& t) {
 }
 
 const char* dot_mma_tile_kernel(const DotModel& m) {
-  if (float_model(m).ok) {
-    if (active_isa() >= Isa::kAvx512) return "block_fma.avx512";
-    if (active_isa() >= Isa::kAvx2) return "block_fma.avx2";
-  }
+  if (float_model(m).ok && array_kernels().float_tile) return array_kernels().float_tile;
   switch (int_kernel(m)) {
     case IntKernel::kAmx:
       return "int8.amx";
@@ -609,9 +609,8 @@ void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
 void dot_mma_tile(const DotModel& m, const MmaTile& t) {
   if (t.rows <= 0 || t.cols <= 0) return;
   if (m.kind != DotModel::kMma) throw std::logic_error("dot_mma_tile: not an instruction model");
-  const Isa isa = active_isa();
-  if (isa >= Isa::kAvx2) {
-    const bool wide = isa >= Isa::kAvx512;
+  const ArrayKernels& ks = array_kernels();
+  if (ks.float_tile) {
     FloatModel f = float_model(m);
     if (f.ok && t.n % dot_requirements(m).k_step == 0) {
       FloatTilePlan& pl = f.plan;
@@ -627,11 +626,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
         av.resize(std::size_t(t.rows) * t.n);
         ae.resize(std::size_t(t.rows) * t.n);
         const PackSpec& spec = t.a_values ? value_spec(pl, pl.a_enc) : f.pack;
-        if (wide) {
-          pack_a_avx512(spec, t, av.data(), ae.data());
-        } else {
-          pack_a_plain(spec, t, av.data(), ae.data());
-        }
+        ks.pack_a(spec, t, av.data(), ae.data());
         if (t.a_key) w.kept.remember(t, m, 1, 0, 0);
       }
       bool hit = false;
@@ -642,11 +637,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
         bv.resize(std::size_t(t.n) * pl.np);
         be.resize(std::size_t(t.n) * pl.np);
         const PackSpec& spec = t.b_values ? value_spec(pl, pl.b_enc) : f.pack;
-        if (wide) {
-          pack_b_avx512(spec, t, pl.np, bv.data(), be.data());
-        } else {
-          pack_b_plain(spec, t, pl.np, bv.data(), be.data());
-        }
+        ks.pack_b(spec, t, pl.np, bv.data(), be.data());
       }
       pl.av = av.data();
       pl.ae = ae.data();
@@ -657,11 +648,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
       pl.d = t.d;
       pl.ldd = t.ldd;
       pl.tile = &t;
-      if (wide) {
-        float_tile_avx512(pl);
-      } else {
-        float_tile_avx2(pl);
-      }
+      ks.tile(pl);
       return;
     }
   }

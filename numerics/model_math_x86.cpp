@@ -6,7 +6,8 @@
 #include <cstdint>
 #include <limits>
 
-#include "numerics/isa.hpp"
+#include "numerics/dispatch.hpp"
+#include "numerics/kernels_x86.hpp"
 #include "numerics/model_math.hpp"
 #include "numerics/simd.hpp"
 
@@ -111,19 +112,22 @@ PanelFn avx2_tail(std::size_t nr) {
 }
 
 }  // namespace
+
+void kernels_x86::linear_f32_avx512(const double* x, std::size_t rows, std::size_t ldx,
+                                    const PackedLinear& w, std::size_t p0, std::size_t p1, float* y,
+                                    std::size_t ldy) {
+  linear_blocked<6>(panel_avx512<6>, avx512_tail, x, rows, ldx, w, p0, p1, y, ldy);
+}
+void kernels_x86::linear_f32_avx2(const double* x, std::size_t rows, std::size_t ldx,
+                                  const PackedLinear& w, std::size_t p0, std::size_t p1, float* y,
+                                  std::size_t ldy) {
+  linear_blocked<3>(panel_avx2<3>, avx2_tail, x, rows, ldx, w, p0, p1, y, ldy);
+}
 #endif
 
 void linear_f32(const double* x, std::size_t rows, std::size_t ldx, const PackedLinear& w,
                 std::size_t p0, std::size_t p1, float* y, std::size_t ldy) {
-#if ATTNSIM_X86_KERNELS
-  if (active_isa() >= Isa::kAvx512) {
-    return linear_blocked<6>(panel_avx512<6>, avx512_tail, x, rows, ldx, w, p0, p1, y, ldy);
-  }
-  if (active_isa() >= Isa::kAvx2) {
-    return linear_blocked<3>(panel_avx2<3>, avx2_tail, x, rows, ldx, w, p0, p1, y, ldy);
-  }
-#endif
-  linear_f32_ref(x, rows, ldx, w, p0, p1, y, ldy);
+  array_kernels().linear_f32(x, rows, ldx, w, p0, p1, y, ldy);
 }
 
 }  // namespace attnsim

@@ -8,7 +8,7 @@
 
 #include "formats/intn.hpp"
 #include "numerics/convert_array.hpp"
-#include "numerics/isa.hpp"
+#include "numerics/dispatch.hpp"
 #include "numerics/special.hpp"
 
 namespace attnsim {
@@ -59,7 +59,14 @@ void quantize_values_ref(const float* x, std::size_t n, float scale, float inv,
 
 void quantize_values(const float* x, std::size_t n, float scale, float inv,
                      const SymmetricQuantizer& qz, std::int32_t* q) {
-  if (active_isa() == Isa::kScalar || (qz.bits != 8 && qz.bits != 4 && qz.bits != 2))
+  array_kernels().quantize_values(x, n, scale, inv, qz, q);
+}
+
+// The blocked form every vector set takes (dispatch.cpp): quantize_value's steps over blocks of
+// 256 values, the rounding by round_to_int_array (the active set's kernel).
+void quantize_values_blocked(const float* x, std::size_t n, float scale, float inv,
+                             const SymmetricQuantizer& qz, std::int32_t* q) {
+  if (qz.bits != 8 && qz.bits != 4 && qz.bits != 2)
     return quantize_values_ref(x, n, scale, inv, qz, q);
   constexpr std::size_t kBlock = 256;
   float v[kBlock];

@@ -15,7 +15,9 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#include "numerics/dispatch.hpp"
 #include "numerics/isa.hpp"
+#include "numerics/kernels_x86.hpp"
 #include "numerics/simd.hpp"
 
 // GCC 12's AVX-512 headers also warn `-Wuninitialized` about their own _mm512_undefined_*() in
@@ -55,8 +57,6 @@ namespace {
 // MXCSR.DAZ/FTZ (set by a -ffast-math library) both would flush, but the references are used
 // then anyway, as in convert_array.
 bool mxcsr_plain() { return (_mm_getcsr() & 0x8040u) == 0; }
-bool use_avx512() { return active_isa() >= Isa::kAvx512 && mxcsr_plain(); }
-bool use_avx2() { return active_isa() >= Isa::kAvx2 && mxcsr_plain(); }
 
 inline __mmask16 tail_mask(std::size_t left) { return __mmask16((1u << left) - 1); }
 
@@ -631,29 +631,78 @@ ATTNSIM_TARGET_AVX2 std::size_t exp_exact_kernel_avx2(const float* x, std::size_
 }  // namespace
 #endif  // ATTNSIM_X86_KERNELS
 
-void exp_exact_array(const float* x, std::size_t n, float* out, bool base2) {
+// ---- the instruction sets' entry points (numerics/dispatch.cpp's tables) ----------------------
+
 #if ATTNSIM_X86_KERNELS
-  if (use_avx2()) {
-    const bool wide = use_avx512();
-    // In chunks, so that the indices of the lanes for the reference fit a small buffer; x may be
-    // out (each chunk's arguments are read before its results are written, the slow lanes' again
-    // from a copy).
-    constexpr std::size_t kChunk = 1024;
-    std::uint32_t slow_at[kChunk];
-    float xin[kChunk];
-    for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
-      const std::size_t m = std::min(kChunk, n - i0);
-      std::copy(x + i0, x + i0 + m, xin);
-      const std::size_t ns = wide ? exp_exact_kernel(xin, m, out + i0, base2, slow_at)
-                                  : exp_exact_kernel_avx2(xin, m, out + i0, base2, slow_at);
-      for (std::size_t k = 0; k < ns; ++k)
-        exp_exact_array_ref(xin + slow_at[k], 1, out + i0 + slow_at[k], base2);
-    }
-    return;
+namespace kernels_x86 {
+
+namespace {
+
+// exp_exact in chunks, so that the indices of the lanes for the reference fit a small buffer; x
+// may be out (each chunk's arguments are read before its results are written, the slow lanes'
+// again from a copy).
+template <class Kernel>
+void exp_exact_chunks(const float* x, std::size_t n, float* out, bool base2, Kernel kernel) {
+  constexpr std::size_t kChunk = 1024;
+  std::uint32_t slow_at[kChunk];
+  float xin[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    std::copy(x + i0, x + i0 + m, xin);
+    const std::size_t ns = kernel(xin, m, out + i0, base2, slow_at);
+    for (std::size_t k = 0; k < ns; ++k)
+      exp_exact_array_ref(xin + slow_at[k], 1, out + i0 + slow_at[k], base2);
   }
-#endif
-  exp_exact_array_ref(x, n, out, base2);
 }
+
+}  // namespace
+
+// Each entry takes its kernel under MXCSR's default (else the reference).
+void exp_exact_avx512(const float* x, std::size_t n, float* out, bool base2) {
+  if (!mxcsr_plain()) return exp_exact_array_ref(x, n, out, base2);
+  exp_exact_chunks(x, n, out, base2, exp_exact_kernel);
+}
+void exp_exact_avx2(const float* x, std::size_t n, float* out, bool base2) {
+  if (!mxcsr_plain()) return exp_exact_array_ref(x, n, out, base2);
+  exp_exact_chunks(x, n, out, base2, exp_exact_kernel_avx2);
+}
+void ex2_approx_ftz_avx512(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
+  if (!mxcsr_plain()) return ex2_approx_ftz_array_ref(x, n, out, ex2);
+  mufu_kernel<0>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
+}
+void ex2_approx_ftz_avx2(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
+  if (!mxcsr_plain()) return ex2_approx_ftz_array_ref(x, n, out, ex2);
+  mufu_kernel_avx2<0>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
+}
+void ex2_approx_avx512(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
+  if (!mxcsr_plain()) return ex2_approx_array_ref(x, n, out, ex2);
+  mufu_kernel<1>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
+}
+void ex2_approx_avx2(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
+  if (!mxcsr_plain()) return ex2_approx_array_ref(x, n, out, ex2);
+  mufu_kernel_avx2<1>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
+}
+void rcp_approx_ftz_avx512(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
+  if (!mxcsr_plain()) return rcp_approx_ftz_array_ref(x, n, out, rcp);
+  mufu_kernel<2>(x, n, out, rcp.table_data(), nullptr, nullptr);
+}
+void rcp_approx_ftz_avx2(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
+  if (!mxcsr_plain()) return rcp_approx_ftz_array_ref(x, n, out, rcp);
+  mufu_kernel_avx2<2>(x, n, out, rcp.table_data(), nullptr, nullptr);
+}
+void rcp_approx_avx512(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
+  if (!mxcsr_plain()) return rcp_approx_array_ref(x, n, out, rcp);
+  mufu_kernel<3>(x, n, out, rcp.table_data(), nullptr, nullptr);
+}
+void rcp_approx_avx2(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
+  if (!mxcsr_plain()) return rcp_approx_array_ref(x, n, out, rcp);
+  mufu_kernel_avx2<3>(x, n, out, rcp.table_data(), nullptr, nullptr);
+}
+
+}  // namespace kernels_x86
+#endif  // ATTNSIM_X86_KERNELS
+
+// ---- the public functions: the active set's entries (numerics/dispatch.hpp) --------------------
 
 bool ex2_array_compact_tables(const Ex2ApproxFtz& ex2) {
 #if ATTNSIM_X86_KERNELS
@@ -663,33 +712,20 @@ bool ex2_array_compact_tables(const Ex2ApproxFtz& ex2) {
   return false;
 }
 
+void exp_exact_array(const float* x, std::size_t n, float* out, bool base2) {
+  array_kernels().exp_exact(x, n, out, base2);
+}
 void ex2_approx_ftz_array(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
-#if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<0>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
-  if (use_avx2()) return mufu_kernel_avx2<0>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
-#endif
-  ex2_approx_ftz_array_ref(x, n, out, ex2);
+  array_kernels().ex2_approx_ftz(x, n, out, ex2);
 }
 void ex2_approx_array(const float* x, std::size_t n, float* out, const Ex2ApproxFtz& ex2) {
-#if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<1>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
-  if (use_avx2()) return mufu_kernel_avx2<1>(x, n, out, ex2.table_data(false), ex2.table_data(true), ex2_compact(ex2));
-#endif
-  ex2_approx_array_ref(x, n, out, ex2);
+  array_kernels().ex2_approx(x, n, out, ex2);
 }
 void rcp_approx_ftz_array(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
-#if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<2>(x, n, out, rcp.table_data(), nullptr, nullptr);
-  if (use_avx2()) return mufu_kernel_avx2<2>(x, n, out, rcp.table_data(), nullptr, nullptr);
-#endif
-  rcp_approx_ftz_array_ref(x, n, out, rcp);
+  array_kernels().rcp_approx_ftz(x, n, out, rcp);
 }
 void rcp_approx_array(const float* x, std::size_t n, float* out, const RcpApproxFtz& rcp) {
-#if ATTNSIM_X86_KERNELS
-  if (use_avx512()) return mufu_kernel<3>(x, n, out, rcp.table_data(), nullptr, nullptr);
-  if (use_avx2()) return mufu_kernel_avx2<3>(x, n, out, rcp.table_data(), nullptr, nullptr);
-#endif
-  rcp_approx_array_ref(x, n, out, rcp);
+  array_kernels().rcp_approx(x, n, out, rcp);
 }
 
 }  // namespace attnsim

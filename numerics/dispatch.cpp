@@ -1,0 +1,146 @@
+// The array kernels' tables (dispatch.hpp): one per instruction set this build has, each built
+// from the one below it with its own kernels put in.
+#include "numerics/dispatch.hpp"
+
+#include <array>
+
+#include "numerics/convert_array.hpp"
+#include "numerics/digest_array.hpp"
+#include "numerics/kernels_x86.hpp"
+#include "numerics/special_array.hpp"
+
+namespace attnsim {
+
+namespace {
+
+// The references (the overloads' addresses need their types).
+ArrayKernels scalar_set() {
+  ArrayKernels k;
+  k.isa = Isa::kScalar;
+  k.encode_u32 = static_cast<decltype(k.encode_u32)>(&encode_array_ref);
+  k.encode_u16 = static_cast<decltype(k.encode_u16)>(&encode_array_ref);
+  k.encode_u8 = static_cast<decltype(k.encode_u8)>(&encode_array_ref);
+  k.decode_u16 = static_cast<decltype(k.decode_u16)>(&decode_array_ref);
+  k.decode_u8 = static_cast<decltype(k.decode_u8)>(&decode_array_ref);
+  k.round = &round_array_ref;
+  k.round_to_int = &round_to_int_array_ref;
+  k.ex2_approx_ftz = &ex2_approx_ftz_array_ref;
+  k.ex2_approx = &ex2_approx_array_ref;
+  k.rcp_approx_ftz = &rcp_approx_ftz_array_ref;
+  k.rcp_approx = &rcp_approx_array_ref;
+  k.exp_exact = &exp_exact_array_ref;
+  k.digest_sum = &digest_sum_ref;
+  k.linear_f32 = &linear_f32_ref;
+  k.quantize_values = &quantize_values_ref;
+  k.own = {"encode", "decode", "round", "round_to_int", "ex2.approx", "rcp.approx", "exp.exact",
+           "digest", "linear_f32"};
+  return k;
+}
+
+#if ATTNSIM_X86_KERNELS
+ArrayKernels avx2_set(const ArrayKernels& below) {
+  using namespace kernels_x86;
+  ArrayKernels k = below;
+  k.isa = Isa::kAvx2;
+  k.encode_u32 = &encode_u32_avx2;
+  k.encode_u16 = &encode_u16_avx2;
+  k.encode_u8 = &encode_u8_avx2;
+  k.round = &round_avx2;
+  k.round_to_int = &round_to_int_avx2;
+  k.ex2_approx_ftz = &ex2_approx_ftz_avx2;
+  k.ex2_approx = &ex2_approx_avx2;
+  k.rcp_approx_ftz = &rcp_approx_ftz_avx2;
+  k.rcp_approx = &rcp_approx_avx2;
+  k.exp_exact = &exp_exact_avx2;
+  k.linear_f32 = &linear_f32_avx2;
+  k.quantize_values = &quantize_values_blocked;
+  k.float_tile = "block_fma.avx2";
+  k.pack_a = &mma_tile_detail::pack_a_plain;
+  k.pack_b = &mma_tile_detail::pack_b_plain;
+  k.tile = &mma_tile_detail::float_tile_avx2;
+  k.int_wrap = k.int_sat = "int16.avx2";
+  k.own = {"encode", "round", "round_to_int", "ex2.approx", "rcp.approx", "exp.exact",
+           "linear_f32", "quantize", "block_fma", "int_mma"};
+  return k;
+}
+
+ArrayKernels avx512_set(const ArrayKernels& below) {
+  using namespace kernels_x86;
+  ArrayKernels k = below;
+  k.isa = Isa::kAvx512;
+  k.encode_u32 = &encode_u32_avx512;
+  k.encode_u16 = &encode_u16_avx512;
+  k.encode_u8 = &encode_u8_avx512;
+  k.decode_u16 = &decode_u16_avx512;
+  k.decode_u8 = &decode_u8_avx512;
+  k.round = &round_avx512;
+  k.round_to_int = &round_to_int_avx512;
+  k.ex2_approx_ftz = &ex2_approx_ftz_avx512;
+  k.ex2_approx = &ex2_approx_avx512;
+  k.rcp_approx_ftz = &rcp_approx_ftz_avx512;
+  k.rcp_approx = &rcp_approx_avx512;
+  k.exp_exact = &exp_exact_avx512;
+  k.digest_sum = &digest_sum_avx512;
+  k.linear_f32 = &linear_f32_avx512;
+  k.float_tile = "block_fma.avx512";
+  k.pack_a = &mma_tile_detail::pack_a_avx512;
+  k.pack_b = &mma_tile_detail::pack_b_avx512;
+  k.tile = &mma_tile_detail::float_tile_avx512;
+  k.own = {"encode", "decode", "round", "round_to_int", "ex2.approx", "rcp.approx", "exp.exact",
+           "digest", "linear_f32", "block_fma"};
+  // VNNI where the CPU has it (an AVX-512 CPU without it keeps AVX2's 16-bit products).
+  if (cpu_has_feature("avx512vnni")) {
+    k.int_wrap = k.int_sat = "int8.vnni";
+    k.own.push_back("int_mma");
+  }
+  return k;
+}
+
+// AMX adds tile products only (numerics/mma_tile.cpp): the other kernels are AVX-512's.
+ArrayKernels amx_set(const ArrayKernels& below) {
+  ArrayKernels k = below;
+  k.isa = Isa::kAmx;
+  k.own.clear();
+  // The tile instructions have every sign variant of the wrapping products; .satfinite needs each
+  // instruction's own sum (VNNI's kernel, which every AMX CPU has).
+  k.int_wrap = "int8.amx";
+  k.own.push_back("int_mma");
+  return k;
+}
+#endif
+
+struct Tables {
+  std::array<ArrayKernels, 4> set;
+  std::array<bool, 4> built{};
+};
+
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables r;
+    r.set[0] = scalar_set();
+    r.built[0] = true;
+#if ATTNSIM_X86_KERNELS
+    r.set[1] = avx2_set(r.set[0]);
+    r.set[2] = avx512_set(r.set[1]);
+    r.set[3] = amx_set(r.set[2]);
+    r.built[1] = r.built[2] = r.built[3] = true;
+#endif
+    return r;
+  }();
+  return t;
+}
+
+}  // namespace
+
+const ArrayKernels* array_kernels_for(Isa isa) {
+  const int i = int(isa);
+  if (i < 0 || i >= int(tables().set.size()) || !tables().built[std::size_t(i)]) return nullptr;
+  return &tables().set[std::size_t(i)];
+}
+
+const ArrayKernels& array_kernels() {
+  const ArrayKernels* k = array_kernels_for(active_isa());
+  return k ? *k : tables().set[0];
+}
+
+}  // namespace attnsim
