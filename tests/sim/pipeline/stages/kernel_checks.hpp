@@ -144,12 +144,14 @@ inline void check_scores(Values& g, Tally& t) {
 }
 
 // The online-softmax step: softmax_step_avx512 against softmax_step_ref (raw or scaled max, fold
-// coefficients, FMA or not, base e, offsets, snapped max; empty rows, masked keys, ±0 maxima).
+// and descaled coefficients, FMA or not, base e, offsets, snapped max; empty rows, masked keys, ±0
+// maxima).
 inline void check_softmax_step(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   SoftmaxStage st;
   st.max_domain = g.chance(0.4) ? MaxDomain::kScaled : MaxDomain::kRaw;
-  st.dequant = g.chance(0.3) ? Dequant::kFold : Dequant::kScore;
+  // kDescale: the row's coefficient is FA3 FP8's descaled one, coef[row][0] (scores_ref's).
+  st.dequant = g.chance(0.3) ? Dequant::kFold : g.chance(0.2) ? Dequant::kDescale : Dequant::kScore;
   st.fma = g.chance(0.7);
   st.base = g.chance(0.2) ? ExpKind::kExp : ExpKind::kExp2;
   st.max_offset = g.chance(0.3) ? 8.807 : 0.0;
