@@ -182,14 +182,17 @@ template void epilogue_ref<float>(const Pipeline&, const PreparedInput&, const T
 template void epilogue_ref<double>(const Pipeline&, const PreparedInput&, const TileIndex&, int,
                                    const TileState<double>&, double*, double*);
 
-// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
+// The dispatcher (stages.hpp): the AVX-512 or AVX2 kernel for an FP32 state, else the reference.
 template <class T>
 void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse) {
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(p.softmax) && p.normalize.kind != Normalize::kNone &&
-        p.v.apply != ScaleAt::kReciprocal && active_isa() >= Isa::kAvx512)
-      return epilogue_avx512(p, in, ti, rows, state, o, lse);
+        p.v.apply != ScaleAt::kReciprocal) {
+      const Isa isa = active_isa();
+      if (isa >= Isa::kAvx512) return epilogue_avx512(p, in, ti, rows, state, o, lse);
+      if (isa >= Isa::kAvx2) return epilogue_avx2(p, in, ti, rows, state, o, lse);
+    }
   epilogue_ref(p, in, ti, rows, state, o, lse);
 }
 template void epilogue_stage<float>(const Pipeline&, const PreparedInput&, const TileIndex&, int, const TileState<float>&, double*, double*);

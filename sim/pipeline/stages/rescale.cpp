@@ -97,24 +97,30 @@ template void add_chunk_ref<float>(const RescaleStage&, ChunkAdd, const BlockVie
 template void add_chunk_ref<double>(const RescaleStage&, ChunkAdd, const BlockView&,
                                     TileState<double>&, TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
+// The dispatcher (stages.hpp): the AVX-512 or AVX2 kernel for an FP32 state, else the reference.
 template <class T>
 void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
                  TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (st.kind != Rescale::kMultiplyFtz && active_isa() >= Isa::kAvx512)
-      return rescale_avx512(st, o_accum, b, state, buf);
+    if (st.kind != Rescale::kMultiplyFtz) {
+      const Isa isa = active_isa();
+      if (isa >= Isa::kAvx512) return rescale_avx512(st, o_accum, b, state, buf);
+      if (isa >= Isa::kAvx2) return rescale_avx2(st, o_accum, b, state, buf);
+    }
   rescale_ref(st, o_accum, b, state, buf);
 }
 template void rescale_stage<float>(const RescaleStage&, Encoding, const BlockView&, TileState<float>&, TileBuffers<float>&);
 template void rescale_stage<double>(const RescaleStage&, Encoding, const BlockView&, TileState<double>&, TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
+// The dispatcher (stages.hpp): the AVX-512 or AVX2 kernel for an FP32 state, else the reference.
 template <class T>
 void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
                    TileBuffers<T>& buf) {
-  if constexpr (std::is_same_v<T, float>)
-    if (active_isa() >= Isa::kAvx512) return add_chunk_avx512(st, how, b, state, buf);
+  if constexpr (std::is_same_v<T, float>) {
+    const Isa isa = active_isa();
+    if (isa >= Isa::kAvx512) return add_chunk_avx512(st, how, b, state, buf);
+    if (isa >= Isa::kAvx2) return add_chunk_avx2(st, how, b, state, buf);
+  }
   add_chunk_ref(st, how, b, state, buf);
 }
 template void add_chunk_stage<float>(const RescaleStage&, ChunkAdd, const BlockView&, TileState<float>&, TileBuffers<float>&);

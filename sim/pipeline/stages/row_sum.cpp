@@ -193,15 +193,18 @@ template void merge_row<double>(TileState<double>&, int, const TileState<double>
                                 const ExpModel<double>&);
 
 // The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
-// (numerics/mma_tile.hpp), the AVX-512 kernel for an FP32 state, else the reference.
+// (numerics/mma_tile.hpp), the AVX-512 or AVX2 kernel for an FP32 state, else the reference.
 template <class T>
 void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
                  TileState<T>& state, TileBuffers<T>& buf) {
   if (st.row_sum == RowSum::kMma && dot_mma_tile_has_kernel(st.row_sum_dot))
     return row_sum_mma(st, p_enc, perm16, b, state, buf);
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels(st) && active_isa() >= Isa::kAvx512)
-      return row_sum_avx512(st, p_enc, perm16, b, state, buf);
+    if (fp32_state_kernels(st)) {
+      const Isa isa = active_isa();
+      if (isa >= Isa::kAvx512) return row_sum_avx512(st, p_enc, perm16, b, state, buf);
+      if (isa >= Isa::kAvx2) return row_sum_avx2(st, p_enc, perm16, b, state, buf);
+    }
   row_sum_ref(st, p_enc, perm16, b, state, buf);
 }
 template void row_sum_stage<float>(const SoftmaxStage&, Encoding, bool, const BlockView&, TileState<float>&, TileBuffers<float>&);

@@ -76,13 +76,16 @@ template void scores_ref<double>(const SoftmaxStage&, const PreparedInput&, cons
                                  const BlockView&, const ExpConstants<double>&,
                                  TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
+// The dispatcher (stages.hpp): the AVX-512 or AVX2 kernel for an FP32 state, else the reference.
 template <class T>
 void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale && active_isa() >= Isa::kAvx512)
-      return scores_avx512(st, in, ti, b, kc, buf);
+    if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale) {
+      const Isa isa = active_isa();
+      if (isa >= Isa::kAvx512) return scores_avx512(st, in, ti, b, kc, buf);
+      if (isa >= Isa::kAvx2) return scores_avx2(st, in, ti, b, kc, buf);
+    }
   scores_ref(st, in, ti, b, kc, buf);
 }
 template void scores_stage<float>(const SoftmaxStage&, const PreparedInput&, const TileIndex&, const BlockView&, const ExpConstants<float>&, TileBuffers<float>&);

@@ -94,13 +94,16 @@ template void softmax_step_ref<double>(const SoftmaxStage&, MaxRound, const Bloc
                                        const ExpConstants<double>&, TileState<double>&,
                                        TileBuffers<double>&);
 
-// The dispatcher (stages.hpp): the AVX-512 kernel for an FP32 state, else the reference.
+// The dispatcher (stages.hpp): the AVX-512 or AVX2 kernel for an FP32 state, else the reference.
 template <class T>
 void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
                       const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels(st) && active_isa() >= Isa::kAvx512)
-      return softmax_step_avx512(st, max_round, b, kc, state, buf);
+    if (fp32_state_kernels(st)) {
+      const Isa isa = active_isa();
+      if (isa >= Isa::kAvx512) return softmax_step_avx512(st, max_round, b, kc, state, buf);
+      if (isa >= Isa::kAvx2) return softmax_step_avx2(st, max_round, b, kc, state, buf);
+    }
   softmax_step_ref(st, max_round, b, kc, state, buf);
 }
 template void softmax_step_stage<float>(const SoftmaxStage&, MaxRound, const BlockView&, const ExpConstants<float>&, TileState<float>&, TileBuffers<float>&);

@@ -23,9 +23,9 @@ enum class ArgForm { kExpBase, kPlain, kScaled };
 
 struct StepOps {
   bool scaled_max = false;  // the max over fma(s, c_j, −offset), else over s
-  bool fold = false;        // c_j = coef[j], else kc.c
+  bool fold = false;        // c_j = coef[j], else the row's coefficient c
   bool fma = true;
-  float c = 0.0f;
+  float c = 0.0f;           // the row's coefficient (FA3 FP8's descaled one under kDescale)
   float offset = 0.0f;
 };
 
@@ -85,24 +85,28 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
   op.scaled_max = st.max_domain == MaxDomain::kScaled;
   op.fold = st.dequant == Dequant::kFold;
   op.fma = st.fma;
-  op.c = kc.c;
   op.offset = T(st.max_offset);
   const T offset = op.offset;
   const bool scaled_max = op.scaled_max, snapping = max_round != MaxRound::kNone;
+  const bool descale = st.dequant == Dequant::kDescale;
   const ArgForm form = !scaled_max && !snapping && st.base == ExpKind::kExp ? ArgForm::kExpBase
                        : !scaled_max && !op.fold                            ? ArgForm::kPlain
                                                                             : ArgForm::kScaled;
   for (int i = 0; i < b.rows; ++i) {
     const T* si = buf.s.data() + std::size_t(i) * b.bk;
     const float* ci = op.fold ? buf.coef.data() + std::size_t(i) * b.bk : nullptr;
+    // The raw score's coefficient of the row (the reference's kcc): FA3 FP8's descaled one, which
+    // scores_ref wrote to every column of the row, or the plain one.
+    const T kcc = descale ? buf.coef[std::size_t(i) * b.bk] : kc.c;
+    op.c = kcc;
     T block_max = block_max_row(op, si, ci, b.cols);
     if (block_max == T(0)) {
       // ±0: the first zero in key order (softmax_step_ref's loop).
       block_max = -kInf;
       for (int j = 0; j < b.cols; ++j) {
         const T x = !scaled_max ? si[j]
-                    : st.fma    ? std::fma(si[j], op.fold ? ci[j] : kc.c, -offset)
-                                : si[j] * (op.fold ? ci[j] : kc.c) - offset;
+                    : st.fma    ? std::fma(si[j], op.fold ? ci[j] : kcc, -offset)
+                                : si[j] * (op.fold ? ci[j] : kcc) - offset;
         block_max = x > block_max ? x : block_max;
       }
     }
@@ -114,14 +118,14 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
     const T m_use = state.empty(i) ? T(0) : m;
     T ref, alpha_arg;
     if (!scaled_max && !snapping) {
-      ref = offset != T(0) ? (st.fma ? std::fma(m_use, kc.c, -offset) : m_use * kc.c - offset)
-                           : m_use * kc.c;
-      alpha_arg = (m_old - m_use) * kc.c;
+      ref = offset != T(0) ? (st.fma ? std::fma(m_use, kcc, -offset) : m_use * kcc - offset)
+                           : m_use * kcc;
+      alpha_arg = (m_old - m_use) * kcc;
     } else {
       auto to_ref = [&](T mm) -> T {
         if (scaled_max) return stage_util::snap(mm, max_round);
-        const T y = offset != T(0) ? (st.fma ? std::fma(mm, kc.c, -offset) : mm * kc.c - offset)
-                                   : mm * kc.c;
+        const T y = offset != T(0) ? (st.fma ? std::fma(mm, kcc, -offset) : mm * kcc - offset)
+                                   : mm * kcc;
         return stage_util::snap(y, max_round);
       };
       ref = to_ref(m_use);

@@ -268,6 +268,23 @@ void add_chunk_avx512(const RescaleStage& st, ChunkAdd how, const BlockView& b,
 void epilogue_avx512(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                      const TileState<float>& state, double* o, double* lse);
 
+// The same kernels on AVX2 + FMA (Isa::kAvx2; the dispatchers take them where the AVX-512 ones
+// are not available or capped off, for the same cases): 8 lanes a register, the same chains and
+// the same bits (scores_avx2.cpp, ...).
+void scores_avx2(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
+                 const BlockView& b, const ExpConstants<float>& kc, TileBuffers<float>& buf);
+void softmax_step_avx2(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                       const ExpConstants<float>& kc, TileState<float>& state,
+                       TileBuffers<float>& buf);
+void row_sum_avx2(const SoftmaxStage& st, Encoding p_enc, bool perm16, const BlockView& b,
+                  TileState<float>& state, TileBuffers<float>& buf);
+void rescale_avx2(const RescaleStage& st, Encoding o_accum, const BlockView& b,
+                  TileState<float>& state, TileBuffers<float>& buf);
+void add_chunk_avx2(const RescaleStage& st, ChunkAdd how, const BlockView& b,
+                    TileState<float>& state, TileBuffers<float>& buf);
+void epilogue_avx2(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
+                   const TileState<float>& state, double* o, double* lse);
+
 // The number of row-sum lanes of a model (4 for the quad-lane models, 1 otherwise).
 // A chunk's product r dequantized as every P·V model does it: fl(row_scale · s_v(key block,
 // channel c)) once, then one multiply (TurboAttention `s_P̃ · s_V · Q(P̃)V`); r unchanged when

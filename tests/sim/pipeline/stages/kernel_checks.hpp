@@ -1,5 +1,8 @@
-// Test helper: one random case of each AVX-512 stage kernel against its reference, bit for bit
-// (NaN payloads aside, stage_cases.hpp), shared by the quick and the long tests.
+// Test helper: one random case of each stage kernel against its reference, bit for bit (NaN
+// payloads aside, stage_cases.hpp), shared by the quick and the long tests. The kernels of the
+// active ISA are checked (set_isa): the CUDA-core products choose inside, and the softmax
+// arithmetic's AVX-512 or AVX2 kernel is called here (each directly, every case, those it sends to
+// its reference included).
 #pragma once
 
 #include "tests/sim/pipeline/stages/stage_cases.hpp"
@@ -12,10 +15,13 @@ inline DotModel::Kind any_cuda_core_kind(Values& g) {
   return kKinds[g.uniform(0, 3)];
 }
 
+// Whether the softmax arithmetic's AVX-512 kernels are checked (else the AVX2 ones).
+inline bool wide_kernels() { return active_isa() >= Isa::kAvx512; }
+
 inline std::string where(const BlockCase& c, const char* stage, const char* detail) {
-  return std::string(stage) + " " + detail + " rows=" + std::to_string(c.b.rows) +
-         " cols=" + std::to_string(c.b.cols) + " bk=" + std::to_string(c.b.bk) +
-         " d=" + std::to_string(c.in.shape.head_dim) +
+  return std::string(stage) + " " + detail + " (" + isa_name(active_isa()) + ")" +
+         " rows=" + std::to_string(c.b.rows) + " cols=" + std::to_string(c.b.cols) +
+         " bk=" + std::to_string(c.b.bk) + " d=" + std::to_string(c.in.shape.head_dim) +
          " dv=" + std::to_string(c.in.shape.head_dim_v) + (c.in.causal ? " causal" : "");
 }
 
@@ -111,8 +117,8 @@ inline ExpConstants<float> random_constants(Values& g) {
   return kc;
 }
 
-// Scores: scores_avx512 against scores_ref (dequantization by per-token Q and K scales, fold with
-// a masked tail, ΔS, mask values).
+// Scores: scores_avx512 / scores_avx2 against scores_ref (dequantization by per-token Q and K
+// scales, fold with a masked tail, ΔS, mask values).
 inline void check_scores(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   SoftmaxStage st;
@@ -137,19 +143,25 @@ inline void check_scores(Values& g, Tally& t) {
   for (float& x : ref.coef) x = 98.0f;
   TileBuffers<float> got = ref;
   scores_ref(st, c.in, c.ti, c.b, kc, ref);
-  scores_avx512(st, c.in, c.ti, c.b, kc, got);
+  if (wide_kernels()) {
+    scores_avx512(st, c.in, c.ti, c.b, kc, got);
+  } else {
+    scores_avx2(st, c.in, c.ti, c.b, kc, got);
+  }
   const std::string w = where(c, "scores", st.dequant == Dequant::kFold ? "fold" : "score");
   t.check(ref.s.data(), got.s.data(), ref.s.size(), w + " s");
   t.check(ref.coef.data(), got.coef.data(), ref.coef.size(), w + " coef");
 }
 
-// The online-softmax step: softmax_step_avx512 against softmax_step_ref (raw or scaled max, fold
-// coefficients, FMA or not, base e, offsets, snapped max; empty rows, masked keys, ±0 maxima).
+// The online-softmax step: softmax_step_avx512 / _avx2 against softmax_step_ref (raw or scaled
+// max, fold and descaled coefficients, FMA or not, base e, offsets, snapped max; empty rows, masked
+// keys, ±0 maxima).
 inline void check_softmax_step(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   SoftmaxStage st;
   st.max_domain = g.chance(0.4) ? MaxDomain::kScaled : MaxDomain::kRaw;
-  st.dequant = g.chance(0.3) ? Dequant::kFold : Dequant::kScore;
+  // kDescale: the row's coefficient is FA3 FP8's descaled one, coef[row][0] (scores_ref's).
+  st.dequant = g.chance(0.3) ? Dequant::kFold : g.chance(0.2) ? Dequant::kDescale : Dequant::kScore;
   st.fma = g.chance(0.7);
   st.base = g.chance(0.2) ? ExpKind::kExp : ExpKind::kExp2;
   st.max_offset = g.chance(0.3) ? 8.807 : 0.0;
@@ -181,7 +193,11 @@ inline void check_softmax_step(Values& g, Tally& t) {
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   softmax_step_ref(st, mr, c.b, kc, sref, ref);
-  softmax_step_avx512(st, mr, c.b, kc, sgot, got);
+  if (wide_kernels()) {
+    softmax_step_avx512(st, mr, c.b, kc, sgot, got);
+  } else {
+    softmax_step_avx2(st, mr, c.b, kc, sgot, got);
+  }
   const std::string w = where(c, "softmax_step", "");
   t.check(ref.x.data(), got.x.data(), ref.x.size(), w + " x");
   t.check(ref.alpha_arg.data(), got.alpha_arg.data(), ref.alpha_arg.size(), w + " alpha_arg");
@@ -189,7 +205,7 @@ inline void check_softmax_step(Values& g, Tally& t) {
   EXPECT_EQ(ref.first, got.first) << w;
 }
 
-// The row sum: row_sum_avx512 against row_sum_ref for every model but the tensor core's.
+// The row sum: row_sum_avx512 / _avx2 against row_sum_ref for every model but the tensor core's.
 inline void check_row_sum(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   static const RowSum kModels[] = {RowSum::kQuad, RowSum::kSingle, RowSum::kSageLanes,
@@ -221,7 +237,11 @@ inline void check_row_sum(Values& g, Tally& t) {
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   row_sum_ref(st, Encoding::kFp32, false, c.b, sref, ref);
-  row_sum_avx512(st, Encoding::kFp32, false, c.b, sgot, got);
+  if (wide_kernels()) {
+    row_sum_avx512(st, Encoding::kFp32, false, c.b, sgot, got);
+  } else {
+    row_sum_avx2(st, Encoding::kFp32, false, c.b, sgot, got);
+  }
   t.check(sref.l.data(), sgot.l.data(), sref.l.size(),
           where(c, "row_sum", std::to_string(int(st.row_sum)).c_str()));
 }
@@ -244,7 +264,8 @@ class TestRescaleHook : public RescaleHook {
   OptionList options() const override { return {}; }
 };
 
-// The rescale and the chunk add: rescale_avx512 / add_chunk_avx512 against their references.
+// The rescale and the chunk add: rescale_avx512 / add_chunk_avx512 (or _avx2) against their
+// references.
 inline void check_rescale(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   const int rows = c.b.rows, dv = c.in.shape.head_dim_v;
@@ -275,17 +296,25 @@ inline void check_rescale(Values& g, Tally& t) {
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   rescale_ref(st, o_accum, c.b, sref, ref);
-  rescale_avx512(st, o_accum, c.b, sgot, got);
+  if (wide_kernels()) {
+    rescale_avx512(st, o_accum, c.b, sgot, got);
+  } else {
+    rescale_avx2(st, o_accum, c.b, sgot, got);
+  }
   const std::string w = where(c, "rescale", std::to_string(int(st.kind)).c_str());
   t.check(sref.o.data(), sgot.o.data(), sref.o.size(), w + " O");
   t.check(ref.p_mul.data(), got.p_mul.data(), ref.p_mul.size(), w + " p_mul");
   EXPECT_EQ(ref.p_mul_active, got.p_mul_active);
   add_chunk_ref(st, how, c.b, sref, ref);
-  add_chunk_avx512(st, how, c.b, sgot, got);
+  if (wide_kernels()) {
+    add_chunk_avx512(st, how, c.b, sgot, got);
+  } else {
+    add_chunk_avx2(st, how, c.b, sgot, got);
+  }
   t.check(sref.o.data(), sgot.o.data(), sref.o.size(), w + " add_chunk");
 }
 
-// The epilogue: epilogue_avx512 against epilogue_ref (normalize models, static P scale, V's
+// The epilogue: epilogue_avx512 / _avx2 against epilogue_ref (normalize models, static P scale, V's
 // epilogue scale and mean, output formats, LSE models, empty and NaN rows).
 inline void check_epilogue(Values& g, Tally& t) {
   BlockCase c = random_block(g);
@@ -331,7 +360,11 @@ inline void check_epilogue(Values& g, Tally& t) {
   std::vector<double> o_ref(std::size_t(rows) * dv, -1.0), o_got = o_ref, l_ref(rows, -1.0),
                                                            l_got = l_ref;
   epilogue_ref(p, c.in, c.ti, rows, st, o_ref.data(), l_ref.data());
-  epilogue_avx512(p, c.in, c.ti, rows, st, o_got.data(), l_got.data());
+  if (wide_kernels()) {
+    epilogue_avx512(p, c.in, c.ti, rows, st, o_got.data(), l_got.data());
+  } else {
+    epilogue_avx2(p, c.in, c.ti, rows, st, o_got.data(), l_got.data());
+  }
   const std::string w = where(c, "epilogue", std::to_string(int(p.normalize.kind)).c_str());
   t.check(o_ref.data(), o_got.data(), o_ref.size(), w + " O");
   t.check(l_ref.data(), l_got.data(), l_ref.size(), w + " lse");

@@ -1,6 +1,7 @@
-// The AVX-512 stage kernels against their references on >= 10^8 outputs each (products) and
-// >= 10^8 elements over the softmax kernels together: random and adversarial blocks of every
-// shape (stage_cases.hpp), both cores. ATTNSIM_KERNEL_CASES scales every count (1 = as written).
+// The stage kernels (AVX-512, and AVX2 in the *Avx2 tests) against their references on >= 10^8
+// outputs each (products) and >= 10^8 elements over the softmax kernels together: random and
+// adversarial blocks of every shape (stage_cases.hpp), both cores. ATTNSIM_KERNEL_CASES scales
+// every count (1 = as written).
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -28,7 +29,7 @@ template <class F>
 void compare_until(const char* what, double target, std::uint64_t seed, F check,
                    Isa isa = Isa::kAvx512) {
   if (detected_isa() < isa) GTEST_SKIP() << "no " << isa_name(isa) << " on this CPU";
-  // The kernels of `isa` (the CUDA-core products have AVX2 ones too), restored at the end.
+  // The kernels of `isa` (every stage kernel has an AVX2 version too), restored at the end.
   struct Restore {
     Isa saved = active_isa();
     ~Restore() { set_isa(saved); }
@@ -79,15 +80,21 @@ TEST(StageKernelsLong, PvCudaCoreAvx2) {
   compare_until("pv_cuda_core (avx2)", 1e8, 14, pv_case, Isa::kAvx2);
 }
 
+// One random block of each softmax-arithmetic kernel.
+void softmax_case(Values& g, Tally& t) {
+  stagetest::check_scores(g, t);
+  stagetest::check_softmax_step(g, t);
+  stagetest::check_row_sum(g, t);
+  stagetest::check_rescale(g, t);
+  stagetest::check_epilogue(g, t);
+}
+
 TEST(StageKernelsLong, SoftmaxArithmetic) {
-  compare_until("scores, softmax_step, row_sum, rescale, epilogue", 1e8, 13,
-                [](Values& g, Tally& t) {
-                  stagetest::check_scores(g, t);
-                  stagetest::check_softmax_step(g, t);
-                  stagetest::check_row_sum(g, t);
-                  stagetest::check_rescale(g, t);
-                  stagetest::check_epilogue(g, t);
-                });
+  compare_until("scores, softmax_step, row_sum, rescale, epilogue", 1e8, 13, softmax_case);
+}
+TEST(StageKernelsLong, SoftmaxArithmeticAvx2) {
+  compare_until("scores, softmax_step, row_sum, rescale, epilogue (avx2)", 1e8, 15, softmax_case,
+                Isa::kAvx2);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The AVX-512 stage kernels (and the CUDA-core products' AVX2 ones) against their references on a
+// The stage kernels, AVX-512 and AVX2 (each ISA this CPU runs), against their references on a
 // quick sample of random and adversarial blocks (kernels_long_test.cpp runs >= 10^8 outputs):
 // every tile shape, partial blocks, causal diagonals, FP32 and FP64 states, subnormals, Inf, NaN,
 // overflow, ties and cancellation.
@@ -15,26 +15,24 @@ namespace {
 using stagetest::Tally;
 using stagetest::Values;
 
-bool have_avx512() { return detected_isa() >= Isa::kAvx512; }
-
-// The CUDA-core product kernels have an AVX-512 and an AVX2 version: each that this CPU runs.
-std::vector<Isa> cuda_core_isas() {
+// Every stage kernel has an AVX-512 and an AVX2 version: each level that this CPU runs.
+std::vector<Isa> kernel_isas() {
   std::vector<Isa> out;
   for (Isa i : {Isa::kAvx2, Isa::kAvx512})
     if (detected_isa() >= i) out.push_back(i);
   return out;
 }
 
-// 300 random blocks of `check` (FP32 and FP64 states) at each ISA with CUDA-core kernels.
+// `count` random blocks of `check` at each ISA with kernels (kernel_checks.hpp calls that ISA's).
 template <class Check>
-void cuda_core_cases(std::uint64_t seed, Check check) {
-  if (cuda_core_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+void isa_cases(std::uint64_t seed, int count, Check check) {
+  if (kernel_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
   const Isa saved = active_isa();
-  for (Isa isa : cuda_core_isas()) {
+  for (Isa isa : kernel_isas()) {
     set_isa(isa);
     Values g(seed);
     Tally t;
-    for (int i = 0; i < 300; ++i) check(g, t);
+    for (int i = 0; i < count; ++i) check(g, t);
     EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared << " (" << isa_name(isa) << ")";
     std::printf("[ stage-kernels ] %s: %llu elements compared\n", isa_name(isa),
                 (unsigned long long)t.compared);
@@ -43,62 +41,37 @@ void cuda_core_cases(std::uint64_t seed, Check check) {
 }
 
 TEST(StageKernels, QkCudaCoreEqualsReference) {
-  cuda_core_cases(1, [](Values& g, Tally& t) {
+  isa_cases(1, 300, [](Values& g, Tally& t) {
     stagetest::check_qk<float>(g, t);
     stagetest::check_qk<double>(g, t);
   });
 }
 
 TEST(StageKernels, PvCudaCoreEqualsReference) {
-  cuda_core_cases(2, [](Values& g, Tally& t) {
+  isa_cases(2, 300, [](Values& g, Tally& t) {
     stagetest::check_pv<float>(g, t);
     stagetest::check_pv<double>(g, t);
   });
 }
 
-TEST(StageKernels, ScoresAvx512EqualsReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Values g(3);
-  Tally t;
-  for (int i = 0; i < 600; ++i) stagetest::check_scores(g, t);
-  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+TEST(StageKernels, ScoresEqualsReference) {
+  isa_cases(3, 600, [](Values& g, Tally& t) { stagetest::check_scores(g, t); });
 }
 
-TEST(StageKernels, SoftmaxStepAvx512EqualsReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Values g(4);
-  Tally t;
-  for (int i = 0; i < 600; ++i) stagetest::check_softmax_step(g, t);
-  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+TEST(StageKernels, SoftmaxStepEqualsReference) {
+  isa_cases(4, 600, [](Values& g, Tally& t) { stagetest::check_softmax_step(g, t); });
 }
 
-TEST(StageKernels, RowSumAvx512EqualsReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Values g(5);
-  Tally t;
-  for (int i = 0; i < 600; ++i) stagetest::check_row_sum(g, t);
-  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+TEST(StageKernels, RowSumEqualsReference) {
+  isa_cases(5, 600, [](Values& g, Tally& t) { stagetest::check_row_sum(g, t); });
 }
 
-TEST(StageKernels, RescaleAndChunkAddAvx512EqualsReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Values g(6);
-  Tally t;
-  for (int i = 0; i < 600; ++i) stagetest::check_rescale(g, t);
-  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+TEST(StageKernels, RescaleAndChunkAddEqualsReference) {
+  isa_cases(6, 600, [](Values& g, Tally& t) { stagetest::check_rescale(g, t); });
 }
 
-TEST(StageKernels, EpilogueAvx512EqualsReference) {
-  if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
-  Values g(7);
-  Tally t;
-  for (int i = 0; i < 600; ++i) stagetest::check_epilogue(g, t);
-  EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
-  std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
+TEST(StageKernels, EpilogueEqualsReference) {
+  isa_cases(7, 600, [](Values& g, Tally& t) { stagetest::check_epilogue(g, t); });
 }
 
 }  // namespace

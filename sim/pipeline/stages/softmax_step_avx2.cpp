@@ -1,0 +1,150 @@
+// The online-softmax step on AVX2 for an FP32 state: softmax_step_ref's bits, 8 keys of one row
+// per register for the block max and the exponent arguments (softmax_step_avx512.cpp's scheme);
+// the running state per row is the reference's scalar code.
+//
+// The block max: the reference keeps `x > max ? x : max` in key order, so a NaN never wins and of
+// equal values the first stays. Each lane keeps its own maximum by the same rule (an ordered
+// greater-than compare, false for a NaN, and a blend), lanes past the row's keys left out of the
+// compare; any non-zero maximum is one bit pattern whatever lane holds it, and when the maximum is
+// zero (+0 or -0: the first one in key order wins) the row is rescanned in key order.
+//
+// The exponent arguments are each their own chain of one or two roundings: fma(s, c, −ref) as
+// one vfmadd where the reference calls std::fma, else fl(fl(s·c) − ref); fl(fl(s − m)·c) for base
+// e. x − y and x + (−y) are the same IEEE operation (signs of zero included), so the kernel's
+// subtractions give the reference's additions of a negated value.
+#include <cmath>
+#include <limits>
+
+#include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
+// Last: the AVX2 helpers (avx2.hpp).
+#include "sim/pipeline/stages/avx2.hpp"
+
+namespace attnsim {
+
+namespace {
+
+// How a row's exponent arguments are formed (softmax_step_ref's three cases).
+enum class ArgForm { kExpBase, kPlain, kScaled };
+
+struct StepOps {
+  bool scaled_max = false;  // the max over fma(s, c_j, −offset), else over s
+  bool fold = false;        // c_j = coef[j], else the row's coefficient c
+  bool fma = true;
+  float c = 0.0f;           // the row's coefficient (FA3 FP8's descaled one under kDescale)
+  float offset = 0.0f;
+};
+
+// fma(s, c, −sub) or s·c − sub (two roundings), as the reference's scaled_arg.
+ATTNSIM_AVX2_INLINE __m256 scaled_arg(bool fma, __m256 s, __m256 c, __m256 sub, __m256 neg_sub) {
+  return fma ? _mm256_fmadd_ps(s, c, neg_sub) : _mm256_sub_ps(_mm256_mul_ps(s, c), sub);
+}
+
+// The block max of one row over keys [0, n): lanes by the reference's rule, then combined.
+ATTNSIM_AVX2 float block_max_row(const StepOps& op, const float* s, const float* cf, int n) {
+  const float kInf = std::numeric_limits<float>::infinity();
+  __m256 run = _mm256_set1_ps(-kInf);
+  const __m256 c = _mm256_set1_ps(op.c), off = _mm256_set1_ps(op.offset),
+               neg_off = _mm256_set1_ps(-op.offset);
+  for (int j = 0; j < n; j += 8) {
+    const int k = n - j;
+    __m256 x = avx2::load_n(s + j, k);
+    if (op.scaled_max)
+      x = scaled_arg(op.fma, x, op.fold ? avx2::load_n(cf + j, k) : c, off, neg_off);
+    // x > run (ordered: false for a NaN on either side), only on the lanes of keys < n.
+    __m256 gt = _mm256_cmp_ps(x, run, _CMP_GT_OQ);
+    if (k < 8) gt = _mm256_and_ps(gt, _mm256_castsi256_ps(avx2::first8(k)));
+    run = _mm256_blendv_ps(run, x, gt);
+  }
+  alignas(32) float lane[8];
+  _mm256_store_ps(lane, run);
+  float mx = -kInf;
+  for (float v : lane) mx = v > mx ? v : mx;
+  return mx;
+}
+
+// x[j] for keys [0, n): the exponent's argument in the row's form.
+ATTNSIM_AVX2 void arguments_row(const StepOps& op, ArgForm form, float ref, float m_use,
+                                const float* s, const float* cf, float* x, int n) {
+  const __m256 c = _mm256_set1_ps(op.c), vref = _mm256_set1_ps(ref),
+               neg_ref = _mm256_set1_ps(-ref), mu = _mm256_set1_ps(m_use);
+  for (int j = 0; j < n; j += 8) {
+    const int k = n - j;
+    const __m256 sj = avx2::load_n(s + j, k);
+    __m256 r;
+    if (form == ArgForm::kExpBase) {
+      r = _mm256_mul_ps(_mm256_sub_ps(sj, mu), c);  // (s − m)·sm_scale
+    } else if (form == ArgForm::kPlain) {
+      r = scaled_arg(op.fma, sj, c, vref, neg_ref);
+    } else {
+      r = scaled_arg(op.fma, sj, op.fold ? avx2::load_n(cf + j, k) : c, vref, neg_ref);
+    }
+    avx2::store_n(x + j, r, k);
+  }
+}
+
+}  // namespace
+
+void softmax_step_avx2(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
+                       const ExpConstants<float>& kc, TileState<float>& state,
+                       TileBuffers<float>& buf) {
+  using T = float;
+  const T kInf = std::numeric_limits<T>::infinity();
+  StepOps op;
+  op.scaled_max = st.max_domain == MaxDomain::kScaled;
+  op.fold = st.dequant == Dequant::kFold;
+  op.fma = st.fma;
+  op.offset = T(st.max_offset);
+  const T offset = op.offset;
+  const bool scaled_max = op.scaled_max, snapping = max_round != MaxRound::kNone;
+  const bool descale = st.dequant == Dequant::kDescale;
+  const ArgForm form = !scaled_max && !snapping && st.base == ExpKind::kExp ? ArgForm::kExpBase
+                       : !scaled_max && !op.fold                            ? ArgForm::kPlain
+                                                                            : ArgForm::kScaled;
+  for (int i = 0; i < b.rows; ++i) {
+    const T* si = buf.s.data() + std::size_t(i) * b.bk;
+    const float* ci = op.fold ? buf.coef.data() + std::size_t(i) * b.bk : nullptr;
+    // The raw score's coefficient of the row (the reference's kcc): FA3 FP8's descaled one, which
+    // scores_ref wrote to every column of the row, or the plain one.
+    const T kcc = descale ? buf.coef[std::size_t(i) * b.bk] : kc.c;
+    op.c = kcc;
+    T block_max = block_max_row(op, si, ci, b.cols);
+    if (block_max == T(0)) {
+      // ±0: the first zero in key order (softmax_step_ref's loop).
+      block_max = -kInf;
+      for (int j = 0; j < b.cols; ++j) {
+        const T x = !scaled_max ? si[j]
+                    : st.fma    ? std::fma(si[j], op.fold ? ci[j] : kcc, -offset)
+                                : si[j] * (op.fold ? ci[j] : kcc) - offset;
+        block_max = x > block_max ? x : block_max;
+      }
+    }
+    // The running state: softmax_step_ref's code.
+    T& m = state.m[std::size_t(i)];
+    const T m_old = m;
+    const bool was_empty = state.empty(i);
+    m = block_max > m ? block_max : m;
+    const T m_use = state.empty(i) ? T(0) : m;
+    T ref, alpha_arg;
+    if (!scaled_max && !snapping) {
+      ref = offset != T(0) ? (st.fma ? std::fma(m_use, kcc, -offset) : m_use * kcc - offset)
+                           : m_use * kcc;
+      alpha_arg = (m_old - m_use) * kcc;
+    } else {
+      auto to_ref = [&](T mm) -> T {
+        if (scaled_max) return stage_util::snap(mm, max_round);
+        const T y = offset != T(0) ? (st.fma ? std::fma(mm, kcc, -offset) : mm * kcc - offset)
+                                   : mm * kcc;
+        return stage_util::snap(y, max_round);
+      };
+      ref = to_ref(m_use);
+      const T ref_old = was_empty ? -kInf : to_ref(m_old);
+      alpha_arg = ref_old - ref;
+    }
+    buf.alpha_arg[std::size_t(i)] = alpha_arg;
+    buf.first[std::size_t(i)] = was_empty ? 1 : 0;
+    arguments_row(op, form, ref, m_use, si, ci, buf.x.data() + std::size_t(i) * b.bk, b.cols);
+  }
+}
+
+}  // namespace attnsim
