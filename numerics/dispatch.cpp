@@ -32,8 +32,7 @@ ArrayKernels scalar_set() {
   k.digest_sum = &digest_sum_ref;
   k.linear_f32 = &linear_f32_ref;
   k.quantize_values = &quantize_values_ref;
-  k.own = {"encode", "decode", "round", "round_to_int", "ex2.approx", "rcp.approx", "exp.exact",
-           "digest", "linear_f32"};
+  k.own = {"the references"};
   return k;
 }
 

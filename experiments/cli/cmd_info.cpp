@@ -5,7 +5,9 @@
 #include <string>
 
 #include "experiments/cli/commands.hpp"
+#include "numerics/dispatch.hpp"
 #include "numerics/isa.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "experiments/common/build_info.hpp"
 #include "experiments/common/git_commit.hpp"
 #include "experiments/common/names.hpp"
@@ -50,6 +52,24 @@ void add_info_command(CLI::App& app) {
     std::printf("fast kernels: instruction set %s (this CPU: %s; --isa or ATTNSIM_ISA caps it; "
                 "results do not depend on it)\n",
                 isa_name(active_isa()), isa_name(detected_isa()));
+    // The dispatch table's sets (numerics/dispatch.hpp, sim/pipeline/stages/kernels.hpp): each
+    // built into this binary, whether this CPU runs it, and the kernels it adds to the set below.
+    std::printf("kernel sets (--isa NAME; each adds these kernels to the set below it, scalar is "
+                "the references):\n");
+    for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+      const ArrayKernels* a = array_kernels_for(i);
+      const StageKernels* st = stage_kernels_for(i);
+      if (!a || !st) continue;
+      std::string own;
+      for (const char* n : a->own) own += std::string(own.empty() ? "" : ", ") + n;
+      if (i != Isa::kScalar)
+        for (const char* n : st->own) own += std::string(own.empty() ? "" : ", ") + n;
+      std::printf("  %-7s %-19s %s\n", isa_name(i),
+                  i == active_isa()            ? "(active)"
+                  : int(i) <= int(detected_isa()) ? "(this CPU runs it)"
+                                                  : "(not on this CPU)",
+                  own.empty() ? "-" : own.c_str());
+    }
     std::printf("\nfloating-point formats:\n");
     print_float_format<e4m3fn>("e4m3fn", "OCP E4M3: no Inf, NaN = S.1111.111");
     print_float_format<e5m2>("e5m2", "OCP E5M2: IEEE Inf/NaN");

@@ -9,6 +9,7 @@
 
 #include "numerics/isa.hpp"
 #include "numerics/special.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -189,9 +190,7 @@ void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex&
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(p.softmax) && p.normalize.kind != Normalize::kNone &&
         p.v.apply != ScaleAt::kReciprocal) {
-      const Isa isa = active_isa();
-      if (isa >= Isa::kAvx512) return epilogue_avx512(p, in, ti, rows, state, o, lse);
-      if (isa >= Isa::kAvx2) return epilogue_avx2(p, in, ti, rows, state, o, lse);
+      if (const auto f = stage_kernels().epilogue) return f(p, in, ti, rows, state, o, lse);
     }
   epilogue_ref(p, in, ti, rows, state, o, lse);
 }

@@ -5,6 +5,7 @@
 
 #include "numerics/isa.hpp"
 #include "numerics/special_array.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 
 namespace attnsim {
@@ -47,7 +48,7 @@ void exp_rows(const ExpModel<float>& e, const BlockView& b, TileBuffers<float>& 
 template <class T>
 void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>) {
-    if (active_isa() != Isa::kScalar) {
+    if (stage_kernels().array_rows) {
       const ExpModel<float> e = exp_model<float>(st, base, 1.0f);
       switch (st.fn) {
         case ExpFn::kEx2ApproxFtz:

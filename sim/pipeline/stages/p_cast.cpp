@@ -11,6 +11,7 @@
 #include "formats/intn.hpp"
 #include "numerics/convert_array.hpp"
 #include "numerics/isa.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -137,9 +138,10 @@ template <class T>
 void cast_p_stage(const PStage& st, const BlockView& b, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>) {
     // P normalized before P·V (PNorm::kWarpSum, the math backend) stays with the reference.
-    if (active_isa() != Isa::kScalar && st.scale == PScale::kNone && st.norm == PNorm::kNone)
+    const bool rows = stage_kernels().array_rows;
+    if (rows && st.scale == PScale::kNone && st.norm == PNorm::kNone)
       return cast_p_rows(st, b, buf);
-    if (active_isa() != Isa::kScalar && st.scale != PScale::kNone)
+    if (rows && st.scale != PScale::kNone)
       return cast_p_scaled(st, b, buf, quantize_values);
   }
   cast_p_ref(st, b, buf);

@@ -6,6 +6,7 @@
 
 #include "numerics/isa.hpp"
 #include "numerics/mma_tile.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -97,7 +98,7 @@ void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, con
   if (st.acc == PvAccumulate::kChunk && pst.enc != Encoding::kFp64 &&
       integer_product_is_exact(st.dot.kind, pst.enc, in.v.enc, b.cols))
     return pv_int(st, pst, in, ti, b, state, buf);
-  if (cuda_core_kernel_model(st.dot.kind) && active_isa() >= Isa::kAvx2)
+  if (cuda_core_kernel_model(st.dot.kind) && stage_kernels().cuda_core != CudaCoreKernels::kNone)
     return pv_cuda_core(st, pst, in, ti, b, state, buf);  // AVX-512, or AVX2 for kFp32/kFp64
   pv_ref(st, pst, in, ti, b, state, buf);
 }

@@ -17,6 +17,7 @@
 
 #include "numerics/exact_sum.hpp"
 #include "sim/pipeline/stages/cuda_core_span.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 #include "numerics/isa.hpp"
@@ -234,7 +235,7 @@ void pv_cuda_core(const PvStage& st, const PStage& pst, const PreparedInput& in,
   const int dv = state.dv, bk = b.bk, n = b.cols, rows = b.rows;
   const DotModel::Kind kind = st.dot.kind;
   // AVX-512, else AVX2.
-  const bool wide = active_isa() >= Isa::kAvx512;
+  const bool wide = stage_kernels().cuda_core == CudaCoreKernels::kAvx512;
   const bool chunked = st.acc == PvAccumulate::kChunk;
   const bool v_chunk_scale = in.v.scaled() && in.v.key_dependent_scale;
   const bool p_scaled = pst.scale != PScale::kNone;

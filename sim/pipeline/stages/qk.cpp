@@ -3,6 +3,7 @@
 // the operands' encodings), an int32 accumulator converted to FP32 by int_cvt.
 #include "numerics/isa.hpp"
 #include "numerics/mma_tile.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -50,7 +51,7 @@ void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, c
     return qk_mma(st, in, ti, b, buf);
   if (integer_product_is_exact(st.dot.kind, in.q.enc, in.k.enc, in.shape.head_dim))
     return qk_int(st, in, ti, b, buf);
-  if (cuda_core_kernel_model(st.dot.kind) && active_isa() >= Isa::kAvx2)
+  if (cuda_core_kernel_model(st.dot.kind) && stage_kernels().cuda_core != CudaCoreKernels::kNone)
     return qk_cuda_core(st, in, ti, b, buf);  // AVX-512, or AVX2 for kFp32/kFp64
   qk_ref(st, in, ti, b, buf);
 }

@@ -17,6 +17,7 @@
 
 #include "numerics/exact_sum.hpp"
 #include "sim/pipeline/stages/cuda_core_span.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 #include "numerics/isa.hpp"
@@ -233,7 +234,7 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
   const int d = in.shape.head_dim;
   const DotModel::Kind kind = st.dot.kind;
   // AVX-512, else AVX2.
-  const bool wide = active_isa() >= Isa::kAvx512;
+  const bool wide = stage_kernels().cuda_core == CudaCoreKernels::kAvx512;
   const bool fp32 = kind == DotModel::kFp32;
   const int ldk = stage_util::round_up(std::max(b.cols, 1), 16);
   // The block's transposed copy (and its FP64 copy), made once per kv_key (TileBuffers); one

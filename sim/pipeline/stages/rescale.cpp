@@ -8,6 +8,7 @@
 
 #include "numerics/isa.hpp"
 #include "numerics/special.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -103,9 +104,7 @@ void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b,
                  TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
     if (st.kind != Rescale::kMultiplyFtz) {
-      const Isa isa = active_isa();
-      if (isa >= Isa::kAvx512) return rescale_avx512(st, o_accum, b, state, buf);
-      if (isa >= Isa::kAvx2) return rescale_avx2(st, o_accum, b, state, buf);
+      if (const auto f = stage_kernels().rescale) return f(st, o_accum, b, state, buf);
     }
   rescale_ref(st, o_accum, b, state, buf);
 }
@@ -117,9 +116,7 @@ template <class T>
 void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
                    TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>) {
-    const Isa isa = active_isa();
-    if (isa >= Isa::kAvx512) return add_chunk_avx512(st, how, b, state, buf);
-    if (isa >= Isa::kAvx2) return add_chunk_avx2(st, how, b, state, buf);
+    if (const auto f = stage_kernels().add_chunk) return f(st, how, b, state, buf);
   }
   add_chunk_ref(st, how, b, state, buf);
 }

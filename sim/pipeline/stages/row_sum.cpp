@@ -7,6 +7,7 @@
 
 #include "numerics/isa.hpp"
 #include "numerics/mma_tile.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -201,9 +202,7 @@ void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bl
     return row_sum_mma(st, p_enc, perm16, b, state, buf);
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st)) {
-      const Isa isa = active_isa();
-      if (isa >= Isa::kAvx512) return row_sum_avx512(st, p_enc, perm16, b, state, buf);
-      if (isa >= Isa::kAvx2) return row_sum_avx2(st, p_enc, perm16, b, state, buf);
+      if (const auto f = stage_kernels().row_sum) return f(st, p_enc, perm16, b, state, buf);
     }
   row_sum_ref(st, p_enc, perm16, b, state, buf);
 }

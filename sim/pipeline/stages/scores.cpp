@@ -5,6 +5,7 @@
 #include <type_traits>
 
 #include "numerics/isa.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -82,9 +83,7 @@ void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileInd
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale) {
-      const Isa isa = active_isa();
-      if (isa >= Isa::kAvx512) return scores_avx512(st, in, ti, b, kc, buf);
-      if (isa >= Isa::kAvx2) return scores_avx2(st, in, ti, b, kc, buf);
+      if (const auto f = stage_kernels().scores) return f(st, in, ti, b, kc, buf);
     }
   scores_ref(st, in, ti, b, kc, buf);
 }

@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "numerics/isa.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 
@@ -100,9 +101,7 @@ void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockV
                       const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st)) {
-      const Isa isa = active_isa();
-      if (isa >= Isa::kAvx512) return softmax_step_avx512(st, max_round, b, kc, state, buf);
-      if (isa >= Isa::kAvx2) return softmax_step_avx2(st, max_round, b, kc, state, buf);
+      if (const auto f = stage_kernels().softmax_step) return f(st, max_round, b, kc, state, buf);
     }
   softmax_step_ref(st, max_round, b, kc, state, buf);
 }
