@@ -54,8 +54,8 @@ ArrayKernels avx2_set(const ArrayKernels& below) {
   k.linear_f32 = &linear_f32_avx2;
   k.quantize_values = &quantize_values_blocked;
   k.float_tile = "block_fma.avx2";
-  k.pack_a = &mma_tile_detail::pack_a_plain;
-  k.pack_b = &mma_tile_detail::pack_b_plain;
+  k.pack_a = &mma_tile_detail::pack_a_avx2;
+  k.pack_b = &mma_tile_detail::pack_b_avx2;
   k.tile = &mma_tile_detail::float_tile_avx2;
   k.int_wrap = k.int_sat = "int16.avx2";
   k.own = {"encode", "round", "round_to_int", "ex2.approx", "rcp.approx", "exp.exact",

@@ -268,7 +268,94 @@ ATTNSIM_AVX2 void tile_blocks(const FloatTilePlan& pl) {
   }
 }
 
+// Decoding of 8 words (encodings or values) into FP32 values and unit-bit exponents
+// (mma_tile_avx512.cpp decode16, lane for lane).
+ATTNSIM_AVX2_INLINE void decode8(const PackSpec& s, __m256i x, __m256* v, __m256i* e) {
+  const __m256i one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
+  if (s.kind == DecodeKind::kValue) {
+    *v = _mm256_castsi256_ps(x);
+    const __m256i ef = _mm256_and_si256(_mm256_srli_epi32(x, 23), _mm256_set1_epi32(0xFF));
+    __m256i ex = _mm256_max_epi32(_mm256_sub_epi32(ef, _mm256_set1_epi32(127)),
+                                  _mm256_set1_epi32(s.emin));
+    const __m256i z = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFFFFFF)), zero);
+    ex = select(z, _mm256_set1_epi32(kNoVote), ex);
+    *e = select(_mm256_cmpeq_epi32(ef, _mm256_set1_epi32(0xFF)), _mm256_set1_epi32(kSpecial), ex);
+    return;
+  }
+  if (s.kind == DecodeKind::kTable8) {
+    const __m256i idx = _mm256_and_si256(x, _mm256_set1_epi32(0xFF));
+    *v = _mm256_i32gather_ps(s.table_value, idx, 4);
+    *e = _mm256_i32gather_epi32(reinterpret_cast<const int*>(s.table_exp), idx, 4);
+    return;
+  }
+  __m256i ef, ex, special;
+  if (s.kind == DecodeKind::kFp16) {
+    // vcvtph2ps is exact on every fp16 input; the 8 low halves narrowed in order.
+    const __m256i h = _mm256_and_si256(x, _mm256_set1_epi32(0xFFFF));
+    *v = _mm256_cvtph_ps(
+        _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(h, h), 0x08)));
+    ef = _mm256_and_si256(_mm256_srli_epi32(x, 10), _mm256_set1_epi32(0x1F));
+    ex = _mm256_sub_epi32(_mm256_max_epi32(ef, one), _mm256_set1_epi32(15));
+    special = _mm256_cmpeq_epi32(ef, _mm256_set1_epi32(0x1F));
+  } else {  // bf16: the upper half of an FP32
+    *v = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    ef = _mm256_and_si256(_mm256_srli_epi32(x, 7), _mm256_set1_epi32(0xFF));
+    ex = _mm256_sub_epi32(_mm256_max_epi32(ef, one), _mm256_set1_epi32(127));
+    special = _mm256_cmpeq_epi32(ef, _mm256_set1_epi32(0xFF));
+  }
+  const __m256i z = _mm256_cmpeq_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7FFF)), zero);
+  ex = select(z, _mm256_set1_epi32(kNoVote), ex);
+  *e = select(special, _mm256_set1_epi32(kSpecial), ex);
+}
+
 }  // namespace
+
+// pack_a_plain's and pack_b_plain's layout, 8 elements at a time: A's rows where they are plain
+// rows of words (no position index), B's rows where its columns are contiguous words (b_n = 1,
+// no position index); the other operands through the portable packing.
+ATTNSIM_AVX2 void pack_a_avx2(const PackSpec& s, const MmaTile& t, float* av, std::uint32_t* ae) {
+  if (t.k_index || s.permute32) return pack_a_plain(s, t, av, ae);
+  const std::uint32_t* base =
+      t.a_values ? reinterpret_cast<const std::uint32_t*>(t.a_values) : t.a;
+  for (int i = 0; i < t.rows; ++i) {
+    const std::uint32_t* row = base + std::ptrdiff_t(i) * t.lda;
+    float* vo = av + std::ptrdiff_t(i) * t.n;
+    std::uint32_t* eo = ae + std::ptrdiff_t(i) * t.n;
+    for (int k0 = 0; k0 < t.n; k0 += 8) {  // n: a multiple of 8
+      __m256 v;
+      __m256i e;
+      decode8(s, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + k0)), &v, &e);
+      // The exponent in both 16-bit halves (FloatTilePlan::ae).
+      e = _mm256_or_si256(_mm256_and_si256(e, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(e, 16));
+      _mm256_storeu_ps(vo + k0, v);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(eo + k0), e);
+    }
+  }
+}
+
+ATTNSIM_AVX2 void pack_b_avx2(const PackSpec& s, const MmaTile& t, int np, float* bv,
+                              std::int16_t* be) {
+  if (t.k_index || t.b_n != 1) return pack_b_plain(s, t, np, bv, be);
+  const std::uint32_t* base =
+      t.b_values ? reinterpret_cast<const std::uint32_t*>(t.b_values) : t.b;
+  for (int p = 0; p < t.n; ++p) {
+    const int k = s.permute32 ? via_hmma_source(p) : p;
+    const std::uint32_t* row = base + std::ptrdiff_t(k) * t.b_k;
+    for (int j0 = 0; j0 < np; j0 += 8) {
+      // Padding columns read as 0 (a zero of every format as encoding and as value).
+      const __m256i live = first8(t.cols - j0);
+      const __m256i x = _mm256_maskload_epi32(reinterpret_cast<const int*>(row + j0), live);
+      __m256 v;
+      __m256i e;
+      decode8(s, x, &v, &e);
+      _mm256_storeu_ps(bv + std::ptrdiff_t(p) * np + j0, v);
+      // Exponents fit int16 (|e| <= 30000): vpackssdw keeps them, in order after the permute.
+      _mm_storeu_si128(
+          reinterpret_cast<__m128i*>(be + std::ptrdiff_t(p) * np + j0),
+          _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(e, e), 0x08)));
+    }
+  }
+}
 
 ATTNSIM_AVX2 void float_tile_avx2(const FloatTilePlan& pl) {
   if (pl.via_hmma || pl.block == 16) return tile_blocks<16>(pl);

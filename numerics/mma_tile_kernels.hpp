@@ -108,6 +108,8 @@ void pack_b_plain(const PackSpec& s, const MmaTile& t, int np, float* bv, std::i
 
 // AVX2 + FMA + F16C (mma_tile_avx2.cpp): the same blocks, 8 columns per register.
 void float_tile_avx2(const FloatTilePlan& pl);
+void pack_a_avx2(const PackSpec& s, const MmaTile& t, float* av, std::uint32_t* ae);
+void pack_b_avx2(const PackSpec& s, const MmaTile& t, int np, float* bv, std::int16_t* be);
 
 // The integer instructions (int_mma_tile_x86.cpp). Elements as integers: s8 and u8 bytes, s4
 // nibbles sign-extended to bytes, or values (exact integers in FP32).
