@@ -140,7 +140,9 @@ bool integer_model(const DotModel& m) {
   return c == MmaComposition::kIntegerWrap || c == MmaComposition::kIntegerSat;
 }
 
-ElemKind elem_kind(Encoding e) {
+// [[maybe_unused]] (here, workspace() and value_spec()): only the x86 kernels' paths call them,
+// which a build without ATTNSIM_X86_KERNELS does not have.
+[[maybe_unused]] ElemKind elem_kind(Encoding e) {
   return e == Encoding::kU8 ? ElemKind::kU8 : e == Encoding::kS4 ? ElemKind::kS4 : ElemKind::kS8;
 }
 
@@ -151,8 +153,12 @@ enum class IntKernel { kNone, kAmx, kVnni };
 IntKernel int_kernel(const DotModel& m) {
   if (!integer_model(m)) return IntKernel::kNone;
   const bool sat = mma_info(m.instr).composition == MmaComposition::kIntegerSat;
+#if ATTNSIM_X86_KERNELS
   if (active_isa() >= Isa::kAmx && !sat) return IntKernel::kAmx;
   if (has_isa_feature("avx512vnni")) return IntKernel::kVnni;
+#else
+  (void)sat;
+#endif
   return IntKernel::kNone;
 }
 
@@ -232,7 +238,7 @@ struct Workspace {
     return &k;
   }
 };
-Workspace& workspace() {
+[[maybe_unused]] Workspace& workspace() {
   thread_local Workspace w;
   return w;
 }
@@ -250,7 +256,7 @@ std::uint32_t encode_value(Encoding e, float v) {
 
 // The value-operand spec: the format's unit-bit exponent floor (1 − bias; the emulated FP8
 // mma.sync aligns on the fp16 encoding's, whose floor is fp16's).
-PackSpec value_spec(const FloatTilePlan& pl, Encoding e) {
+[[maybe_unused]] PackSpec value_spec(const FloatTilePlan& pl, Encoding e) {
   PackSpec s;
   s.kind = DecodeKind::kValue;
   const EncodingTraits& t = encoding_traits(pl.via_hmma ? Encoding::kFp16 : e);
@@ -319,7 +325,8 @@ void dot_mma_tile_ref(const DotModel& m, const MmaTile& t) {
 }
 
 const char* dot_mma_tile_kernel(const DotModel& m) {
-  if (active_isa() >= Isa::kAvx512 && float_model(m).ok) return "block_fma.avx512";
+  if (ATTNSIM_X86_KERNELS && active_isa() >= Isa::kAvx512 && float_model(m).ok)
+    return "block_fma.avx512";
   switch (int_kernel(m)) {
     case IntKernel::kAmx:
       return "int8.amx";
@@ -342,6 +349,7 @@ bool dot_mma_tile_has_kernel(const DotModel& m) {
 
 namespace {
 
+#if ATTNSIM_X86_KERNELS
 void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
   const MmaInstrInfo& info = mma_info(m.instr);
   IntTilePlan pl;
@@ -397,12 +405,14 @@ void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
     int_tile_vnni(pl, pk);
   }
 }
+#endif  // ATTNSIM_X86_KERNELS
 
 }  // namespace
 
 void dot_mma_tile(const DotModel& m, const MmaTile& t) {
   if (t.rows <= 0 || t.cols <= 0) return;
   if (m.kind != DotModel::kMma) throw std::logic_error("dot_mma_tile: not an instruction model");
+#if ATTNSIM_X86_KERNELS
   const Isa isa = active_isa();
   if (isa >= Isa::kAvx512) {
     FloatModel f = float_model(m);
@@ -450,6 +460,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
     int_tile(m, t, ik);
     return;
   }
+#endif
   dot_mma_tile_ref(m, t);
 }
 

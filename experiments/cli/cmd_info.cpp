@@ -50,6 +50,11 @@ void add_info_command(CLI::App& app) {
     std::printf("fast kernels: instruction set %s (this CPU: %s; --isa or ATTNSIM_ISA caps it; "
                 "results do not depend on it)\n",
                 isa_name(active_isa()), isa_name(detected_isa()));
+    std::string runs;
+    for (Isa i : supported_isas()) runs += std::string(runs.empty() ? "" : ", ") + isa_name(i);
+    std::printf("  levels: scalar (the references), neon (AArch64), avx2 < avx512 < amx (x86-64); "
+                "this CPU runs %s\n",
+                runs.c_str());
     std::printf("\nfloating-point formats:\n");
     print_float_format<e4m3fn>("e4m3fn", "OCP E4M3: no Inf, NaN = S.1111.111");
     print_float_format<e5m2>("e5m2", "OCP E5M2: IEEE Inf/NaN");

@@ -186,10 +186,12 @@ template void epilogue_ref<double>(const Pipeline&, const PreparedInput&, const 
 template <class T>
 void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex& ti, int rows,
                   const TileState<T>& state, double* o, double* lse) {
+#if ATTNSIM_X86_KERNELS
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(p.softmax) && p.normalize.kind != Normalize::kNone &&
         p.v.apply != ScaleAt::kReciprocal && active_isa() >= Isa::kAvx512)
       return epilogue_avx512(p, in, ti, rows, state, o, lse);
+#endif
   epilogue_ref(p, in, ti, rows, state, o, lse);
 }
 template void epilogue_stage<float>(const Pipeline&, const PreparedInput&, const TileIndex&, int, const TileState<float>&, double*, double*);

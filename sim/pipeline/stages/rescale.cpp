@@ -101,9 +101,11 @@ template void add_chunk_ref<double>(const RescaleStage&, ChunkAdd, const BlockVi
 template <class T>
 void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
                  TileBuffers<T>& buf) {
+#if ATTNSIM_X86_KERNELS
   if constexpr (std::is_same_v<T, float>)
     if (st.kind != Rescale::kMultiplyFtz && active_isa() >= Isa::kAvx512)
       return rescale_avx512(st, o_accum, b, state, buf);
+#endif
   rescale_ref(st, o_accum, b, state, buf);
 }
 template void rescale_stage<float>(const RescaleStage&, Encoding, const BlockView&, TileState<float>&, TileBuffers<float>&);
@@ -113,8 +115,10 @@ template void rescale_stage<double>(const RescaleStage&, Encoding, const BlockVi
 template <class T>
 void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
                    TileBuffers<T>& buf) {
+#if ATTNSIM_X86_KERNELS
   if constexpr (std::is_same_v<T, float>)
     if (active_isa() >= Isa::kAvx512) return add_chunk_avx512(st, how, b, state, buf);
+#endif
   add_chunk_ref(st, how, b, state, buf);
 }
 template void add_chunk_stage<float>(const RescaleStage&, ChunkAdd, const BlockView&, TileState<float>&, TileBuffers<float>&);

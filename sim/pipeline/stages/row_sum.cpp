@@ -199,9 +199,11 @@ void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bl
                  TileState<T>& state, TileBuffers<T>& buf) {
   if (st.row_sum == RowSum::kMma && dot_mma_tile_has_kernel(st.row_sum_dot))
     return row_sum_mma(st, p_enc, perm16, b, state, buf);
+#if ATTNSIM_X86_KERNELS
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st) && active_isa() >= Isa::kAvx512)
       return row_sum_avx512(st, p_enc, perm16, b, state, buf);
+#endif
   row_sum_ref(st, p_enc, perm16, b, state, buf);
 }
 template void row_sum_stage<float>(const SoftmaxStage&, Encoding, bool, const BlockView&, TileState<float>&, TileBuffers<float>&);

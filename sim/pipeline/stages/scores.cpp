@@ -80,9 +80,11 @@ template void scores_ref<double>(const SoftmaxStage&, const PreparedInput&, cons
 template <class T>
 void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
+#if ATTNSIM_X86_KERNELS
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale && active_isa() >= Isa::kAvx512)
       return scores_avx512(st, in, ti, b, kc, buf);
+#endif
   scores_ref(st, in, ti, b, kc, buf);
 }
 template void scores_stage<float>(const SoftmaxStage&, const PreparedInput&, const TileIndex&, const BlockView&, const ExpConstants<float>&, TileBuffers<float>&);

@@ -98,9 +98,11 @@ template void softmax_step_ref<double>(const SoftmaxStage&, MaxRound, const Bloc
 template <class T>
 void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
                       const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf) {
+#if ATTNSIM_X86_KERNELS
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st) && active_isa() >= Isa::kAvx512)
       return softmax_step_avx512(st, max_round, b, kc, state, buf);
+#endif
   softmax_step_ref(st, max_round, b, kc, state, buf);
 }
 template void softmax_step_stage<float>(const SoftmaxStage&, MaxRound, const BlockView&, const ExpConstants<float>&, TileState<float>&, TileBuffers<float>&);

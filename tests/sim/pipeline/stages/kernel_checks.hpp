@@ -1,5 +1,6 @@
-// Test helper: one random case of each AVX-512 stage kernel against its reference, bit for bit
-// (NaN payloads aside, stage_cases.hpp), shared by the quick and the long tests.
+// Test helper: one random case of each fast stage kernel against its reference, bit for bit
+// (NaN payloads aside, stage_cases.hpp), shared by the quick and the long tests: the CUDA-core
+// products of every architecture, the AVX-512 softmax kernels on x86-64.
 #pragma once
 
 #include "tests/sim/pipeline/stages/stage_cases.hpp"
@@ -110,6 +111,9 @@ inline ExpConstants<float> random_constants(Values& g) {
   kc.c_nat = kc.c * 0.7f;
   return kc;
 }
+
+// The softmax kernels below are x86-64's alone (AVX-512; not compiled elsewhere).
+#if ATTNSIM_X86_KERNELS
 
 // Scores: scores_avx512 against scores_ref (dequantization by per-token Q and K scales, fold with
 // a masked tail, ΔS, mask values).
@@ -336,5 +340,7 @@ inline void check_epilogue(Values& g, Tally& t) {
   t.check(o_ref.data(), o_got.data(), o_ref.size(), w + " O");
   t.check(l_ref.data(), l_got.data(), l_ref.size(), w + " lse");
 }
+
+#endif  // ATTNSIM_X86_KERNELS
 
 }  // namespace attnsim::stagetest
