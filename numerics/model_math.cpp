@@ -7,6 +7,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "numerics/isa.hpp"
+#include "numerics/model_math_kernels.hpp"
+
 namespace attnsim {
 
 namespace {
@@ -209,6 +212,19 @@ void linear_f32_ref(const double* x, std::size_t rows, std::size_t ldx, const Pa
       }
     }
   }
+}
+
+// The kernel of the active instruction set (model_math_x86.cpp, model_math_neon.cpp), else the
+// reference: the same bits either way.
+void linear_f32(const double* x, std::size_t rows, std::size_t ldx, const PackedLinear& w,
+                std::size_t p0, std::size_t p1, float* y, std::size_t ldy) {
+#if ATTNSIM_X86_KERNELS
+  if (model_math_detail::linear_f32_x86(x, rows, ldx, w, p0, p1, y, ldy)) return;
+#endif
+#if ATTNSIM_NEON_KERNELS
+  if (model_math_detail::linear_f32_neon(x, rows, ldx, w, p0, p1, y, ldy)) return;
+#endif
+  linear_f32_ref(x, rows, ldx, w, p0, p1, y, ldy);
 }
 
 // --- row operations ---------------------------------------------------------------------------

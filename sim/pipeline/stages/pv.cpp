@@ -87,7 +87,7 @@ template void pv_ref<double>(const PvStage&, const PStage&, const PreparedInput&
 
 // The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
 // (numerics/mma_tile.hpp), integer P and V whose products are provably exact on the integer tile
-// kernel, the AVX-512 or AVX2 kernel of the CUDA-core models, else the reference.
+// kernel, the AVX-512, AVX2 or NEON kernel of the CUDA-core models, else the reference.
 template <class T>
 void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
             const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {
@@ -97,8 +97,8 @@ void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, con
   if (st.acc == PvAccumulate::kChunk && pst.enc != Encoding::kFp64 &&
       integer_product_is_exact(st.dot.kind, pst.enc, in.v.enc, b.cols))
     return pv_int(st, pst, in, ti, b, state, buf);
-  if (cuda_core_kernel_model(st.dot.kind) && active_isa() >= Isa::kAvx2)
-    return pv_cuda_core(st, pst, in, ti, b, state, buf);  // AVX-512, or AVX2 for kFp32/kFp64
+  if (cuda_core_kernel_model(st.dot.kind) && cuda_core_kernels_active())
+    return pv_cuda_core(st, pst, in, ti, b, state, buf);  // AVX-512; AVX2 or NEON for kFp32/kFp64
   pv_ref(st, pst, in, ti, b, state, buf);
 }
 template void pv_stage<float>(const PvStage&, const PStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileState<float>&, TileBuffers<float>&);

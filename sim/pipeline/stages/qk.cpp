@@ -42,7 +42,7 @@ template void qk_ref<double>(const QkStage&, const PreparedInput&, const TileInd
 
 // The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
 // (numerics/mma_tile.hpp), integer operands whose products are provably exact on the integer tile
-// kernel, the AVX-512 or AVX2 kernel of the CUDA-core models, else the reference.
+// kernel, the AVX-512, AVX2 or NEON kernel of the CUDA-core models, else the reference.
 template <class T>
 void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
             TileBuffers<T>& buf) {
@@ -50,8 +50,8 @@ void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, c
     return qk_mma(st, in, ti, b, buf);
   if (integer_product_is_exact(st.dot.kind, in.q.enc, in.k.enc, in.shape.head_dim))
     return qk_int(st, in, ti, b, buf);
-  if (cuda_core_kernel_model(st.dot.kind) && active_isa() >= Isa::kAvx2)
-    return qk_cuda_core(st, in, ti, b, buf);  // AVX-512, or AVX2 for kFp32/kFp64
+  if (cuda_core_kernel_model(st.dot.kind) && cuda_core_kernels_active())
+    return qk_cuda_core(st, in, ti, b, buf);  // AVX-512; AVX2 or NEON for kFp32/kFp64
   qk_ref(st, in, ti, b, buf);
 }
 template void qk_stage<float>(const QkStage&, const PreparedInput&, const TileIndex&, const BlockView&, TileBuffers<float>&);

@@ -1,4 +1,4 @@
-// The AVX-512 stage kernels against their references on >= 10^8 outputs each (products) and
+// The fast stage kernels against their references on >= 10^8 outputs each (products) and
 // >= 10^8 elements over the softmax kernels together: random and adversarial blocks of every
 // shape (stage_cases.hpp), both cores. ATTNSIM_KERNEL_CASES scales every count (1 = as written).
 #include <gtest/gtest.h>
@@ -27,7 +27,7 @@ double scale() {
 template <class F>
 void compare_until(const char* what, double target, std::uint64_t seed, F check,
                    Isa isa = Isa::kAvx512) {
-  if (detected_isa() < isa) GTEST_SKIP() << "no " << isa_name(isa) << " on this CPU";
+  if (!isa_supported(isa)) GTEST_SKIP() << "no " << isa_name(isa) << " on this CPU";
   // The kernels of `isa` (the CUDA-core products have AVX2 ones too), restored at the end.
   struct Restore {
     Isa saved = active_isa();
@@ -79,6 +79,14 @@ TEST(StageKernelsLong, PvCudaCoreAvx2) {
   compare_until("pv_cuda_core (avx2)", 1e8, 14, pv_case, Isa::kAvx2);
 }
 
+TEST(StageKernelsLong, QkCudaCoreNeon) {
+  compare_until("qk_cuda_core (neon)", 1e8, 15, qk_case, Isa::kNeon);
+}
+TEST(StageKernelsLong, PvCudaCoreNeon) {
+  compare_until("pv_cuda_core (neon)", 1e8, 16, pv_case, Isa::kNeon);
+}
+
+#if ATTNSIM_X86_KERNELS
 TEST(StageKernelsLong, SoftmaxArithmetic) {
   compare_until("scores, softmax_step, row_sum, rescale, epilogue", 1e8, 13,
                 [](Values& g, Tally& t) {
@@ -89,6 +97,7 @@ TEST(StageKernelsLong, SoftmaxArithmetic) {
                   stagetest::check_epilogue(g, t);
                 });
 }
+#endif  // ATTNSIM_X86_KERNELS
 
 }  // namespace
 }  // namespace attnsim

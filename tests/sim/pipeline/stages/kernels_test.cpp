@@ -1,5 +1,5 @@
-// The AVX-512 stage kernels (and the CUDA-core products' AVX2 ones) against their references on a
-// quick sample of random and adversarial blocks (kernels_long_test.cpp runs >= 10^8 outputs):
+// The AVX-512 stage kernels (and the CUDA-core products' AVX2 and NEON ones) against their
+// references on a quick sample of random and adversarial blocks (kernels_long_test.cpp runs >= 10^8 outputs):
 // every tile shape, partial blocks, causal diagonals, FP32 and FP64 states, subnormals, Inf, NaN,
 // overflow, ties and cancellation.
 #include <gtest/gtest.h>
@@ -15,20 +15,19 @@ namespace {
 using stagetest::Tally;
 using stagetest::Values;
 
-bool have_avx512() { return detected_isa() >= Isa::kAvx512; }
-
-// The CUDA-core product kernels have an AVX-512 and an AVX2 version: each that this CPU runs.
+// The CUDA-core product kernels have an AVX-512, an AVX2 and a NEON version: each that this CPU
+// runs.
 std::vector<Isa> cuda_core_isas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
-    if (detected_isa() >= i) out.push_back(i);
+  for (Isa i : supported_isas())
+    if (i != Isa::kScalar) out.push_back(i);
   return out;
 }
 
 // 300 random blocks of `check` (FP32 and FP64 states) at each ISA with CUDA-core kernels.
 template <class Check>
 void cuda_core_cases(std::uint64_t seed, Check check) {
-  if (cuda_core_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+  if (cuda_core_isas().empty()) GTEST_SKIP() << "no AVX2 or NEON on this CPU";
   const Isa saved = active_isa();
   for (Isa isa : cuda_core_isas()) {
     set_isa(isa);
@@ -55,6 +54,10 @@ TEST(StageKernels, PvCudaCoreEqualsReference) {
     stagetest::check_pv<double>(g, t);
   });
 }
+
+// The softmax kernels: x86-64's alone (AVX-512).
+#if ATTNSIM_X86_KERNELS
+bool have_avx512() { return detected_isa() >= Isa::kAvx512; }
 
 TEST(StageKernels, ScoresAvx512EqualsReference) {
   if (!have_avx512()) GTEST_SKIP() << "no AVX-512 on this CPU";
@@ -100,6 +103,7 @@ TEST(StageKernels, EpilogueAvx512EqualsReference) {
   EXPECT_EQ(t.mismatched, 0u) << "of " << t.compared;
   std::printf("[ stage-kernels ] %llu elements compared\n", (unsigned long long)t.compared);
 }
+#endif  // ATTNSIM_X86_KERNELS
 
 }  // namespace
 }  // namespace attnsim
