@@ -7,6 +7,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 apt_packages=(cmake ninja-build g++ pkg-config libeigen3-dev libboost-dev libhdf5-dev libcli11-dev
               libgtest-dev libgmock-dev openmpi-bin libopenmpi-dev zlib1g-dev
               libtomlplusplus-dev)
+# The AArch64 port's tests (tests/aarch64): the cross compiler (with the aarch64 C and C++
+# libraries) and user-mode emulation; the build cross-builds the numerics and pipeline tests and
+# runs them under qemu-aarch64. Without them those tests skip. Not for the main job
+# (ATTNSIM_BUILD=main, below), which builds no tests.
+if [[ ${ATTNSIM_BUILD:-all} != main ]]; then
+  apt_packages+=(g++-aarch64-linux-gnu qemu-user)
+fi
 # The Python module compiles against the headers of the python3 on PATH: Debian's own needs
 # python3-dev (a pyenv or venv Python ships its headers).
 if [[ "$(command -v python3)" == /usr/bin/python3 ]]; then

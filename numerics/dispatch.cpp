@@ -7,6 +7,7 @@
 #include "numerics/convert_array.hpp"
 #include "numerics/digest_array.hpp"
 #include "numerics/kernels_x86.hpp"
+#include "numerics/model_math_kernels.hpp"
 #include "numerics/special_array.hpp"
 
 namespace attnsim {
@@ -108,21 +109,46 @@ ArrayKernels amx_set(const ArrayKernels& below) {
 }
 #endif
 
+#if ATTNSIM_NEON_KERNELS
+// linear_f32's NEON kernel (model_math_neon.cpp, which runs under the neon level).
+void linear_f32_neon_entry(const double* x, std::size_t rows, std::size_t ldx,
+                           const PackedLinear& w, std::size_t p0, std::size_t p1, float* y,
+                           std::size_t ldy) {
+  if (!model_math_detail::linear_f32_neon(x, rows, ldx, w, p0, p1, y, ldy))
+    linear_f32_ref(x, rows, ldx, w, p0, p1, y, ldy);
+}
+
+ArrayKernels neon_set(const ArrayKernels& below) {
+  ArrayKernels k = below;
+  k.isa = Isa::kNeon;
+  k.linear_f32 = &linear_f32_neon_entry;
+  k.own = {"linear_f32"};
+  return k;
+}
+#endif
+
+// Indexed by the level (isa.hpp: scalar, neon, avx2, avx512, amx).
+constexpr std::size_t kLevels = 5;
 struct Tables {
-  std::array<ArrayKernels, 4> set;
-  std::array<bool, 4> built{};
+  std::array<ArrayKernels, kLevels> set;
+  std::array<bool, kLevels> built{};
 };
 
 const Tables& tables() {
   static const Tables t = [] {
     Tables r;
-    r.set[0] = scalar_set();
-    r.built[0] = true;
+    auto at = [&](Isa i) -> ArrayKernels& {
+      r.built[std::size_t(i)] = true;
+      return r.set[std::size_t(i)];
+    };
+    at(Isa::kScalar) = scalar_set();
+#if ATTNSIM_NEON_KERNELS
+    at(Isa::kNeon) = neon_set(r.set[std::size_t(Isa::kScalar)]);
+#endif
 #if ATTNSIM_X86_KERNELS
-    r.set[1] = avx2_set(r.set[0]);
-    r.set[2] = avx512_set(r.set[1]);
-    r.set[3] = amx_set(r.set[2]);
-    r.built[1] = r.built[2] = r.built[3] = true;
+    at(Isa::kAvx2) = avx2_set(r.set[std::size_t(Isa::kScalar)]);
+    at(Isa::kAvx512) = avx512_set(r.set[std::size_t(Isa::kAvx2)]);
+    at(Isa::kAmx) = amx_set(r.set[std::size_t(Isa::kAvx512)]);
 #endif
     return r;
   }();
@@ -139,7 +165,7 @@ const ArrayKernels* array_kernels_for(Isa isa) {
 
 const ArrayKernels& array_kernels() {
   const ArrayKernels* k = array_kernels_for(active_isa());
-  return k ? *k : tables().set[0];
+  return k ? *k : tables().set[std::size_t(Isa::kScalar)];
 }
 
 }  // namespace attnsim

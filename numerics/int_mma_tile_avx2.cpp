@@ -13,6 +13,8 @@
 //
 // Every function here carries its target attribute and uses no STL container and no inline
 // function of a shared header (numerics/isa.hpp selects the kernel at run time).
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"
@@ -182,3 +184,5 @@ ATTNSIM_AVX2 void int_tile_avx2(const IntTilePlan& pl, const Int16Packed& pk) {
 }
 
 }  // namespace attnsim::mma_tile_detail
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -20,6 +20,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include "numerics/isa.hpp"  // ATTNSIM_X86_KERNELS: this file is empty elsewhere
+#if ATTNSIM_X86_KERNELS
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"
@@ -333,3 +335,5 @@ ATTNSIM_AMX void int_tile_amx(const IntTilePlan& pl, const IntPacked& pk, std::i
 }
 
 }  // namespace attnsim::mma_tile_detail
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -11,10 +11,15 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>  // getauxval(AT_HWCAP), HWCAP_ASIMD
+#endif
 
 namespace attnsim {
 
 namespace {
+
+bool x86_level(Isa isa) { return isa == Isa::kAvx2 || isa == Isa::kAvx512 || isa == Isa::kAmx; }
 
 // The kernel grants a process the AMX tile state only on request (Linux arch_prctl
 // ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA = 18).
@@ -34,6 +39,7 @@ bool amx_permitted() {
 struct CpuFeatures {
   bool avx2 = false, fma = false, avx512 = false, vnni = false, bf16 = false, fp16 = false,
        amx_int8 = false;
+  bool neon = false;  // AArch64 Advanced SIMD (with its FP64 lanes and FMLA)
 };
 
 CpuFeatures read_cpu() {
@@ -57,6 +63,14 @@ CpuFeatures read_cpu() {
   f.amx_int8 = ((d >> 24) & 1u) && ((d >> 25) & 1u);  // AMX-TILE and AMX-INT8
   unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
   if (__get_cpuid_count(7, 1, &a1, &b1, &c1, &d1)) f.bf16 = f.avx512 && ((a1 >> 5) & 1u);
+#elif defined(__aarch64__) && defined(__ARM_NEON)
+  // Advanced SIMD is part of the AArch64 base architecture (the compiler assumes it everywhere);
+  // Linux reports it as HWCAP_ASIMD too, and the level follows what the kernel reports.
+#if defined(__linux__) && defined(HWCAP_ASIMD)
+  f.neon = (getauxval(AT_HWCAP) & HWCAP_ASIMD) != 0;
+#else
+  f.neon = true;
+#endif
 #endif
   return f;
 }
@@ -69,6 +83,7 @@ const CpuFeatures& cpu() {
 Isa detect() {
   const CpuFeatures& f = cpu();
   Isa best = Isa::kScalar;
+  if (f.neon) return Isa::kNeon;
   if (f.avx2 && f.fma) best = Isa::kAvx2;
   if (best == Isa::kAvx2 && f.avx512) best = Isa::kAvx512;
   if (best == Isa::kAvx512 && f.amx_int8 && amx_permitted()) best = Isa::kAmx;
@@ -79,8 +94,10 @@ Isa from_env(Isa detected) {
   const char* e = std::getenv("ATTNSIM_ISA");
   if (!e || !*e) return detected;
   Isa want;
-  if (!parse_isa(e, &want)) return detected;  // an unknown name caps nothing (`attnsim info` says)
-  return int(want) < int(detected) ? want : detected;
+  // An unknown name, or a level this CPU does not run (above its best, or the other
+  // architecture's), caps nothing (`attnsim info` says which level is active).
+  if (!parse_isa(e, &want) || !isa_supported(want)) return detected;
+  return want;
 }
 
 std::atomic<int>& level() {
@@ -97,16 +114,39 @@ Isa detected_isa() {
 
 Isa active_isa() { return Isa(level().load(std::memory_order_relaxed)); }
 
+bool isa_supported(Isa isa) {
+  const Isa best = detected_isa();
+  if (isa == Isa::kScalar || isa == best) return true;
+  // On the best level's ladder and below it (kNeon's ladder has no other level).
+  return x86_level(isa) && x86_level(best) && int(isa) < int(best);
+}
+
+std::vector<Isa> supported_isas() {
+  std::vector<Isa> out;
+  for (Isa i : {Isa::kScalar, Isa::kNeon, Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
+    if (isa_supported(i)) out.push_back(i);
+  return out;
+}
+
 void set_isa(Isa isa) {
-  if (int(isa) > int(detected_isa()))
-    throw std::invalid_argument(std::string("--isa ") + isa_name(isa) +
-                                ": this CPU supports at most " + isa_name(detected_isa()));
+  if (!isa_supported(isa)) {
+#if defined(__aarch64__)
+    const bool other_arch = x86_level(isa);
+#else
+    const bool other_arch = isa == Isa::kNeon;
+#endif
+    std::string what = std::string("--isa ") + isa_name(isa) + ": ";
+    if (other_arch)
+      what += isa == Isa::kNeon ? "an AArch64 (Arm) instruction set; " : "an x86-64 instruction set; ";
+    throw std::invalid_argument(what + "this CPU supports at most " + isa_name(detected_isa()));
+  }
   level().store(int(isa), std::memory_order_relaxed);
 }
 
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::kScalar: return "scalar";
+    case Isa::kNeon: return "neon";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
     case Isa::kAmx: return "amx";
@@ -115,7 +155,7 @@ const char* isa_name(Isa isa) {
 }
 
 bool parse_isa(const std::string& name, Isa* out) {
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
+  for (Isa i : {Isa::kScalar, Isa::kNeon, Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
     if (name == isa_name(i)) {
       *out = i;
       return true;

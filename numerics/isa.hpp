@@ -1,30 +1,54 @@
 // The CPU instruction sets the fast stage kernels may use, detected once at run time and
-// overridable (ATTNSIM_ISA=scalar|avx2|avx512|amx, or the command line's --isa): every fast kernel
-// sits behind the signature of its `_ref` reference and gives the same bits, so the choice changes
-// the speed, never a result (tests run both).
+// overridable (ATTNSIM_ISA=scalar|neon|avx2|avx512|amx, or the command line's --isa): every fast
+// kernel sits behind the signature of its `_ref` reference and gives the same bits, so the choice
+// changes the speed, never a result (tests run both).
 #pragma once
 
 #include <string>
+#include <vector>
+
+// Which architecture's kernels this build compiles: x86-64's (AVX2, AVX-512, AMX) or AArch64's
+// (NEON). Every kernel file compiles to nothing on the other architecture and every dispatcher
+// tests the same macro before it calls one (numerics/simd.hpp includes the intrinsics).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(ATTNSIM_NO_X86_KERNELS)
+#define ATTNSIM_X86_KERNELS 1
+#else
+#define ATTNSIM_X86_KERNELS 0
+#endif
+#if defined(__aarch64__) && defined(__ARM_NEON) && !defined(ATTNSIM_NO_NEON_KERNELS)
+#define ATTNSIM_NEON_KERNELS 1
+#else
+#define ATTNSIM_NEON_KERNELS 0
+#endif
 
 namespace attnsim {
 
-// Ordered: each level includes the ones before it.
-//  kScalar  the references only
-//  kAvx2    AVX2 + FMA + F16C
+// Two ladders that share kScalar, each level including the ones before it on its ladder:
+//  kScalar  the references only (every CPU)
+//  kNeon    AArch64 Advanced SIMD (every AArch64 CPU; Arm builds only)
+//  kAvx2    AVX2 + FMA + F16C (x86-64)
 //  kAvx512  AVX-512 F/BW/DQ/VL (+ VNNI, BF16, FP16 where the CPU has them: has_isa_feature)
 //  kAmx     AMX-INT8 tiles (after the kernel grants the tile state)
-enum class Isa { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAmx = 3 };
+// A CPU runs scalar and the levels of its own ladder up to the best it has: never an x86 level on
+// Arm nor neon on x86-64. kNeon sits below kAvx2 so that the x86 kernels' tests `active_isa() >=
+// Isa::kAvx2` (kAvx512, kAmx) are false on Arm; a NEON kernel is chosen by `== Isa::kNeon`.
+enum class Isa { kScalar = 0, kNeon = 1, kAvx2 = 2, kAvx512 = 3, kAmx = 4 };
 
 // The level the fast kernels use: the best this CPU supports, capped by ATTNSIM_ISA (read once)
 // or by set_isa.
 Isa active_isa();
-// What this CPU supports (ignores any cap).
+// What this CPU supports (ignores any cap): the top of its ladder.
 Isa detected_isa();
-// Caps the level (e.g. --isa scalar forces the references). A level above the CPU's is refused
-// with std::invalid_argument.
+// Whether this CPU runs a level (scalar, and its ladder's levels up to detected_isa()).
+bool isa_supported(Isa isa);
+// The levels this CPU runs, scalar first (x86-64 with AVX-512: scalar, avx2, avx512; AArch64:
+// scalar, neon).
+std::vector<Isa> supported_isas();
+// Caps the level (e.g. --isa scalar forces the references). A level this CPU does not run (above
+// its best, or of the other architecture) is refused with std::invalid_argument.
 void set_isa(Isa isa);
 const char* isa_name(Isa isa);
-// "scalar", "avx2", "avx512", "amx" -> the level; false when the name is none of them.
+// "scalar", "neon", "avx2", "avx512", "amx" -> the level; false when the name is none of them.
 bool parse_isa(const std::string& name, Isa* out);
 
 // Single features within a level, for kernels that need them (and are available only when the

@@ -142,7 +142,9 @@ bool integer_model(const DotModel& m) {
   return c == MmaComposition::kIntegerWrap || c == MmaComposition::kIntegerSat;
 }
 
-ElemKind elem_kind(Encoding e) {
+// [[maybe_unused]] (here, workspace() and value_spec()): only the x86 kernels' paths call them,
+// which a build without ATTNSIM_X86_KERNELS does not have.
+[[maybe_unused]] ElemKind elem_kind(Encoding e) {
   return e == Encoding::kU8 ? ElemKind::kU8 : e == Encoding::kS4 ? ElemKind::kS4 : ElemKind::kS8;
 }
 
@@ -239,7 +241,7 @@ struct Workspace {
     return &k;
   }
 };
-Workspace& workspace() {
+[[maybe_unused]] Workspace& workspace() {
   thread_local Workspace w;
   return w;
 }
@@ -257,7 +259,7 @@ std::uint32_t encode_value(Encoding e, float v) {
 
 // The value-operand spec: the format's unit-bit exponent floor (1 − bias; the emulated FP8
 // mma.sync aligns on the fp16 encoding's, whose floor is fp16's).
-PackSpec value_spec(const FloatTilePlan& pl, Encoding e) {
+[[maybe_unused]] PackSpec value_spec(const FloatTilePlan& pl, Encoding e) {
   PackSpec s;
   s.kind = DecodeKind::kValue;
   const EncodingTraits& t = encoding_traits(pl.via_hmma ? Encoding::kFp16 : e);
@@ -516,6 +518,7 @@ bool dot_mma_tile_has_kernel(const DotModel& m) {
 
 namespace {
 
+#if ATTNSIM_X86_KERNELS
 // The AVX2 kernel's 16-bit packing (kind 4 of the kept operands), keyed as the others.
 void int_tile_16(const IntTilePlan& pl, const DotModel& m, const MmaTile& t, int chunk) {
   Workspace& w = workspace();
@@ -603,6 +606,7 @@ void int_tile(const DotModel& m, const MmaTile& t, IntKernel kernel) {
     int_tile_vnni(pl, pk);
   }
 }
+#endif  // ATTNSIM_X86_KERNELS
 
 }  // namespace
 
@@ -652,6 +656,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
       return;
     }
   }
+#if ATTNSIM_X86_KERNELS
   IntKernel ik = int_kernel(m);
   // AMX pads the rows to 32: a tile of a few rows (a decode step's queries) takes VNNI, which
   // every AMX CPU has (turbo's decode on a Sapphire Rapids core: 0.448 s under AMX for every
@@ -661,6 +666,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
     int_tile(m, t, ik);
     return;
   }
+#endif
   dot_mma_tile_ref(m, t);
 }
 

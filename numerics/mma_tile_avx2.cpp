@@ -15,6 +15,8 @@
 // layout of FloatTilePlan. Every function carries the target attribute and uses no STL container
 // and no inline function of a shared header (numerics/isa.hpp selects this file at run time).
 // MXCSR stays at its default (round to nearest even, no FTZ/DAZ).
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"
@@ -364,3 +366,5 @@ ATTNSIM_AVX2 void float_tile_avx2(const FloatTilePlan& pl) {
 }
 
 }  // namespace attnsim::mma_tile_detail
+
+#endif  // ATTNSIM_X86_KERNELS

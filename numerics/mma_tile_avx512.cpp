@@ -24,6 +24,8 @@
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include "numerics/isa.hpp"  // ATTNSIM_X86_KERNELS: this file is empty elsewhere
+#if ATTNSIM_X86_KERNELS
 #include <immintrin.h>
 
 #include "numerics/mma_tile_kernels.hpp"
@@ -372,3 +374,5 @@ ATTNSIM_AVX512 void float_tile_avx512(const FloatTilePlan& pl) {
 }
 
 }  // namespace attnsim::mma_tile_detail
+
+#endif  // ATTNSIM_X86_KERNELS

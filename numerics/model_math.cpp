@@ -7,6 +7,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "numerics/dispatch.hpp"
+#include "numerics/isa.hpp"
+#include "numerics/model_math_kernels.hpp"
+
 namespace attnsim {
 
 namespace {
@@ -209,6 +213,13 @@ void linear_f32_ref(const double* x, std::size_t rows, std::size_t ldx, const Pa
       }
     }
   }
+}
+
+// The active set's kernel (numerics/dispatch.hpp: model_math_x86.cpp, model_math_neon.cpp, or
+// the reference).
+void linear_f32(const double* x, std::size_t rows, std::size_t ldx, const PackedLinear& w,
+                std::size_t p0, std::size_t p1, float* y, std::size_t ldy) {
+  array_kernels().linear_f32(x, rows, ldx, w, p0, p1, y, ldy);
 }
 
 // --- row operations ---------------------------------------------------------------------------

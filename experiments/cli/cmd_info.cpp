@@ -53,10 +53,11 @@ void add_info_command(CLI::App& app) {
                 "results do not depend on it)\n",
                 isa_name(active_isa()), isa_name(detected_isa()));
     // The dispatch table's sets (numerics/dispatch.hpp, sim/pipeline/stages/kernels.hpp): each
-    // built into this binary, whether this CPU runs it, and the kernels it adds to the set below.
+    // built into this binary, whether this CPU runs it, and the kernels it adds to the set below
+    // (two ladders share scalar: neon on AArch64; avx2 < avx512 < amx on x86-64).
     std::printf("kernel sets (--isa NAME; each adds these kernels to the set below it, scalar is "
                 "the references):\n");
-    for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
+    for (Isa i : {Isa::kScalar, Isa::kNeon, Isa::kAvx2, Isa::kAvx512, Isa::kAmx}) {
       const ArrayKernels* a = array_kernels_for(i);
       const StageKernels* st = stage_kernels_for(i);
       if (!a || !st) continue;
@@ -65,9 +66,9 @@ void add_info_command(CLI::App& app) {
       if (i != Isa::kScalar)
         for (const char* n : st->own) own += std::string(own.empty() ? "" : ", ") + n;
       std::printf("  %-7s %-19s %s\n", isa_name(i),
-                  i == active_isa()            ? "(active)"
-                  : int(i) <= int(detected_isa()) ? "(this CPU runs it)"
-                                                  : "(not on this CPU)",
+                  i == active_isa()   ? "(active)"
+                  : isa_supported(i) ? "(this CPU runs it)"
+                                     : "(not on this CPU)",
                   own.empty() ? "-" : own.c_str());
     }
     std::printf("\nfloating-point formats:\n");

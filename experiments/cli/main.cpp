@@ -67,9 +67,10 @@ int main(int argc, char** argv) {
   // never depend on it (each fast kernel equals its reference bit for bit).
   std::string isa;
   app.add_option("--isa", isa,
-                 "cap the fast kernels' instruction set: scalar (the references only), avx2, "
-                 "avx512, amx (default: the best this CPU has; env ATTNSIM_ISA)")
-      ->check(CLI::IsMember({"scalar", "avx2", "avx512", "amx"}));
+                 "cap the fast kernels' instruction set: scalar (the references only), neon "
+                 "(AArch64), avx2, avx512, amx (x86-64) (default: the best this CPU has; env "
+                 "ATTNSIM_ISA)")
+      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "amx"}));
   app.fallthrough();
   app.parse_complete_callback([&isa]() {
     attnsim::Isa level;

@@ -3,7 +3,7 @@
 // are not the spec table:
 //  * fp16: the CPU's F16C instructions (vcvtps2ph with an explicit rounding immediate for RNE,
 //    RD, RU, RZ; vcvtph2ps for decode). IEEE 754 hardware, nothing shared with attnsim. Skipped
-//    (GTEST_SKIP) on a CPU without F16C.
+//    (GTEST_SKIP) on a CPU without F16C (and on every non-x86 CPU).
 //  * bf16: the integer bit tricks of numerics-anchors.md 3.2 (RNE = (u + 0x7FFF + lsb) >> 16,
 //    RZ = u >> 16, ties-away = (u + 0x8000) >> 16, directed = truncate then +1 on a non-zero
 //    remainder for the sign that rounds away). bf16 is the top half of an FP32, so these are
@@ -11,7 +11,9 @@
 #include "formats/float16.hpp"
 
 #include <gtest/gtest.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <bit>
 #include <cmath>
@@ -31,6 +33,7 @@ const char* kRoundName[] = {"rne", "rna", "rz", "ru", "rd"};
 
 // ---------------------------------------------------------------- F16C hardware oracle (fp16)
 
+#if defined(__x86_64__)
 bool have_f16c() { return __builtin_cpu_supports("f16c"); }
 
 // imm8 rounding control of vcvtps2ph: 0 nearest even, 1 down, 2 up, 3 toward zero. The
@@ -45,6 +48,15 @@ __attribute__((target("f16c"))) void f16c_encode4(const float* in, std::uint16_t
 __attribute__((target("f16c"))) float f16c_decode(std::uint16_t h) {
   return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
 }
+#else
+// Not an x86 CPU: the tests that need F16C skip.
+bool have_f16c() { return false; }
+template <int kImm>
+void f16c_encode4(const float*, std::uint16_t* out) {
+  for (int i = 0; i < 4; ++i) out[i] = 0;
+}
+float f16c_decode(std::uint16_t) { return 0.0f; }
+#endif
 
 // F16C is IEEE with Inf on overflow (directed modes per 7.4) and NaN quieted with its top payload
 // kept: attnsim's {mode, inf, ieee}.

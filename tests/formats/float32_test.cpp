@@ -2,14 +2,16 @@
 // encode/decode entry points. Oracles, none of which calls formats/ code:
 //  * the CPU: FP64 -> FP32 with AVX-512 embedded rounding (vcvtsd2ss {rn,rd,ru,rz}-sae, the
 //    rounding fixed in the instruction, independent of MXCSR and of compiler FENV handling), and
-//    FP32 -> FP64 by a plain cast (exact). Skipped on a CPU without AVX-512F.
+//    FP32 -> FP64 by a plain cast (exact). Skipped on a CPU without AVX-512F (every non-x86 CPU).
 //  * a scale-floor oracle in double: |x| * 2^-q is exact for the result's quantum 2^q, so floor,
 //    the fraction and the mode's rule give the rounded value exactly (used for ties-away, which no
 //    hardware offers, and for fp22, which no hardware exposes).
 #include "formats/float32.hpp"
 
 #include <gtest/gtest.h>
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <bit>
 #include <cmath>
@@ -70,6 +72,7 @@ const double kF22Max = std::ldexp(double((1 << 14) - 1), 114);  // 1.11111111111
 
 // ------------------------------------------------------------------ FP64 -> FP32
 
+#if defined(__x86_64__)
 bool have_avx512() { return __builtin_cpu_supports("avx512f"); }
 
 __attribute__((target("avx512f"))) float hw_d2f(double x, Round r) {
@@ -88,6 +91,11 @@ __attribute__((target("avx512f"))) float hw_d2f(double x, Round r) {
       return 0;
   }
 }
+#else
+// Not an x86 CPU: the tests that need AVX-512 skip.
+bool have_avx512() { return false; }
+float hw_d2f(double, Round) { return 0.0f; }
+#endif
 
 // FP64 inputs aimed at FP32's decision points: every FP32 exponent's midpoints +- a few FP64
 // ulps, FP32 subnormal ties, the overflow tie 2^128 - 2^103, FP64 values far outside FP32's

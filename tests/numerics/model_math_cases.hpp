@@ -88,12 +88,11 @@ inline std::size_t check_case(const Case& c) {
   return fast.size();
 }
 
-// The ISAs this CPU runs, scalar first.
+// The ISAs this CPU runs, scalar first (amx adds no projection kernel).
 inline std::vector<Isa> available_isas() {
   std::vector<Isa> out;
-  for (Isa i : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
-    if (int(i) <= int(detected_isa())) out.push_back(i);
-  }
+  for (Isa i : supported_isas())
+    if (i != Isa::kAmx) out.push_back(i);
   return out;
 }
 

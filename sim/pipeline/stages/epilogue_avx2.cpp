@@ -6,6 +6,8 @@
 // Each channel is its own chain in the reference's order: one IEEE division or multiply, the
 // division by the static scale, then V's scale and mean (one FFMA where the reference calls
 // std::fma, i.e. when both are there). FP32 -> FP64 (vcvtps2pd) is exact, NaNs stay NaNs.
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include <vector>
 
 #include "numerics/special.hpp"
@@ -102,3 +104,5 @@ void epilogue_avx2(const Pipeline& p, const PreparedInput& in, const TileIndex& 
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

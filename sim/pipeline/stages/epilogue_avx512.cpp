@@ -6,6 +6,8 @@
 
 #include "numerics/special.hpp"
 #include "sim/pipeline/stages/stages.hpp"
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 // Last: the AVX-512 helpers (avx512.hpp).
 #include "sim/pipeline/stages/avx512.hpp"
 
@@ -100,3 +102,5 @@ void epilogue_avx512(const Pipeline& p, const PreparedInput& in, const TileIndex
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -10,20 +10,34 @@ namespace attnsim {
 
 namespace {
 
+// Indexed by the level (numerics/isa.hpp: scalar, neon, avx2, avx512, amx).
+constexpr std::size_t kLevels = 5;
 struct Tables {
-  std::array<StageKernels, 4> set;
-  std::array<bool, 4> built{};
+  std::array<StageKernels, kLevels> set;
+  std::array<bool, kLevels> built{};
 };
 
 const Tables& tables() {
   static const Tables t = [] {
     Tables r;
-    StageKernels& scalar = r.set[0];
+    auto at = [&](Isa i) -> StageKernels& {
+      r.built[std::size_t(i)] = true;
+      return r.set[std::size_t(i)];
+    };
+    StageKernels& scalar = at(Isa::kScalar);
     scalar.isa = Isa::kScalar;
     scalar.own = {"references"};
-    r.built[0] = true;
+#if ATTNSIM_NEON_KERNELS
+    // NEON: the CUDA-core products (qk_cuda_core_neon.cpp, pv_cuda_core_neon.cpp); the other
+    // stages are the references.
+    StageKernels& neon = at(Isa::kNeon);
+    neon = scalar;
+    neon.isa = Isa::kNeon;
+    neon.cuda_core = CudaCoreKernels::kNeon;
+    neon.own = {"cuda_core"};
+#endif
 #if ATTNSIM_X86_KERNELS
-    StageKernels& avx2 = r.set[1];
+    StageKernels& avx2 = at(Isa::kAvx2);
     avx2 = scalar;
     avx2.isa = Isa::kAvx2;
     avx2.scores = &scores_avx2;
@@ -36,7 +50,7 @@ const Tables& tables() {
     avx2.array_rows = true;
     avx2.own = {"scores", "softmax_step", "row_sum", "rescale", "add_chunk", "epilogue",
                 "cuda_core", "exp_rows", "p_cast_rows"};
-    StageKernels& avx512 = r.set[2];
+    StageKernels& avx512 = at(Isa::kAvx512);
     avx512 = avx2;
     avx512.isa = Isa::kAvx512;
     avx512.scores = &scores_avx512;
@@ -49,11 +63,10 @@ const Tables& tables() {
     avx512.own = {"scores", "softmax_step", "row_sum", "rescale", "add_chunk", "epilogue",
                   "cuda_core"};
     // AMX adds tile products only (numerics/dispatch.hpp): the stage kernels are AVX-512's.
-    StageKernels& amx = r.set[3];
+    StageKernels& amx = at(Isa::kAmx);
     amx = avx512;
     amx.isa = Isa::kAmx;
     amx.own.clear();
-    r.built[1] = r.built[2] = r.built[3] = true;
 #endif
     return r;
   }();
@@ -70,7 +83,7 @@ const StageKernels* stage_kernels_for(Isa isa) {
 
 const StageKernels& stage_kernels() {
   const StageKernels* k = stage_kernels_for(active_isa());
-  return k ? *k : tables().set[0];
+  return k ? *k : tables().set[std::size_t(Isa::kScalar)];
 }
 
 }  // namespace attnsim

@@ -12,7 +12,7 @@
 namespace attnsim {
 
 // Which CUDA-core product kernels (qk_cuda_core.cpp, pv_cuda_core.cpp) a set takes.
-enum class CudaCoreKernels { kNone, kAvx2, kAvx512 };
+enum class CudaCoreKernels { kNone, kNeon, kAvx2, kAvx512 };
 
 struct StageKernels {
   Isa isa = Isa::kScalar;

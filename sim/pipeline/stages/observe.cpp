@@ -52,6 +52,14 @@ void classify(StageCounters& c, CounterStage s, double exact, T got, bool input_
   }
 }
 
+// std::fmax(m, |x|) for m >= 0 (never NaN): a NaN x leaves m. Written out because GCC 12's AArch64
+// vectorizer stops with an internal compiler error (vect_transform_reduction) on an fmax
+// reduction over FP32 values widened to FP64.
+inline double max_abs(double m, float x) {
+  const double a = std::fabs(double(x));
+  return a > m ? a : m;
+}
+
 }  // namespace
 
 double encoding_max_finite(Encoding e) {
@@ -72,7 +80,7 @@ void observe_qk(const QkStage& st, const PreparedInput& in, const TileIndex& ti,
     double qmax = 0;
     bool qnan = false;
     for (int k = 0; k < d; ++k) {
-      qmax = std::fmax(qmax, std::fabs(double(q[k])));
+      qmax = max_abs(qmax, q[k]);
       qnan = qnan || q[k] != q[k];
     }
     for (int j = 0; j < b.cols; ++j) {
@@ -83,7 +91,7 @@ void observe_qk(const QkStage& st, const PreparedInput& in, const TileIndex& ti,
         // int32 accumulators: a wrap (or the instruction's clamp) needs |Σ q·k| ≥ 2^31, impossible
         // below the bound d · max|q| · max|k| < 2^31 (INT8 at d < 133,144); above it, the exact sum.
         double kmax = 0;
-        for (int x = 0; x < d; ++x) kmax = std::fmax(kmax, std::fabs(double(k[x])));
+        for (int x = 0; x < d; ++x) kmax = max_abs(kmax, k[x]);
         if (double(d) * qmax * kmax >= 2147483648.0) {
           std::int64_t s = 0;
           for (int x = 0; x < d; ++x) s += std::int64_t(q[x]) * std::int64_t(k[x]);
@@ -272,7 +280,7 @@ void observe_pv(const PvStage& st, const PStage& pst, const PreparedInput& in, c
     double pmax = 0;
     bool pnan = false;
     for (int j = 0; j < b.cols; ++j) {
-      pmax = std::fmax(pmax, std::fabs(double(pf[j])));
+      pmax = max_abs(pmax, pf[j]);
       pnan = pnan || pf[j] != pf[j];
     }
     for (int ch = 0; ch < dv; ++ch) {
@@ -282,7 +290,7 @@ void observe_pv(const PvStage& st, const PStage& pst, const PreparedInput& in, c
       const std::int64_t row = ti.q_begin + i;
       if (integer) {
         double vmax = 0;
-        for (int j = 0; j < b.cols; ++j) vmax = std::fmax(vmax, std::fabs(double(in.v.row(ti.skv, b.j0 + j)[ch])));
+        for (int j = 0; j < b.cols; ++j) vmax = max_abs(vmax, in.v.row(ti.skv, b.j0 + j)[ch]);
         if (double(b.kv_pad) * pmax * vmax >= 2147483648.0) {
           std::int64_t s = 0;
           for (int j = 0; j < b.cols; ++j)

@@ -88,7 +88,7 @@ template void pv_ref<double>(const PvStage&, const PStage&, const PreparedInput&
 
 // The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
 // (numerics/mma_tile.hpp), integer P and V whose products are provably exact on the integer tile
-// kernel, the AVX-512 or AVX2 kernel of the CUDA-core models, else the reference.
+// kernel, the AVX-512, AVX2 or NEON kernel of the CUDA-core models, else the reference.
 template <class T>
 void pv_stage(const PvStage& st, const PStage& pst, const PreparedInput& in, const TileIndex& ti,
             const BlockView& b, TileState<T>& state, TileBuffers<T>& buf) {

@@ -43,7 +43,7 @@ template void qk_ref<double>(const QkStage&, const PreparedInput&, const TileInd
 
 // The dispatcher (stages.hpp): the instruction models' tile kernels where this CPU has one
 // (numerics/mma_tile.hpp), integer operands whose products are provably exact on the integer tile
-// kernel, the AVX-512 or AVX2 kernel of the CUDA-core models, else the reference.
+// kernel, the AVX-512, AVX2 or NEON kernel of the CUDA-core models, else the reference.
 template <class T>
 void qk_stage(const QkStage& st, const PreparedInput& in, const TileIndex& ti, const BlockView& b,
             TileBuffers<T>& buf) {

@@ -21,6 +21,7 @@
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
 #include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 // Last: the AVX-512 and AVX2 helpers.
 #include "sim/pipeline/stages/avx512.hpp"
 #include "sim/pipeline/stages/span_lanes.hpp"
@@ -349,3 +350,5 @@ template void qk_cuda_core<double>(const QkStage&, const PreparedInput&, const T
                                    const BlockView&, TileBuffers<double>&);
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -3,6 +3,8 @@
 // the division, AMLA's INT32 addition on the bits, the FADD, the fused FFMA, or the H100's FTZ
 // float atomicAdd), as rescale_avx512.cpp. An fp16 O accumulator (__hmul2 through fp16 rounding)
 // and the .ftz multiply take the reference.
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include "sim/pipeline/stages/stages.hpp"
 // Last: the AVX2 helpers (avx2.hpp).
 #include "sim/pipeline/stages/avx2.hpp"
@@ -119,3 +121,5 @@ void add_chunk_avx2(const RescaleStage& st, ChunkAdd how, const BlockView& b,
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -3,6 +3,8 @@
 // the division, AMLA's INT32 addition on the bits, the FADD, the fused FFMA, or the H100's FTZ
 // float atomicAdd). An fp16 O accumulator (__hmul2 through fp16 rounding) takes the reference.
 #include "sim/pipeline/stages/stages.hpp"
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 // Last: the AVX-512 helpers (avx512.hpp).
 #include "sim/pipeline/stages/avx512.hpp"
 
@@ -112,3 +114,5 @@ void add_chunk_avx512(const RescaleStage& st, ChunkAdd how, const BlockView& b,
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -11,6 +11,8 @@
 // A lane without a column in a group keeps its value through a blend (never an add of the partial
 // load's 0: −0 + 0 is +0); the FMA is used exactly where the reference calls std::fma (the
 // rescale fused into a lane's first add), every other step one IEEE add or multiply.
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include "sim/pipeline/stages/stages.hpp"
 // Last: the AVX2 helpers (avx2.hpp).
 #include "sim/pipeline/stages/avx2.hpp"
@@ -204,3 +206,5 @@ void row_sum_avx2(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Blo
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -8,6 +8,8 @@
 #include <algorithm>
 
 #include "sim/pipeline/stages/stages.hpp"
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 // Last: the AVX-512 helpers (avx512.hpp).
 #include "sim/pipeline/stages/avx512.hpp"
 
@@ -159,3 +161,5 @@ void row_sum_avx512(const SoftmaxStage& st, Encoding p_enc, bool perm16, const B
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

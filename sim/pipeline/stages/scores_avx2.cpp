@@ -4,6 +4,8 @@
 // reference's order: fl(s_q · s_k), then fl(acc · that) or fl(c · that), then fl(· + ΔS). The
 // lanes past a row's visible keys are never stored (vmaskmov), so the partial loads' zeros never
 // reach a result.
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include <algorithm>
 
 #include "sim/pipeline/stages/stages.hpp"
@@ -88,3 +90,5 @@ void scores_avx2(const SoftmaxStage& st, const PreparedInput& in, const TileInde
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -4,6 +4,8 @@
 #include <algorithm>
 
 #include "sim/pipeline/stages/stages.hpp"
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 // Last: the AVX-512 helpers (avx512.hpp).
 #include "sim/pipeline/stages/avx512.hpp"
 
@@ -84,3 +86,5 @@ void scores_avx512(const SoftmaxStage& st, const PreparedInput& in, const TileIn
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

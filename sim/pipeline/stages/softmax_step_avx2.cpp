@@ -12,6 +12,8 @@
 // one vfmadd where the reference calls std::fma, else fl(fl(s·c) − ref); fl(fl(s − m)·c) for base
 // e. x − y and x + (−y) are the same IEEE operation (signs of zero included), so the kernel's
 // subtractions give the reference's additions of a negated value.
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include <cmath>
 #include <limits>
 
@@ -148,3 +150,5 @@ void softmax_step_avx2(const SoftmaxStage& st, MaxRound max_round, const BlockVi
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

@@ -11,6 +11,8 @@
 
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
+#include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 // Last: the AVX-512 helpers (avx512.hpp).
 #include "sim/pipeline/stages/avx512.hpp"
 
@@ -139,3 +141,5 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
 }
 
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS

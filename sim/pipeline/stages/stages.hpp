@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "numerics/isa.hpp"
 #include "sim/pipeline/pipeline.hpp"
 #include "sim/pipeline/stages/cuda_core_span.hpp"
 
@@ -242,7 +243,11 @@ void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex&
 
 // The AVX-512 kernels behind the dispatchers (Isa::kAvx512 and above): the same signatures as the
 // references and the same bits (NaN payloads aside: see sim/pipeline/README.md, "Fast kernels").
-// qk_cuda_core / pv_cuda_core: the CUDA-core product models (dot kFp32, kFp64, kExact; not kMma).
+// qk_cuda_core / pv_cuda_core: the CUDA-core product models (dot kFp32, kFp64, kExact; not kMma),
+// one definition per architecture: AVX-512 and AVX2 on x86-64 (qk_cuda_core.cpp,
+// pv_cuda_core.cpp), NEON on AArch64 (qk_cuda_core_neon.cpp, pv_cuda_core_neon.cpp; kExact takes
+// the reference there). Called only where the active set of the dispatch table has them
+// (kernels.hpp: StageKernels::cuda_core).
 template <class T>
 void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& ti,
                   const BlockView& b, TileBuffers<T>& buf);

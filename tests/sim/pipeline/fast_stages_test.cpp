@@ -173,11 +173,11 @@ TEST(FastStages, EveryPresetEqualsItsStageReferences) {
   if (active_isa() == Isa::kScalar)
     GTEST_SKIP() << "scalar: the stages already run their references";
   IsaGuard guard;
-  // Every level above scalar that this CPU runs (AVX2 has the CUDA-core products' kernels,
-  // AVX-512 and AMX the rest), each against the references.
+  // Every level above scalar that this CPU runs up to the active one (AVX2 and NEON have the
+  // CUDA-core products' kernels, AVX-512 and AMX the rest), each against the references.
   std::vector<Isa> levels;
-  for (Isa l : {Isa::kAvx2, Isa::kAvx512, Isa::kAmx})
-    if (l <= guard.saved) levels.push_back(l);
+  for (Isa l : supported_isas())
+    if (l != Isa::kScalar && l <= guard.saved) levels.push_back(l);
   for (const Isa fast : levels) {
     SCOPED_TRACE(isa_name(fast));
   // head_dim 72 and 200 keys: a ragged last KV block, d not a multiple of any instruction's k;

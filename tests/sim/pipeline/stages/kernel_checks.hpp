@@ -1,10 +1,11 @@
 // Test helper: one random case of each stage kernel against its reference, bit for bit (NaN
 // payloads aside, stage_cases.hpp), shared by the quick and the long tests. The kernels of the
 // active ISA are checked (set_isa): the CUDA-core products choose inside, and the softmax
-// arithmetic's AVX-512 or AVX2 kernel is called here (each directly, every case, those it sends to
-// its reference included).
+// arithmetic's kernel is the active set's entry of the dispatch table (kernels.hpp), called here
+// directly for every case, those it sends to its reference included (only for sets that have one).
 #pragma once
 
+#include "sim/pipeline/stages/kernels.hpp"
 #include "tests/sim/pipeline/stages/stage_cases.hpp"
 
 namespace attnsim::stagetest {
@@ -16,7 +17,6 @@ inline DotModel::Kind any_cuda_core_kind(Values& g) {
 }
 
 // Whether the softmax arithmetic's AVX-512 kernels are checked (else the AVX2 ones).
-inline bool wide_kernels() { return active_isa() >= Isa::kAvx512; }
 
 inline std::string where(const BlockCase& c, const char* stage, const char* detail) {
   return std::string(stage) + " " + detail + " (" + isa_name(active_isa()) + ")" +
@@ -143,11 +143,7 @@ inline void check_scores(Values& g, Tally& t) {
   for (float& x : ref.coef) x = 98.0f;
   TileBuffers<float> got = ref;
   scores_ref(st, c.in, c.ti, c.b, kc, ref);
-  if (wide_kernels()) {
-    scores_avx512(st, c.in, c.ti, c.b, kc, got);
-  } else {
-    scores_avx2(st, c.in, c.ti, c.b, kc, got);
-  }
+  stage_kernels().scores(st, c.in, c.ti, c.b, kc, got);
   const std::string w = where(c, "scores", st.dequant == Dequant::kFold ? "fold" : "score");
   t.check(ref.s.data(), got.s.data(), ref.s.size(), w + " s");
   t.check(ref.coef.data(), got.coef.data(), ref.coef.size(), w + " coef");
@@ -193,11 +189,7 @@ inline void check_softmax_step(Values& g, Tally& t) {
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   softmax_step_ref(st, mr, c.b, kc, sref, ref);
-  if (wide_kernels()) {
-    softmax_step_avx512(st, mr, c.b, kc, sgot, got);
-  } else {
-    softmax_step_avx2(st, mr, c.b, kc, sgot, got);
-  }
+  stage_kernels().softmax_step(st, mr, c.b, kc, sgot, got);
   const std::string w = where(c, "softmax_step", "");
   t.check(ref.x.data(), got.x.data(), ref.x.size(), w + " x");
   t.check(ref.alpha_arg.data(), got.alpha_arg.data(), ref.alpha_arg.size(), w + " alpha_arg");
@@ -237,11 +229,7 @@ inline void check_row_sum(Values& g, Tally& t) {
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   row_sum_ref(st, Encoding::kFp32, false, c.b, sref, ref);
-  if (wide_kernels()) {
-    row_sum_avx512(st, Encoding::kFp32, false, c.b, sgot, got);
-  } else {
-    row_sum_avx2(st, Encoding::kFp32, false, c.b, sgot, got);
-  }
+  stage_kernels().row_sum(st, Encoding::kFp32, false, c.b, sgot, got);
   t.check(sref.l.data(), sgot.l.data(), sref.l.size(),
           where(c, "row_sum", std::to_string(int(st.row_sum)).c_str()));
 }
@@ -296,21 +284,13 @@ inline void check_rescale(Values& g, Tally& t) {
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   rescale_ref(st, o_accum, c.b, sref, ref);
-  if (wide_kernels()) {
-    rescale_avx512(st, o_accum, c.b, sgot, got);
-  } else {
-    rescale_avx2(st, o_accum, c.b, sgot, got);
-  }
+  stage_kernels().rescale(st, o_accum, c.b, sgot, got);
   const std::string w = where(c, "rescale", std::to_string(int(st.kind)).c_str());
   t.check(sref.o.data(), sgot.o.data(), sref.o.size(), w + " O");
   t.check(ref.p_mul.data(), got.p_mul.data(), ref.p_mul.size(), w + " p_mul");
   EXPECT_EQ(ref.p_mul_active, got.p_mul_active);
   add_chunk_ref(st, how, c.b, sref, ref);
-  if (wide_kernels()) {
-    add_chunk_avx512(st, how, c.b, sgot, got);
-  } else {
-    add_chunk_avx2(st, how, c.b, sgot, got);
-  }
+  stage_kernels().add_chunk(st, how, c.b, sgot, got);
   t.check(sref.o.data(), sgot.o.data(), sref.o.size(), w + " add_chunk");
 }
 
@@ -360,11 +340,7 @@ inline void check_epilogue(Values& g, Tally& t) {
   std::vector<double> o_ref(std::size_t(rows) * dv, -1.0), o_got = o_ref, l_ref(rows, -1.0),
                                                            l_got = l_ref;
   epilogue_ref(p, c.in, c.ti, rows, st, o_ref.data(), l_ref.data());
-  if (wide_kernels()) {
-    epilogue_avx512(p, c.in, c.ti, rows, st, o_got.data(), l_got.data());
-  } else {
-    epilogue_avx2(p, c.in, c.ti, rows, st, o_got.data(), l_got.data());
-  }
+  stage_kernels().epilogue(p, c.in, c.ti, rows, st, o_got.data(), l_got.data());
   const std::string w = where(c, "epilogue", std::to_string(int(p.normalize.kind)).c_str());
   t.check(o_ref.data(), o_got.data(), o_ref.size(), w + " O");
   t.check(l_ref.data(), l_got.data(), l_ref.size(), w + " lse");

@@ -28,8 +28,8 @@ double scale() {
 template <class F>
 void compare_until(const char* what, double target, std::uint64_t seed, F check,
                    Isa isa = Isa::kAvx512) {
-  if (detected_isa() < isa) GTEST_SKIP() << "no " << isa_name(isa) << " on this CPU";
-  // The kernels of `isa` (every stage kernel has an AVX2 version too), restored at the end.
+  if (!isa_supported(isa)) GTEST_SKIP() << "no " << isa_name(isa) << " on this CPU";
+  // The kernels of `isa`, restored at the end.
   struct Restore {
     Isa saved = active_isa();
     ~Restore() { set_isa(saved); }
@@ -78,6 +78,12 @@ TEST(StageKernelsLong, QkCudaCoreAvx2) {
 }
 TEST(StageKernelsLong, PvCudaCoreAvx2) {
   compare_until("pv_cuda_core (avx2)", 1e8, 14, pv_case, Isa::kAvx2);
+}
+TEST(StageKernelsLong, QkCudaCoreNeon) {
+  compare_until("qk_cuda_core (neon)", 1e8, 15, qk_case, Isa::kNeon);
+}
+TEST(StageKernelsLong, PvCudaCoreNeon) {
+  compare_until("pv_cuda_core (neon)", 1e8, 16, pv_case, Isa::kNeon);
 }
 
 // One random block of each softmax-arithmetic kernel.

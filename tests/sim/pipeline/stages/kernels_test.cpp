@@ -1,4 +1,5 @@
-// The stage kernels, AVX-512 and AVX2 (each ISA this CPU runs), against their references on a
+// The stage kernels of every kernel set this CPU runs (AVX-512, AVX2; NEON's CUDA-core products),
+// against their references on a
 // quick sample of random and adversarial blocks (kernels_long_test.cpp runs >= 10^8 outputs):
 // every tile shape, partial blocks, causal diagonals, FP32 and FP64 states, subnormals, Inf, NaN,
 // overflow, ties and cancellation.
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "numerics/isa.hpp"
+#include "sim/pipeline/stages/kernels.hpp"
 #include "tests/sim/pipeline/stages/kernel_checks.hpp"
 
 namespace attnsim {
@@ -15,20 +17,25 @@ namespace {
 using stagetest::Tally;
 using stagetest::Values;
 
-// Every stage kernel has an AVX-512 and an AVX2 version: each level that this CPU runs.
-std::vector<Isa> kernel_isas() {
+// The sets of the dispatch table this CPU runs that have the kernel `has` asks about (scalar, the
+// references, excluded): AVX2 and AVX-512 for every stage kernel, NEON for the CUDA-core products.
+template <class Has>
+std::vector<Isa> kernel_isas(Has has) {
   std::vector<Isa> out;
-  for (Isa i : {Isa::kAvx2, Isa::kAvx512})
-    if (detected_isa() >= i) out.push_back(i);
+  for (Isa i : supported_isas()) {
+    const StageKernels* k = stage_kernels_for(i);
+    if (i != Isa::kScalar && k && has(*k)) out.push_back(i);
+  }
   return out;
 }
 
-// `count` random blocks of `check` at each ISA with kernels (kernel_checks.hpp calls that ISA's).
-template <class Check>
-void isa_cases(std::uint64_t seed, int count, Check check) {
-  if (kernel_isas().empty()) GTEST_SKIP() << "no AVX2 on this CPU";
+// `count` random blocks of `check` at each such set (kernel_checks.hpp calls that set's kernel).
+template <class Has, class Check>
+void isa_cases(std::uint64_t seed, int count, Has has, Check check) {
+  const std::vector<Isa> isas = kernel_isas(has);
+  if (isas.empty()) GTEST_SKIP() << "no kernel set of this CPU has this kernel";
   const Isa saved = active_isa();
-  for (Isa isa : kernel_isas()) {
+  for (Isa isa : isas) {
     set_isa(isa);
     Values g(seed);
     Tally t;
@@ -40,38 +47,42 @@ void isa_cases(std::uint64_t seed, int count, Check check) {
   set_isa(saved);
 }
 
+bool cuda_core(const StageKernels& k) { return k.cuda_core != CudaCoreKernels::kNone; }
+// The softmax arithmetic's kernels come together (every set with one has all five).
+bool softmax(const StageKernels& k) { return k.scores != nullptr; }
+
 TEST(StageKernels, QkCudaCoreEqualsReference) {
-  isa_cases(1, 300, [](Values& g, Tally& t) {
+  isa_cases(1, 300, cuda_core, [](Values& g, Tally& t) {
     stagetest::check_qk<float>(g, t);
     stagetest::check_qk<double>(g, t);
   });
 }
 
 TEST(StageKernels, PvCudaCoreEqualsReference) {
-  isa_cases(2, 300, [](Values& g, Tally& t) {
+  isa_cases(2, 300, cuda_core, [](Values& g, Tally& t) {
     stagetest::check_pv<float>(g, t);
     stagetest::check_pv<double>(g, t);
   });
 }
 
 TEST(StageKernels, ScoresEqualsReference) {
-  isa_cases(3, 600, [](Values& g, Tally& t) { stagetest::check_scores(g, t); });
+  isa_cases(3, 600, softmax, [](Values& g, Tally& t) { stagetest::check_scores(g, t); });
 }
 
 TEST(StageKernels, SoftmaxStepEqualsReference) {
-  isa_cases(4, 600, [](Values& g, Tally& t) { stagetest::check_softmax_step(g, t); });
+  isa_cases(4, 600, softmax, [](Values& g, Tally& t) { stagetest::check_softmax_step(g, t); });
 }
 
 TEST(StageKernels, RowSumEqualsReference) {
-  isa_cases(5, 600, [](Values& g, Tally& t) { stagetest::check_row_sum(g, t); });
+  isa_cases(5, 600, softmax, [](Values& g, Tally& t) { stagetest::check_row_sum(g, t); });
 }
 
 TEST(StageKernels, RescaleAndChunkAddEqualsReference) {
-  isa_cases(6, 600, [](Values& g, Tally& t) { stagetest::check_rescale(g, t); });
+  isa_cases(6, 600, softmax, [](Values& g, Tally& t) { stagetest::check_rescale(g, t); });
 }
 
 TEST(StageKernels, EpilogueEqualsReference) {
-  isa_cases(7, 600, [](Values& g, Tally& t) { stagetest::check_epilogue(g, t); });
+  isa_cases(7, 600, softmax, [](Values& g, Tally& t) { stagetest::check_epilogue(g, t); });
 }
 
 }  // namespace

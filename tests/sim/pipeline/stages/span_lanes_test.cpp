@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "numerics/isa.hpp"
+#if ATTNSIM_X86_KERNELS  // x86-64 only: the helpers are AVX-512's
 // Last: the AVX-512 helpers.
 #include "sim/pipeline/stages/span_lanes.hpp"
 
@@ -65,3 +66,5 @@ TEST(SpanLanes, EqualsSpanAddLaneByLane) {
 
 }  // namespace
 }  // namespace attnsim
+
+#endif  // ATTNSIM_X86_KERNELS
