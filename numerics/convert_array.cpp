@@ -905,8 +905,41 @@ namespace {
 
 // Each entry takes its kernel when MXCSR keeps subnormals (else the reference: a -ffast-math
 // library's start-up code may set DAZ/FTZ) and the format has one, else the reference.
-template <class Out>
-void encode_avx512(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
+// The vector passes of each instruction set, for the drivers below.
+struct Avx512Passes {
+  using Lanes = SpecialLanes;
+  static Lanes lanes(SpecialCodes c) { return special_lanes(c); }
+  template <class Fmt, Round kR, bool kSat, class Out>
+  static std::size_t encode(const float* x, std::size_t n, Out* out, const Lanes& sp,
+                            SlowLanes& s) {
+    return encode_pass<Fmt, kR, kSat>(x, n, out, sp, s);
+  }
+  template <class Fmt, Round kR>
+  static std::size_t round(const float* x, std::size_t n, float* out, const Lanes& sp,
+                           SlowLanes& s) {
+    return round_pass<Fmt, kR>(x, n, out, sp, s);
+  }
+};
+struct Avx2Passes {
+  using Lanes = SpecialLanes8;
+  static Lanes lanes(SpecialCodes c) { return special_lanes8(c); }
+  template <class Fmt, Round kR, bool kSat, class Out>
+  static std::size_t encode(const float* x, std::size_t n, Out* out, const Lanes& sp,
+                            SlowLanes& s) {
+    return encode_pass_avx2<Fmt, kR, kSat>(x, n, out, sp, s);
+  }
+  template <class Fmt, Round kR>
+  static std::size_t round(const float* x, std::size_t n, float* out, const Lanes& sp,
+                           SlowLanes& s) {
+    return round_pass_avx2<Fmt, kR>(x, n, out, sp, s);
+  }
+};
+
+// encode_array by the passes of Passes where MXCSR keeps subnormals (else the reference: a
+// -ffast-math library's start-up code may set DAZ/FTZ) and the format has a kernel: passes of at
+// most kPassMax elements, the NaN lanes each leaves finished by the scalar encoder.
+template <class Passes, class Out>
+void encode_by(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
   check_width(e, int(8 * sizeof(Out)), "encode_array");
   if (mxcsr_keeps_subnormals() &&
       with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
@@ -914,16 +947,16 @@ void encode_avx512(Encoding e, const float* x, std::size_t n, Out* out, Policy p
                     const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
                     const bool sat = policy_saturates<Fmt, kR>(sc);
                     SlowLanes s;
-                    const SpecialLanes sp = special_lanes(sc);
+                    const typename Passes::Lanes sp = Passes::lanes(sc);
                     for (std::size_t i = 0; i < n;) {
                       s.n = 0;
                       const std::size_t len = std::min(n - i, kPassMax);
                       std::size_t done;
                       if constexpr (kClamps<Fmt, kR>) {
-                        done = sat ? encode_pass<Fmt, kR, true>(x + i, len, out + i, sp, s)
-                                   : encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                        done = sat ? Passes::template encode<Fmt, kR, true>(x + i, len, out + i, sp, s)
+                                   : Passes::template encode<Fmt, kR, false>(x + i, len, out + i, sp, s);
                       } else {
-                        done = encode_pass<Fmt, kR, false>(x + i, len, out + i, sp, s);
+                        done = Passes::template encode<Fmt, kR, false>(x + i, len, out + i, sp, s);
                       }
                       for (std::size_t k = 0; k < s.n; ++k)
                         out[i + s.at[k]] = Out(encode_float_bits(e, f32_from_bits(s.bits[k]), p));
@@ -935,34 +968,24 @@ void encode_avx512(Encoding e, const float* x, std::size_t n, Out* out, Policy p
   encode_ref_loop(e, x, n, out, p);
 }
 
-template <class Out>
-void encode_avx2(Encoding e, const float* x, std::size_t n, Out* out, Policy p) {
-  check_width(e, int(8 * sizeof(Out)), "encode_array");
-  if (mxcsr_keeps_subnormals() &&
-      with_format(e, p.round, sizeof(Out) == 4 ? 0 : int(8 * sizeof(Out)),
-                  [&]<class Fmt, Round kR>() {
-                    const SpecialCodes sc = special_codes(int(sizeof(Out)), e, p);
-                    const bool sat = policy_saturates<Fmt, kR>(sc);
-                    SlowLanes s;
-                    const SpecialLanes8 sp = special_lanes8(sc);
-                    for (std::size_t i = 0; i < n;) {
-                      s.n = 0;
-                      const std::size_t len = std::min(n - i, kPassMax);
-                      std::size_t done;
-                      if constexpr (kClamps<Fmt, kR>) {
-                        done = sat ? encode_pass_avx2<Fmt, kR, true>(x + i, len, out + i, sp, s)
-                                   : encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
-                      } else {
-                        done = encode_pass_avx2<Fmt, kR, false>(x + i, len, out + i, sp, s);
-                      }
-                      for (std::size_t k = 0; k < s.n; ++k)
-                        out[i + s.at[k]] = Out(encode_float_bits(e, f32_from_bits(s.bits[k]), p));
-                      i += done;
-                    }
-                  })) {
+// round_array likewise.
+template <class Passes>
+void round_by(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
+  if (mxcsr_keeps_subnormals() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
+        SlowLanes s;
+        const typename Passes::Lanes sp = Passes::lanes(special_codes(0, e, p));
+        for (std::size_t i = 0; i < n;) {
+          s.n = 0;
+          const std::size_t done =
+              Passes::template round<Fmt, kR>(x + i, std::min(n - i, kPassMax), out + i, sp, s);
+          for (std::size_t k = 0; k < s.n; ++k)
+            out[i + s.at[k]] = round_to(e, f32_from_bits(s.bits[k]), p);
+          i += done;
+        }
+      })) {
     return;
   }
-  encode_ref_loop(e, x, n, out, p);
+  round_array_ref(e, x, n, out, p);
 }
 
 template <class In>
@@ -985,22 +1008,22 @@ void decode_avx512(Encoding e, const In* in, std::size_t n, float* out) {
 }  // namespace
 
 void encode_u32_avx512(Encoding e, const float* x, std::size_t n, std::uint32_t* out, Policy p) {
-  encode_avx512(e, x, n, out, p);
+  encode_by<Avx512Passes>(e, x, n, out, p);
 }
 void encode_u16_avx512(Encoding e, const float* x, std::size_t n, std::uint16_t* out, Policy p) {
-  encode_avx512(e, x, n, out, p);
+  encode_by<Avx512Passes>(e, x, n, out, p);
 }
 void encode_u8_avx512(Encoding e, const float* x, std::size_t n, std::uint8_t* out, Policy p) {
-  encode_avx512(e, x, n, out, p);
+  encode_by<Avx512Passes>(e, x, n, out, p);
 }
 void encode_u32_avx2(Encoding e, const float* x, std::size_t n, std::uint32_t* out, Policy p) {
-  encode_avx2(e, x, n, out, p);
+  encode_by<Avx2Passes>(e, x, n, out, p);
 }
 void encode_u16_avx2(Encoding e, const float* x, std::size_t n, std::uint16_t* out, Policy p) {
-  encode_avx2(e, x, n, out, p);
+  encode_by<Avx2Passes>(e, x, n, out, p);
 }
 void encode_u8_avx2(Encoding e, const float* x, std::size_t n, std::uint8_t* out, Policy p) {
-  encode_avx2(e, x, n, out, p);
+  encode_by<Avx2Passes>(e, x, n, out, p);
 }
 void decode_u16_avx512(Encoding e, const std::uint16_t* in, std::size_t n, float* out) {
   decode_avx512(e, in, n, out);
@@ -1010,39 +1033,10 @@ void decode_u8_avx512(Encoding e, const std::uint8_t* in, std::size_t n, float* 
 }
 
 void round_avx512(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
-  if (mxcsr_keeps_subnormals() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
-        SlowLanes s;
-        const SpecialLanes sp = special_lanes(special_codes(0, e, p));
-        for (std::size_t i = 0; i < n;) {
-          s.n = 0;
-          const std::size_t done =
-              round_pass<Fmt, kR>(x + i, std::min(n - i, kPassMax), out + i, sp, s);
-          for (std::size_t k = 0; k < s.n; ++k)
-            out[i + s.at[k]] = round_to(e, f32_from_bits(s.bits[k]), p);
-          i += done;
-        }
-      })) {
-    return;
-  }
-  round_array_ref(e, x, n, out, p);
+  round_by<Avx512Passes>(e, x, n, out, p);
 }
-
 void round_avx2(Encoding e, const float* x, std::size_t n, float* out, Policy p) {
-  if (mxcsr_keeps_subnormals() && with_format(e, p.round, 0, [&]<class Fmt, Round kR>() {
-        SlowLanes s;
-        const SpecialLanes8 sp = special_lanes8(special_codes(0, e, p));
-        for (std::size_t i = 0; i < n;) {
-          s.n = 0;
-          const std::size_t done =
-              round_pass_avx2<Fmt, kR>(x + i, std::min(n - i, kPassMax), out + i, sp, s);
-          for (std::size_t k = 0; k < s.n; ++k)
-            out[i + s.at[k]] = round_to(e, f32_from_bits(s.bits[k]), p);
-          i += done;
-        }
-      })) {
-    return;
-  }
-  round_array_ref(e, x, n, out, p);
+  round_by<Avx2Passes>(e, x, n, out, p);
 }
 
 void round_to_int_avx512(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {

@@ -489,6 +489,12 @@ ATTNSIM_TARGET_AVX2 void mufu_kernel_avx2(const float* x, std::size_t n, float* 
   }
 }
 
+// The Taylor coefficients 1/i! of exp_f64_8's and exp_f64_4's degree-13 polynomial.
+constexpr double kExpTaylor[14] = {1.0,        1.0,          1.0 / 2,        1.0 / 6,
+                                   1.0 / 24,   1.0 / 120,    1.0 / 720,      1.0 / 5040,
+                                   1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800,
+                                   1.0 / 479001600, 1.0 / 6227020800.0};
+
 // float(exp(double(x))) of 8 lanes (base2: exp2); `slow` receives the lanes the reference must
 // compute (NaN, +Inf, a subnormal or overflowing FP32 result, an FP64 value within 64 ulps of an
 // FP32 rounding boundary). Arguments at or below -104 (-150 for exp2) give +0 directly: their
@@ -513,22 +519,8 @@ ATTNSIM_TARGET_AVX512 inline __m256 exp_f64_8(__m256 xf, bool base2, __mmask8* s
     r = _mm512_sub_pd(r, _mm512_mul_pd(k, _mm512_set1_pd(0x1.a39ef35793c76p-33)));
   }
   // e^r, |r| <= 0.35: Taylor to degree 13 (truncation below 5e-18 relative), Horner.
-  static constexpr double kC[14] = {1.0,
-                                    1.0,
-                                    1.0 / 2,
-                                    1.0 / 6,
-                                    1.0 / 24,
-                                    1.0 / 120,
-                                    1.0 / 720,
-                                    1.0 / 5040,
-                                    1.0 / 40320,
-                                    1.0 / 362880,
-                                    1.0 / 3628800,
-                                    1.0 / 39916800,
-                                    1.0 / 479001600,
-                                    1.0 / 6227020800.0};
-  __m512d p = _mm512_set1_pd(kC[13]);
-  for (int i = 12; i >= 0; --i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kC[i]));
+  __m512d p = _mm512_set1_pd(kExpTaylor[13]);
+  for (int i = 12; i >= 0; --i) p = _mm512_add_pd(_mm512_mul_pd(p, r), _mm512_set1_pd(kExpTaylor[i]));
   const __m512i e = _mm512_slli_epi64(
       _mm512_add_epi64(_mm512_cvtpd_epi64(k), _mm512_set1_epi64(1023)), 52);
   const __m512d y = _mm512_mul_pd(p, _mm512_castsi512_pd(e));
@@ -579,22 +571,8 @@ ATTNSIM_TARGET_AVX2 inline __m128 exp_f64_4(__m128 xf, bool base2, int* slow) {
     r = _mm256_sub_pd(xs, _mm256_mul_pd(k, _mm256_set1_pd(0x1.62e42feep-1)));
     r = _mm256_sub_pd(r, _mm256_mul_pd(k, _mm256_set1_pd(0x1.a39ef35793c76p-33)));
   }
-  static constexpr double kC[14] = {1.0,
-                                    1.0,
-                                    1.0 / 2,
-                                    1.0 / 6,
-                                    1.0 / 24,
-                                    1.0 / 120,
-                                    1.0 / 720,
-                                    1.0 / 5040,
-                                    1.0 / 40320,
-                                    1.0 / 362880,
-                                    1.0 / 3628800,
-                                    1.0 / 39916800,
-                                    1.0 / 479001600,
-                                    1.0 / 6227020800.0};
-  __m256d p = _mm256_set1_pd(kC[13]);
-  for (int i = 12; i >= 0; --i) p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(kC[i]));
+  __m256d p = _mm256_set1_pd(kExpTaylor[13]);
+  for (int i = 12; i >= 0; --i) p = _mm256_add_pd(_mm256_mul_pd(p, r), _mm256_set1_pd(kExpTaylor[i]));
   const __m256i e = _mm256_slli_epi64(
       _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
   const __m256d y = _mm256_mul_pd(p, _mm256_castsi256_pd(e));
