@@ -1039,38 +1039,37 @@ void round_avx2(Encoding e, const float* x, std::size_t n, float* out, Policy p)
   round_by<Avx2Passes>(e, x, n, out, p);
 }
 
+namespace {
+
+// f.operator()<kR>() for the rounding mode r (a run-time value, resolved once per call).
+template <class F>
+void with_int_round(Round r, F&& f) {
+  switch (r) {
+    case Round::kNearestEven:
+      return f.template operator()<Round::kNearestEven>();
+    case Round::kNearestAway:
+      return f.template operator()<Round::kNearestAway>();
+    case Round::kTowardZero:
+      return f.template operator()<Round::kTowardZero>();
+    case Round::kUp:
+      return f.template operator()<Round::kUp>();
+    case Round::kDown:
+      return f.template operator()<Round::kDown>();
+  }
+}
+
+}  // namespace
+
 void round_to_int_avx512(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {
   if (!mxcsr_keeps_subnormals() || (bits != 8 && bits != 4 && bits != 2))
     return round_to_int_array_ref(x, n, out, r, bits);
-  switch (r) {
-    case Round::kNearestEven:
-      return round_to_int_kernel<Round::kNearestEven>(x, n, out, bits);
-    case Round::kNearestAway:
-      return round_to_int_kernel<Round::kNearestAway>(x, n, out, bits);
-    case Round::kTowardZero:
-      return round_to_int_kernel<Round::kTowardZero>(x, n, out, bits);
-    case Round::kUp:
-      return round_to_int_kernel<Round::kUp>(x, n, out, bits);
-    case Round::kDown:
-      return round_to_int_kernel<Round::kDown>(x, n, out, bits);
-  }
+  with_int_round(r, [&]<Round kR>() { round_to_int_kernel<kR>(x, n, out, bits); });
 }
 
 void round_to_int_avx2(const float* x, std::size_t n, std::int32_t* out, Round r, int bits) {
   if (!mxcsr_keeps_subnormals() || (bits != 8 && bits != 4 && bits != 2))
     return round_to_int_array_ref(x, n, out, r, bits);
-  switch (r) {
-    case Round::kNearestEven:
-      return round_to_int_kernel_avx2<Round::kNearestEven>(x, n, out, bits);
-    case Round::kNearestAway:
-      return round_to_int_kernel_avx2<Round::kNearestAway>(x, n, out, bits);
-    case Round::kTowardZero:
-      return round_to_int_kernel_avx2<Round::kTowardZero>(x, n, out, bits);
-    case Round::kUp:
-      return round_to_int_kernel_avx2<Round::kUp>(x, n, out, bits);
-    case Round::kDown:
-      return round_to_int_kernel_avx2<Round::kDown>(x, n, out, bits);
-  }
+  with_int_round(r, [&]<Round kR>() { round_to_int_kernel_avx2<kR>(x, n, out, bits); });
 }
 
 }  // namespace kernels_x86
