@@ -1,11 +1,11 @@
-// The QKᵀ stage's CUDA-core product models on AVX-512 (DotModel kFp32, kFp64, kExact) and AVX2
-// (kFp32, kFp64, kExact): qk_ref's bits, 16 or 8 (FP32) and 8 or 4 (FP64) keys per register, each
-// lane one output's own k-ordered chain.
+// The QKᵀ stage's CUDA-core product models (DotModel kFp32, kFp64, kExact): qk_ref's bits from
+// the active set's chains (cuda_core_chains.hpp: AVX-512 and AVX2 in qk_cuda_core_x86.cpp, NEON in
+// qk_cuda_core_neon.cpp), each lane one output's own k-ordered chain.
 //
 // The reduction over head_dim is never split: lane j of an accumulator is key j's dot product,
-// and its terms enter in k order as in numerics/dot.hpp dot_values. The K block is transposed in
-// registers (16 x 16) once per tile and block so that a key vector is one load; Q values are
-// broadcast. Register blocking: 4 query rows x 4 key vectors (16 accumulators).
+// and its terms enter in k order as in numerics/dot.hpp dot_values. The K block is transposed once
+// per tile and block so that a key vector is one load; Q values are broadcast. Register blocking:
+// 4 query rows x 4 key vectors.
 //  kFp32  acc = fl(acc + fl(q·k)), two roundings per term (mul then add, no FMA), from +0.
 //  kFp64  acc = fl(acc + q·k) with the product exact (24 + 24 bits fit in 53), so one FMA per
 //         term gives the reference's mul-then-add bits.
@@ -16,204 +16,13 @@
 #include <type_traits>
 
 #include "numerics/exact_sum.hpp"
-#include "sim/pipeline/stages/cuda_core_span.hpp"
+#include "sim/pipeline/stages/cuda_core_chains.hpp"
 #include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
-#include "numerics/isa.hpp"
-#if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
-// Last: the AVX-512 and AVX2 helpers.
-#include "sim/pipeline/stages/avx512.hpp"
-#include "sim/pipeline/stages/span_lanes.hpp"
-#include "sim/pipeline/stages/avx2.hpp"
 
 namespace attnsim {
 
-namespace {
-
-constexpr int kRows = 4;  // query rows per register block
-constexpr int kVecs = 4;  // key vectors per register block
-
-// kt[k][j] = K[j][k] for the block's keys (row j at k0 + j·d), zero for j in [cols, ldk).
-ATTNSIM_AVX512 void transpose_keys(const float* k0, int d, int cols, float* kt, int ldk) {
-  for (int jg = 0; jg < ldk; jg += 16) {
-    for (int kg = 0; kg < d; kg += 16) {
-      const int nk = std::min(16, d - kg);
-      __m512 r[16];
-      for (int j = 0; j < 16; ++j)
-        r[j] = jg + j < cols ? avx512::load_n(k0 + std::size_t(jg + j) * d + kg, nk)
-                             : _mm512_setzero_ps();
-      avx512::transpose16(r);
-      for (int k = 0; k < nk; ++k) _mm512_storeu_ps(kt + std::size_t(kg + k) * ldk + jg, r[k]);
-    }
-  }
-}
-
-// FP32 chains: acc[r][j] for R rows (q + r·d) and 16·C keys from kt + 16c; n valid keys stored.
-template <int R, int C>
-ATTNSIM_AVX512 void fp32_tile(const float* q, int d, const float* kt, int ldk, float* acc, int lda,
-                              int n) {
-  __m512 a[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a[r][c] = _mm512_setzero_ps();
-  for (int k = 0; k < d; ++k) {
-    __m512 b[C];
-    for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_ps(kt + std::size_t(k) * ldk + 16 * c);
-    for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(q[std::size_t(r) * d + k]);
-      for (int c = 0; c < C; ++c) a[r][c] = _mm512_add_ps(a[r][c], _mm512_mul_ps(x, b[c]));
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c)
-      avx512::store_n(acc + std::size_t(r) * lda + 16 * c, a[r][c], n - 16 * c);
-}
-
-// FP64 chains (8 keys per register) on the FP64 copy of kt: one FMA per exact product.
-template <int R, int C>
-ATTNSIM_AVX512 void fp64_tile(const float* q, int d, const double* kt, int ldk, double* acc,
-                              int lda, int n) {
-  __m512d a[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a[r][c] = _mm512_setzero_pd();
-  for (int k = 0; k < d; ++k) {
-    __m512d b[C];
-    for (int c = 0; c < C; ++c) b[c] = _mm512_loadu_pd(kt + std::size_t(k) * ldk + 8 * c);
-    for (int r = 0; r < R; ++r) {
-      const __m512d x = _mm512_set1_pd(double(q[std::size_t(r) * d + k]));
-      for (int c = 0; c < C; ++c) a[r][c] = _mm512_fmadd_pd(x, b[c], a[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c)
-      avx512::store_n(acc + std::size_t(r) * lda + 8 * c, a[r][c], n - 8 * c);
-}
-
-// One register block of `rows` (<= kRows) rows and `vecs` (<= kVecs) key vectors.
-template <class Acc, class Kt>
-using TileFn = void (*)(const float*, int, const Kt*, int, Acc*, int, int);
-
-template <int R>
-constexpr TileFn<float, float> fp32_fns[kVecs] = {fp32_tile<R, 1>, fp32_tile<R, 2>, fp32_tile<R, 3>,
-                                                  fp32_tile<R, 4>};
-constexpr const TileFn<float, float>* kFp32Fns[kRows] = {fp32_fns<1>, fp32_fns<2>, fp32_fns<3>,
-                                                         fp32_fns<4>};
-template <int R>
-constexpr TileFn<double, double> fp64_fns[kVecs] = {fp64_tile<R, 1>, fp64_tile<R, 2>,
-                                                    fp64_tile<R, 3>, fp64_tile<R, 4>};
-constexpr const TileFn<double, double>* kFp64Fns[kRows] = {fp64_fns<1>, fp64_fns<2>, fp64_fns<3>,
-                                                           fp64_fns<4>};
-
-// --- AVX2: the same chains, 8 (FP32) or 4 (FP64) keys per register -------------------------------
-
-// transpose_keys on AVX2: 8 x 8 blocks transposed in registers (a decode tile, one query row,
-// transposes as many elements as it multiplies).
-ATTNSIM_AVX2 void transpose_keys_avx2(const float* k0, int d, int cols, float* kt, int ldk) {
-  for (int jg = 0; jg < ldk; jg += 8) {
-    for (int kg = 0; kg < d; kg += 8) {
-      const int nk = std::min(8, d - kg);
-      __m256 r[8];
-      for (int j = 0; j < 8; ++j)
-        r[j] = jg + j < cols ? avx2::load_n(k0 + std::size_t(jg + j) * d + kg, nk)
-                             : _mm256_setzero_ps();
-      __m256 t[8], u[8];
-      for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-      }
-      for (int i = 0; i < 8; i += 4) {
-        u[i] = _mm256_shuffle_ps(t[i], t[i + 2], 0x44);
-        u[i + 1] = _mm256_shuffle_ps(t[i], t[i + 2], 0xEE);
-        u[i + 2] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0x44);
-        u[i + 3] = _mm256_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
-      }
-      for (int i = 0; i < 4; ++i) {
-        r[i] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2f128_ps(u[i], u[i + 4], 0x31);
-      }
-      for (int k = 0; k < nk; ++k) _mm256_storeu_ps(kt + std::size_t(kg + k) * ldk + jg, r[k]);
-    }
-  }
-}
-
-template <int R, int C>
-ATTNSIM_AVX2 void fp32_tile_avx2(const float* q, int d, const float* kt, int ldk, float* acc,
-                                 int lda, int n) {
-  __m256 a[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a[r][c] = _mm256_setzero_ps();
-  for (int k = 0; k < d; ++k) {
-    __m256 b[C];
-    for (int c = 0; c < C; ++c) b[c] = _mm256_loadu_ps(kt + std::size_t(k) * ldk + 8 * c);
-    for (int r = 0; r < R; ++r) {
-      const __m256 x = _mm256_set1_ps(q[std::size_t(r) * d + k]);
-      for (int c = 0; c < C; ++c) a[r][c] = _mm256_add_ps(a[r][c], _mm256_mul_ps(x, b[c]));
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) avx2::store_n(acc + std::size_t(r) * lda + 8 * c, a[r][c], n - 8 * c);
-}
-
-template <int R, int C>
-ATTNSIM_AVX2 void fp64_tile_avx2(const float* q, int d, const double* kt, int ldk, double* acc,
-                                 int lda, int n) {
-  __m256d a[R][C];
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) a[r][c] = _mm256_setzero_pd();
-  for (int k = 0; k < d; ++k) {
-    __m256d b[C];
-    for (int c = 0; c < C; ++c) b[c] = _mm256_loadu_pd(kt + std::size_t(k) * ldk + 4 * c);
-    for (int r = 0; r < R; ++r) {
-      const __m256d x = _mm256_set1_pd(double(q[std::size_t(r) * d + k]));
-      for (int c = 0; c < C; ++c) a[r][c] = _mm256_fmadd_pd(x, b[c], a[r][c]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int c = 0; c < C; ++c) avx2::store_n(acc + std::size_t(r) * lda + 4 * c, a[r][c], n - 4 * c);
-}
-
-template <int R>
-constexpr TileFn<float, float> fp32_fns_avx2[kVecs] = {fp32_tile_avx2<R, 1>, fp32_tile_avx2<R, 2>,
-                                                       fp32_tile_avx2<R, 3>, fp32_tile_avx2<R, 4>};
-constexpr const TileFn<float, float>* kFp32FnsAvx2[kRows] = {
-    fp32_fns_avx2<1>, fp32_fns_avx2<2>, fp32_fns_avx2<3>, fp32_fns_avx2<4>};
-template <int R>
-constexpr TileFn<double, double> fp64_fns_avx2[kVecs] = {
-    fp64_tile_avx2<R, 1>, fp64_tile_avx2<R, 2>, fp64_tile_avx2<R, 3>, fp64_tile_avx2<R, 4>};
-constexpr const TileFn<double, double>* kFp64FnsAvx2[kRows] = {
-    fp64_fns_avx2<1>, fp64_fns_avx2<2>, fp64_fns_avx2<3>, fp64_fns_avx2<4>};
-
-// Rounds an exact FP64 sum to FP32 as ExactSum::round_f32 does (an exact zero is +0).
-ATTNSIM_AVX512 void round_exact_sums(const double* s, float* out, int n) {
-  for (int j = 0; j < n; j += 8) {
-    const __m512d x = _mm512_add_pd(avx512::load_n(s + j, n - j), _mm512_setzero_pd());
-    const __m256 f = _mm512_cvtpd_ps(x);
-    _mm256_mask_storeu_ps(out + j, avx512::first8(n - j), f);
-  }
-}
-
-// The spans (cuda_core_span::Span::add over head_dim) of the block's keys, 16 keys per register
-// from the transposed block, into ks[0, cols).
-ATTNSIM_AVX512 void key_spans(const float* kt, int d, int ldk, int cols, cuda_core_span::Span* ks) {
-  for (int jg = 0; jg < cols; jg += 16) {
-    avx512::SpanLanes s = avx512::span_lanes_empty();
-    const __mmask16 live = avx512::first16(cols - jg);
-    for (int k = 0; k < d; ++k)
-      avx512::span_add(s, _mm512_loadu_ps(kt + std::size_t(k) * ldk + jg), live);
-    avx512::store_spans(s, cols - jg, ks + jg);
-  }
-}
-
-// The span of n values.
-ATTNSIM_AVX512 cuda_core_span::Span values_span(const float* x, int n) {
-  avx512::SpanLanes s = avx512::span_lanes_empty();
-  for (int j = 0; j < n; j += 16)
-    avx512::span_add(s, avx512::load_n(x + j, n - j), avx512::first16(n - j));
-  return avx512::reduce_span(s);
-}
-
-// The same three on AVX2 machines, by plain loops (O(d·cols) per block and O(d) per row against
-// the O(rows·cols·d) chains): Span::add per element, and the FP64 sums rounded by float(x + 0.0).
 void key_spans_plain(const float* kt, int d, int ldk, int cols, cuda_core_span::Span* ks) {
   for (int k = 0; k < d; ++k)
     for (int j = 0; j < cols; ++j) ks[j].add(kt[std::size_t(k) * ldk + j]);
@@ -227,27 +36,29 @@ void round_exact_sums_plain(const double* s, float* out, int n) {
   for (int j = 0; j < n; ++j) out[j] = float(s[j] + 0.0);
 }
 
-}  // namespace
+#if !ATTNSIM_X86_KERNELS && !ATTNSIM_NEON_KERNELS
+// No architecture's kernels: the dispatch table has no CUDA-core set, so this is never called.
+const QkChains& qk_chains(CudaCoreKernels) {
+  static const QkChains none;
+  return none;
+}
+#endif
 
 template <class T>
 void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& ti,
                   const BlockView& b, TileBuffers<T>& buf) {
   const int d = in.shape.head_dim;
   const DotModel::Kind kind = st.dot.kind;
-  // AVX-512, else AVX2.
-  const bool wide = stage_kernels().cuda_core == CudaCoreKernels::kAvx512;
+  const QkChains& ch = qk_chains(stage_kernels().cuda_core);
+  if (kind == DotModel::kExact && !ch.key_spans) return qk_ref(st, in, ti, b, buf);
   const bool fp32 = kind == DotModel::kFp32;
   const int ldk = stage_util::round_up(std::max(b.cols, 1), 16);
   // The block's transposed copy (and its FP64 copy), made once per kv_key (TileBuffers); one
-  // layout for both instruction sets.
+  // layout for every set.
   const std::uint64_t key = buf.kv_key;
   if (key == 0 || buf.kt_for != key) {
     buf.kt.resize(std::size_t(d) * ldk);
-    if (wide) {
-      transpose_keys(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
-    } else {
-      transpose_keys_avx2(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
-    }
+    ch.transpose(in.k.row(ti.skv, b.j0), d, b.cols, buf.kt.data(), ldk);
     buf.kt_for = key;
   }
   if (!fp32 && (key == 0 || buf.kt_wide_for != key)) {
@@ -271,25 +82,23 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     res_d = buf.tmp_d.data();
   }
   const int lda = direct ? b.bk : ldk;
-  const int lanes = (fp32 ? 16 : 8) / (wide ? 1 : 2);
-  const TileFn<float, float>* const* fp32_fns = wide ? kFp32Fns : kFp32FnsAvx2;
-  const TileFn<double, double>* const* fp64_fns = wide ? kFp64Fns : kFp64FnsAvx2;
+  const int lanes = fp32 ? ch.fp32_lanes : ch.fp64_lanes;
   // Keys [0, visible(i)) of row i are unmasked (the reference writes 0 for the others).
   auto visible = [&](int i) {
     if (!in.causal) return b.cols;
     return std::clamp(ti.q_begin + i + ti.offset_kv - b.j0 + 1, 0, b.cols);
   };
-  for (int i0 = 0; i0 < b.rows; i0 += kRows) {
-    const int rows = std::min(kRows, b.rows - i0);
+  for (int i0 = 0; i0 < b.rows; i0 += kCudaCoreRows) {
+    const int rows = std::min(kCudaCoreRows, b.rows - i0);
     const int n = visible(i0 + rows - 1);  // the group's last row sees the most keys
     const float* q = in.q.row(ti.sq, ti.q_begin + i0);
-    for (int j = 0; j < n; j += lanes * kVecs) {
-      const int vecs = std::min(kVecs, (n - j + lanes - 1) / lanes);
+    for (int j = 0; j < n; j += lanes * kCudaCoreVecs) {
+      const int vecs = std::min(kCudaCoreVecs, (n - j + lanes - 1) / lanes);
       if (fp32) {
-        fp32_fns[rows - 1][vecs - 1](q, d, buf.kt.data() + j, ldk,
+        ch.fp32[rows - 1][vecs - 1](q, d, buf.kt.data() + j, ldk,
                                      res_f + std::size_t(i0) * lda + j, lda, n - j);
       } else {
-        fp64_fns[rows - 1][vecs - 1](q, d, buf.kt_wide.data() + j, ldk,
+        ch.fp64[rows - 1][vecs - 1](q, d, buf.kt_wide.data() + j, ldk,
                                      res_d + std::size_t(i0) * lda + j, lda, n - j);
       }
     }
@@ -301,24 +110,16 @@ void qk_cuda_core(const QkStage& st, const PreparedInput& in, const TileIndex& t
     std::vector<Span>& ks = buf.k_spans;
     if (key == 0 || buf.k_spans_for != key) {
       ks.assign(std::size_t(b.cols), Span{});
-      if (wide) {
-        key_spans(buf.kt.data(), d, ldk, b.cols, ks.data());
-      } else {
-        key_spans_plain(buf.kt.data(), d, ldk, b.cols, ks.data());
-      }
+      ch.key_spans(buf.kt.data(), d, ldk, b.cols, ks.data());
       buf.k_spans_for = key;
     }
     buf.tmp_f.resize(std::size_t(b.rows) * ldk);
     for (int i = 0; i < b.rows; ++i) {
       const float* qi = in.q.row(ti.sq, ti.q_begin + i);
-      const Span qs = wide ? values_span(qi, d) : values_span_plain(qi, d);
+      const Span qs = ch.values_span(qi, d);
       const int n = visible(i);
       float* fi = buf.tmp_f.data() + std::size_t(i) * ldk;
-      if (wide) {
-        round_exact_sums(res_d + std::size_t(i) * lda, fi, n);
-      } else {
-        round_exact_sums_plain(res_d + std::size_t(i) * lda, fi, n);
-      }
+      ch.round_exact(res_d + std::size_t(i) * lda, fi, n);
       for (int j = 0; j < n; ++j)
         if (!cuda_core_span::exact_in_fp64(qs, ks[std::size_t(j)], Span{}, log2n))
           fi[j] = dot_exact_f32(0.0, qi, in.k.row(ti.skv, b.j0 + j), d);
@@ -350,5 +151,3 @@ template void qk_cuda_core<double>(const QkStage&, const PreparedInput&, const T
                                    const BlockView&, TileBuffers<double>&);
 
 }  // namespace attnsim
-
-#endif  // ATTNSIM_X86_KERNELS
