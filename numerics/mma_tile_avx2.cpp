@@ -313,8 +313,9 @@ ATTNSIM_AVX2_INLINE void decode8(const PackSpec& s, __m256i x, __m256* v, __m256
 }  // namespace
 
 // pack_a_plain's and pack_b_plain's layout, 8 elements at a time: A's rows where they are plain
-// rows of words (no position index), B's rows where its columns are contiguous words (b_n = 1,
-// no position index); the other operands through the portable packing.
+// rows of words (no position index), B's rows where its columns are contiguous words (b_n = 1) or
+// its rows are (b_k = 1: gathered at stride b_n), no position index; the other operands through
+// the portable packing.
 ATTNSIM_AVX2 void pack_a_avx2(const PackSpec& s, const MmaTile& t, float* av, std::uint32_t* ae) {
   if (t.k_index || s.permute32) return pack_a_plain(s, t, av, ae);
   const std::uint32_t* base =
@@ -337,7 +338,7 @@ ATTNSIM_AVX2 void pack_a_avx2(const PackSpec& s, const MmaTile& t, float* av, st
 
 ATTNSIM_AVX2 void pack_b_avx2(const PackSpec& s, const MmaTile& t, int np, float* bv,
                               std::int16_t* be) {
-  if (t.k_index || t.b_n != 1) return pack_b_plain(s, t, np, bv, be);
+  if (t.k_index || (t.b_n != 1 && t.b_k != 1)) return pack_b_plain(s, t, np, bv, be);
   const std::uint32_t* base =
       t.b_values ? reinterpret_cast<const std::uint32_t*>(t.b_values) : t.b;
   for (int p = 0; p < t.n; ++p) {
@@ -346,7 +347,18 @@ ATTNSIM_AVX2 void pack_b_avx2(const PackSpec& s, const MmaTile& t, int np, float
     for (int j0 = 0; j0 < np; j0 += 8) {
       // Padding columns read as 0 (a zero of every format as encoding and as value).
       const __m256i live = first8(t.cols - j0);
-      const __m256i x = _mm256_maskload_epi32(reinterpret_cast<const int*>(row + j0), live);
+      // Columns contiguous in memory (b_n = 1): one masked load; else (b_k = 1, K's keys) a
+      // masked gather at stride b_n.
+      const __m256i x =
+          t.b_n == 1
+              ? _mm256_maskload_epi32(reinterpret_cast<const int*>(row + j0), live)
+              : _mm256_mask_i32gather_epi32(
+                    _mm256_setzero_si256(), reinterpret_cast<const int*>(row),
+                    _mm256_mullo_epi32(
+                        _mm256_add_epi32(_mm256_set1_epi32(j0),
+                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+                        _mm256_set1_epi32(int(t.b_n))),
+                    live, 4);
       __m256 v;
       __m256i e;
       decode8(s, x, &v, &e);
