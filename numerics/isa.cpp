@@ -128,6 +128,25 @@ std::vector<Isa> supported_isas() {
   return out;
 }
 
+std::string isa_env_rejected() {
+  const char* e = std::getenv("ATTNSIM_ISA");
+  if (!e || !*e) return "";
+  Isa want;
+  const std::string used = std::string(" (the fast kernels use ") + isa_name(detected_isa()) + ")";
+  if (!parse_isa(e, &want))
+    return std::string("ATTNSIM_ISA=") + e +
+           ": not an instruction set (scalar, neon, avx2, avx512, amx)" + used;
+  if (!isa_supported(want))
+    return std::string("ATTNSIM_ISA=") + e + ": this CPU does not run it (it runs " +
+           [] {
+             std::string r;
+             for (Isa i : supported_isas()) r += std::string(r.empty() ? "" : ", ") + isa_name(i);
+             return r;
+           }() +
+           ")" + used;
+  return "";
+}
+
 void set_isa(Isa isa) {
   if (!isa_supported(isa)) {
 #if defined(__aarch64__)

@@ -44,6 +44,10 @@ bool isa_supported(Isa isa);
 // The levels this CPU runs, scalar first (x86-64 with AVX-512: scalar, avx2, avx512; AArch64:
 // scalar, neon).
 std::vector<Isa> supported_isas();
+// When ATTNSIM_ISA is set but could not be applied (not a level's name, or a level this CPU does
+// not run), the one-line reason, naming the level used instead; else "". The command line refuses
+// such a value and the Python package warns: the cap is never ignored silently.
+std::string isa_env_rejected();
 // Caps the level (e.g. --isa scalar forces the references). A level this CPU does not run (above
 // its best, or of the other architecture) is refused with std::invalid_argument.
 void set_isa(Isa isa);

@@ -73,6 +73,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "amx"}));
   app.fallthrough();
   app.parse_complete_callback([&isa]() {
+    // An ATTNSIM_ISA the process could not apply is refused (--isa, when given, replaces it).
+    if (isa.empty()) {
+      const std::string rejected = attnsim::isa_env_rejected();
+      if (!rejected.empty()) throw attnsim::UsageError(rejected);
+    }
     attnsim::Isa level;
     if (!isa.empty() && attnsim::parse_isa(isa, &level)) {
       try {

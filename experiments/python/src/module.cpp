@@ -10,6 +10,7 @@
 #include "bindings.hpp"
 #include "experiments/common/error.hpp"
 #include "experiments/common/warning.hpp"
+#include "numerics/isa.hpp"
 
 namespace nb = nanobind;
 
@@ -22,6 +23,9 @@ NB_MODULE(_core, m) {
       PyErr_SetString(PyExc_ValueError, attnsim::one_line(e.what()).c_str());
     }
   });
+  // An ATTNSIM_ISA the process could not apply (numerics/isa.hpp): said, never ignored silently.
+  if (const std::string rejected = attnsim::isa_env_rejected(); !rejected.empty())
+    PyErr_WarnEx(PyExc_RuntimeWarning, rejected.c_str(), 1);
   attnsim::py::bind_attention(m);
   attnsim::py::bind_numerics(m);
   attnsim::py::bind_model_math(m);

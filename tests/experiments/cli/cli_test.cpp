@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "experiments/io/hdf5_io.hpp"
+#include "numerics/isa.hpp"
 #include "tests/experiments/io/hdf5_chunks.hpp"
 
 namespace attnsim {
@@ -65,6 +67,23 @@ class Cli : public ::testing::Test {
   }
   fs::path dir_;
 };
+
+// An ATTNSIM_ISA the CPU cannot apply is refused in one line (exit 2), not ignored; --isa
+// replaces it.
+TEST_F(Cli, UnappliedIsaEnvironmentIsRefused) {
+  ::setenv("ATTNSIM_ISA", "avx3", 1);
+  const CliRun bad = run("info");
+  const CliRun replaced = run("--isa scalar info");
+  ::setenv("ATTNSIM_ISA", "scalar", 1);
+  const CliRun good = run("info");
+  ::unsetenv("ATTNSIM_ISA");
+  EXPECT_EQ(bad.code, 2);
+  EXPECT_EQ(bad.err, "attnsim: error: ATTNSIM_ISA=avx3: not an instruction set (scalar, neon, avx2, "
+                     "avx512, amx) (the fast kernels use " +
+                         std::string(isa_name(detected_isa())) + ")\n");
+  EXPECT_EQ(replaced.code, 0) << replaced.err;
+  EXPECT_EQ(good.code, 0) << good.err;
+}
 
 TEST_F(Cli, ConvertContractE4m3AndBack) {
   write_floats("x.f32", {1.0f, 464.0f, 465.0f, -0.0f, 0.0009765625f});
