@@ -659,8 +659,7 @@ void dot_mma_tile(const DotModel& m, const MmaTile& t) {
 #if ATTNSIM_X86_KERNELS
   IntKernel ik = int_kernel(m);
   // AMX pads the rows to 32: a tile of a few rows (a decode step's queries) takes VNNI, which
-  // every AMX CPU has (turbo's decode on a Sapphire Rapids core: 0.448 s under AMX for every
-  // tile, 0.352 s with VNNI for all; the same bits either way).
+  // every AMX CPU has and which gives the same bits (BENCHMARKS.md: the timings behind it).
   if (ik == IntKernel::kAmx && t.rows <= 4 && cpu_has_feature("avx512vnni")) ik = IntKernel::kVnni;
   if (ik != IntKernel::kNone && t.n % mma_info(m.instr).k == 0) {
     int_tile(m, t, ik);
