@@ -16,6 +16,7 @@
 #include "formats/float16.hpp"
 #include "formats/float8.hpp"
 #include "formats/intn.hpp"
+#include "numerics/avx2_lanes.hpp"
 #include "numerics/dispatch.hpp"
 #include "numerics/kernels_x86.hpp"
 #include "numerics/simd.hpp"
@@ -667,9 +668,6 @@ ATTNSIM_TARGET_AVX2 inline void note_slow8(SlowLanes& s, std::size_t& k, __m256i
   }
 }
 
-ATTNSIM_TARGET_AVX2 inline __m256i lanes8(std::size_t left) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(left)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
 
 template <class Out>
 ATTNSIM_TARGET_AVX2 inline void store_codes8(Out* out, __m256i c, std::size_t m) {
@@ -694,7 +692,7 @@ ATTNSIM_TARGET_AVX2 std::size_t encode_pass_avx2(const float* x, std::size_t n, 
   std::size_t i = 0, k = s.n;
   for (; i < n && k + 8 <= kSlowCap; i += 8) {
     const std::size_t m = n - i < 8 ? n - i : 8;
-    const __m256i live = lanes8(m);
+    const __m256i live = avx2_lanes::first8(int(m));
     const __m256i u = m == 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))
                              : _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), live);
     __m256i nan;
@@ -714,7 +712,7 @@ ATTNSIM_TARGET_AVX2 std::size_t round_pass_avx2(const float* x, std::size_t n, f
   std::size_t i = 0, k = s.n;
   for (; i < n && k + 8 <= kSlowCap; i += 8) {
     const std::size_t m = n - i < 8 ? n - i : 8;
-    const __m256i live = lanes8(m);
+    const __m256i live = avx2_lanes::first8(int(m));
     const __m256i u = m == 8 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i))
                              : _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), live);
     __m256i flagged, nan;
@@ -851,8 +849,7 @@ ATTNSIM_TARGET_AVX2 void round_to_int_kernel_avx2(const float* x, std::size_t n,
                         round_to_int_vec8<kR>(_mm256_loadu_ps(x + i), lo, hi));
   if (i < n) {
     const int left = int(n - i);
-    const __m256i m =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i m = avx2_lanes::first8(left);
     _mm256_maskstore_epi32(reinterpret_cast<int*>(out + i), m,
                            round_to_int_vec8<kR>(_mm256_maskload_ps(x + i, m), lo, hi));
   }

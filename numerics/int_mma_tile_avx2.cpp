@@ -12,15 +12,14 @@
 // added with an emulated saturating add.
 //
 // Every function here carries its target attribute and uses no STL container and no inline
-// function of a shared header (numerics/isa.hpp selects the kernel at run time).
+// function of a shared header but avx2_lanes.hpp's (numerics/isa.hpp selects the kernel at run time).
 #include "numerics/isa.hpp"
 #if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
-#include <immintrin.h>
-
+#include "numerics/avx2_lanes.hpp"
 #include "numerics/mma_tile_kernels.hpp"
 
-#define ATTNSIM_AVX2 __attribute__((target("avx2,fma")))
-#define ATTNSIM_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#define ATTNSIM_AVX2 ATTNSIM_TARGET_AVX2
+#define ATTNSIM_AVX2_INLINE ATTNSIM_AVX2_LANES
 
 namespace attnsim::mma_tile_detail {
 
@@ -28,10 +27,7 @@ namespace {
 
 constexpr int kV = 2;  // column registers per group: 16 output columns
 
-ATTNSIM_AVX2_INLINE __m256i first8(int n) {
-  const int k = n < 0 ? 0 : n > 8 ? 8 : n;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+using avx2_lanes::first8;
 
 // The signed saturating int32 addition c + p (.satfinite: once per instruction).
 ATTNSIM_AVX2_INLINE __m256i add_sat(__m256i c, __m256i p) {

@@ -49,12 +49,18 @@ CpuFeatures read_cpu() {
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1u;
   f.fma = (c >> 12) & 1u;
+  // The rest of Isa::kAvx2's target set (numerics/simd.hpp ATTNSIM_TARGET_AVX2): F16C (leaf 1 ECX
+  // bit 29), POPCNT (bit 23), and below BMI1/BMI2 (leaf 7 EBX bits 3, 8) and LZCNT (0x80000001
+  // ECX bit 5): every AVX2 CPU of record has them, but a virtual machine may mask one.
+  const bool f16c_popcnt = ((c >> 29) & 1u) && ((c >> 23) & 1u);
+  unsigned ea = 0, eb = 0, ec = 0, ed = 0;
+  const bool lzcnt = __get_cpuid(0x80000001u, &ea, &eb, &ec, &ed) && ((ec >> 5) & 1u);
   if (!osxsave) return f;
   unsigned xlo = 0, xhi = 0;
   __asm__ volatile("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
   const bool os_avx = (xlo & 0x6u) == 0x6u, os_avx512 = os_avx && (xlo & 0xe0u) == 0xe0u;
   if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-  f.avx2 = os_avx && ((b >> 5) & 1u);
+  f.avx2 = os_avx && ((b >> 5) & 1u) && ((b >> 3) & 1u) && ((b >> 8) & 1u) && f16c_popcnt && lzcnt;
   // AVX512F (bit 16), DQ (17), BW (30), VL (31).
   f.avx512 = os_avx512 && ((b >> 16) & 1u) && ((b >> 17) & 1u) && ((b >> 30) & 1u) &&
              ((b >> 31) & 1u);

@@ -26,7 +26,7 @@ namespace attnsim {
 // Two ladders that share kScalar, each level including the ones before it on its ladder:
 //  kScalar  the references only (every CPU)
 //  kNeon    AArch64 Advanced SIMD (every AArch64 CPU; Arm builds only)
-//  kAvx2    AVX2 + FMA + F16C (x86-64)
+//  kAvx2    AVX2 + FMA + F16C, with BMI1/2, LZCNT, POPCNT (x86-64; every AVX2 CPU of record)
 //  kAvx512  AVX-512 F/BW/DQ/VL (+ VNNI, BF16, FP16 where the CPU has them: has_isa_feature)
 //  kAmx     AMX-INT8 tiles (after the kernel grants the tile state)
 // A CPU runs scalar and the levels of its own ladder up to the best it has: never an x86 level on

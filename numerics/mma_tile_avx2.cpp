@@ -13,16 +13,15 @@
 //  - columns are read with vmaskmov loads and written with vmaskmov stores.
 // The packed operands are mma_tile.cpp's portable packing (pack_a_plain / pack_b_plain), the
 // layout of FloatTilePlan. Every function carries the target attribute and uses no STL container
-// and no inline function of a shared header (numerics/isa.hpp selects this file at run time).
+// and no inline function of a shared header but avx2_lanes.hpp's (static, always inlined) (numerics/isa.hpp selects this file at run time).
 // MXCSR stays at its default (round to nearest even, no FTZ/DAZ).
 #include "numerics/isa.hpp"
 #if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
-#include <immintrin.h>
-
+#include "numerics/avx2_lanes.hpp"
 #include "numerics/mma_tile_kernels.hpp"
 
-#define ATTNSIM_AVX2 __attribute__((target("avx2,fma,f16c")))
-#define ATTNSIM_AVX2_INLINE __attribute__((target("avx2,fma,f16c"), always_inline)) inline
+#define ATTNSIM_AVX2 ATTNSIM_TARGET_AVX2
+#define ATTNSIM_AVX2_INLINE ATTNSIM_AVX2_LANES
 
 namespace attnsim::mma_tile_detail {
 
@@ -31,15 +30,8 @@ namespace {
 constexpr int kV = 2;  // column registers per group: 16 output columns
 constexpr int kR = 2;  // rows per group
 
-// All-ones in the first n lanes (n clamped to [0, 8]).
-ATTNSIM_AVX2_INLINE __m256i first8(int n) {
-  const int k = n < 0 ? 0 : n > 8 ? 8 : n;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
-ATTNSIM_AVX2_INLINE __m256i select(__m256i mask, __m256i yes, __m256i no) {
-  return _mm256_blendv_epi8(no, yes, mask);
-}
+using avx2_lanes::first8;
+using avx2_lanes::select;
 
 // The unit-bit exponent of an accumulator value held as FP32 (mma_tile_avx512.cpp acc_exponent),
 // and in *nonzero the lanes whose value is not ±0.
@@ -63,11 +55,7 @@ ATTNSIM_AVX2_INLINE __m128 cvt_rz4(__m128i s) {
   const __m256d sign = _mm256_set1_pd(-0.0);
   const __m256d away = _mm256_cmp_pd(_mm256_andnot_pd(sign, back), _mm256_andnot_pd(sign, exact),
                                      _CMP_GT_OQ);
-  // The 4 FP64 lane masks as 4 int32 lanes: the low 32 bits of each 64-bit all-ones/zero lane.
-  const __m256i a = _mm256_castpd_si256(away);
-  const __m128i m = _mm_castps_si128(_mm_shuffle_ps(_mm_castsi128_ps(_mm256_castsi256_si128(a)),
-                                                    _mm_castsi128_ps(_mm256_extracti128_si256(a, 1)),
-                                                    _MM_SHUFFLE(2, 0, 2, 0)));
+  const __m128i m = avx2_lanes::narrow_mask(_mm256_castpd_si256(away));
   return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(f), m));  // m is -1 where away
 }
 ATTNSIM_AVX2_INLINE __m256 cvt_rz(__m256i s) {

@@ -15,6 +15,7 @@
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
+#include "numerics/avx2_lanes.hpp"
 #include "numerics/dispatch.hpp"
 #include "numerics/isa.hpp"
 #include "numerics/kernels_x86.hpp"
@@ -351,9 +352,7 @@ ATTNSIM_TARGET_AVX512 void mufu_kernel(const float* x, std::size_t n, float* out
 
 // ---- the same on AVX2 (8 lanes; lane masks are all-ones compare results) ----
 
-ATTNSIM_TARGET_AVX2 inline __m256i sel(__m256i mask, __m256i yes, __m256i no) {
-  return _mm256_blendv_epi8(no, yes, mask);
-}
+using avx2_lanes::select;
 
 // T±[f] of 8 lanes from the compact form (ex2_compact_lookup).
 ATTNSIM_TARGET_AVX2 inline __m256i ex2_compact_lookup8(__m256i f, __m256i negm,
@@ -364,7 +363,7 @@ ATTNSIM_TARGET_AVX2 inline __m256i ex2_compact_lookup8(__m256i f, __m256i negm,
   const __m256i code = _mm256_and_si256(
       _mm256_srlv_epi32(w, _mm256_slli_epi32(_mm256_and_si256(f, _mm256_set1_epi32(15)), 1)),
       _mm256_set1_epi32(3));
-  const __m256i bias = sel(negm, _mm256_set1_epi32(c.bias[1]), _mm256_set1_epi32(c.bias[0]));
+  const __m256i bias = select(negm, _mm256_set1_epi32(c.bias[1]), _mm256_set1_epi32(c.bias[0]));
   return _mm256_sub_epi32(_mm256_add_epi32(ex2_predict8_avx2(f, negm, c), code), bias);
 }
 
@@ -384,7 +383,7 @@ ATTNSIM_TARGET_AVX2 inline __m256i ex2_ftz_vec8(__m256i u, const std::uint32_t* 
   const __m256i sh = _mm256_sub_epi32(e, _mm256_set1_epi32(127));
   const __m256i up = _mm256_cmpgt_epi32(sh, ones);
   __m256i k = _mm256_srlv_epi32(sig, _mm256_sub_epi32(zero, sh));
-  k = sel(up, _mm256_sllv_epi32(sig, sh), k);
+  k = select(up, _mm256_sllv_epi32(sig, sh), k);
   k = _mm256_and_si256(k, normal);
   const __m256i a = _mm256_srli_epi32(k, 23);
   const __m256i f = _mm256_and_si256(k, _mm256_set1_epi32(0x7FFFFF));
@@ -398,7 +397,7 @@ ATTNSIM_TARGET_AVX2 inline __m256i ex2_ftz_vec8(__m256i u, const std::uint32_t* 
     t = _mm256_mask_i32gather_epi32(t, reinterpret_cast<const int*>(negt), f,
                                     _mm256_and_si256(negm, live), 4);
   }
-  const __m256i sa = sel(negm, _mm256_sub_epi32(zero, a), a);
+  const __m256i sa = select(negm, _mm256_sub_epi32(zero, a), a);
   const __m256i re = _mm256_add_epi32(
       _mm256_sub_epi32(_mm256_and_si256(_mm256_srli_epi32(t, 23), _mm256_set1_epi32(0xFF)),
                        _mm256_set1_epi32(127)),
@@ -407,10 +406,10 @@ ATTNSIM_TARGET_AVX2 inline __m256i ex2_ftz_vec8(__m256i u, const std::uint32_t* 
       _mm256_slli_epi32(_mm256_add_epi32(re, _mm256_set1_epi32(127)), 23),
       _mm256_and_si256(t, _mm256_set1_epi32(0x7FFFFF)));
   const __m256i inf = _mm256_set1_epi32(0x7F800000);
-  r = sel(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), re), zero, r);
-  r = sel(_mm256_cmpgt_epi32(re, _mm256_set1_epi32(127)), inf, r);
-  r = sel(big, _mm256_andnot_si256(negm, inf), r);
-  return sel(nan, _mm256_set1_epi32(0x7FFFFFFF), r);
+  r = select(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), re), zero, r);
+  r = select(_mm256_cmpgt_epi32(re, _mm256_set1_epi32(127)), inf, r);
+  r = select(big, _mm256_andnot_si256(negm, inf), r);
+  return select(nan, _mm256_set1_epi32(0x7FFFFFFF), r);
 }
 
 // RcpApproxFtz::bits of 8 lanes (rcp_ftz_vec).
@@ -429,15 +428,15 @@ ATTNSIM_TARGET_AVX2 inline __m256i rcp_ftz_vec8(__m256i u, const std::uint32_t* 
   __m256i r = _mm256_or_si256(
       sign, _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(re, _mm256_set1_epi32(127)), 23),
                             _mm256_and_si256(tm, _mm256_set1_epi32(0x7FFFFF))));
-  r = sel(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), re), sign, r);
-  r = sel(zero_in, _mm256_or_si256(sign, _mm256_set1_epi32(0x7F800000)), r);
+  r = select(_mm256_cmpgt_epi32(_mm256_set1_epi32(-126), re), sign, r);
+  r = select(zero_in, _mm256_or_si256(sign, _mm256_set1_epi32(0x7F800000)), r);
   const __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(m, zero), special);
-  r = sel(special, sign, r);
-  return sel(nan, _mm256_set1_epi32(0x7FFFFFFF), r);
+  r = select(special, sign, r);
+  return select(nan, _mm256_set1_epi32(0x7FFFFFFF), r);
 }
 
 ATTNSIM_TARGET_AVX2 inline __m256i canonical_vec_nan8(__m256 v) {
-  return sel(_mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)),
+  return select(_mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)),
              _mm256_set1_epi32(0x7FFFFFFF), _mm256_castps_si256(v));
 }
 
@@ -467,7 +466,7 @@ ATTNSIM_TARGET_AVX2 inline __m256i mufu_vec8(__m256i u, const std::uint32_t* t0,
     const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, s), scaled);
     const __m256 r = _mm256_castsi256_ps(rcp_ftz_vec8(_mm256_castps_si256(xs), t0));
     const __m256i rs = canonical_vec_nan8(_mm256_mul_ps(r, s));
-    return sel(_mm256_castps_si256(scaled), rs, _mm256_castps_si256(r));
+    return select(_mm256_castps_si256(scaled), rs, _mm256_castps_si256(r));
   }
 }
 
@@ -482,8 +481,7 @@ ATTNSIM_TARGET_AVX2 void mufu_kernel_avx2(const float* x, std::size_t n, float* 
         mufu_vec8<kVariant>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), t0, t1,
                             cmp));
   if (i < n) {
-    const __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n - i)),
-                                         _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    const __m256i m = avx2_lanes::first8(int(n - i));
     const __m256i v = _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), m);
     _mm256_maskstore_epi32(reinterpret_cast<int*>(out + i), m, mufu_vec8<kVariant>(v, t0, t1, cmp));
   }
@@ -585,9 +583,7 @@ ATTNSIM_TARGET_AVX2 inline __m128 exp_f64_4(__m128 xf, bool base2, int* slow) {
   const int near_bits = _mm256_movemask_pd(_mm256_castsi256_pd(near));
   *slow = (~(in_bits | zero_bits) & 0xF) | (in_bits & near_bits);
   // The 4 FP64 lane masks as 4 FP32 lane masks (the low half of each), +0 for the other lanes.
-  const __m128 in4 = _mm_shuffle_ps(_mm256_castps256_ps128(_mm256_castpd_ps(in)),
-                                    _mm256_extractf128_ps(_mm256_castpd_ps(in), 1),
-                                    _MM_SHUFFLE(2, 0, 2, 0));
+  const __m128 in4 = _mm_castsi128_ps(avx2_lanes::narrow_mask(_mm256_castpd_si256(in)));
   return _mm_and_ps(_mm256_cvtpd_ps(y), in4);
 }
 

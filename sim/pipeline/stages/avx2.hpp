@@ -9,20 +9,17 @@
 
 #include <cstdint>
 
-#define ATTNSIM_AVX2 __attribute__((target("avx2,fma")))
-#define ATTNSIM_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+#include "numerics/avx2_lanes.hpp"
+
+// Isa::kAvx2's target set (numerics/simd.hpp), so that avx2_lanes.hpp's helpers inline here.
+#define ATTNSIM_AVX2 ATTNSIM_TARGET_AVX2
+#define ATTNSIM_AVX2_INLINE ATTNSIM_AVX2_LANES
 
 namespace attnsim::avx2 {
 
 // Lane masks of the first n lanes (n clamped to [0, 8] floats / [0, 4] doubles).
-ATTNSIM_AVX2_INLINE __m256i first8(int n) {
-  const int k = n < 0 ? 0 : n > 8 ? 8 : n;
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-ATTNSIM_AVX2_INLINE __m256i first4(int n) {
-  const long long k = n < 0 ? 0 : n > 4 ? 4 : n;
-  return _mm256_cmpgt_epi64(_mm256_set1_epi64x(k), _mm256_setr_epi64x(0, 1, 2, 3));
-}
+using avx2_lanes::first4;
+using avx2_lanes::first8;
 
 // Loads of the first n lanes (the others zero, never read from memory) and stores of them.
 ATTNSIM_AVX2_INLINE __m256 load_n(const float* p, int n) {
