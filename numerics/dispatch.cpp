@@ -3,6 +3,8 @@
 #include "numerics/dispatch.hpp"
 
 #include <array>
+#include <cstring>
+#include <utility>
 
 #include "numerics/convert_array.hpp"
 #include "numerics/digest_array.hpp"
@@ -59,8 +61,6 @@ ArrayKernels avx2_set(const ArrayKernels& below) {
   k.pack_b = &mma_tile_detail::pack_b_avx2;
   k.tile = &mma_tile_detail::float_tile_avx2;
   k.int_wrap = k.int_sat = "int16.avx2";
-  k.own = {"encode", "round", "round_to_int", "ex2.approx", "rcp.approx", "exp.exact",
-           "linear_f32", "quantize", "block_fma", "int_mma"};
   return k;
 }
 
@@ -86,13 +86,8 @@ ArrayKernels avx512_set(const ArrayKernels& below) {
   k.pack_a = &mma_tile_detail::pack_a_avx512;
   k.pack_b = &mma_tile_detail::pack_b_avx512;
   k.tile = &mma_tile_detail::float_tile_avx512;
-  k.own = {"encode", "decode", "round", "round_to_int", "ex2.approx", "rcp.approx", "exp.exact",
-           "digest", "linear_f32", "block_fma"};
   // VNNI where the CPU has it (an AVX-512 CPU without it keeps AVX2's 16-bit products).
-  if (cpu_has_feature("avx512vnni")) {
-    k.int_wrap = k.int_sat = "int8.vnni";
-    k.own.push_back("int_mma");
-  }
+  if (cpu_has_feature("avx512vnni")) k.int_wrap = k.int_sat = "int8.vnni";
   return k;
 }
 
@@ -100,11 +95,9 @@ ArrayKernels avx512_set(const ArrayKernels& below) {
 ArrayKernels amx_set(const ArrayKernels& below) {
   ArrayKernels k = below;
   k.isa = Isa::kAmx;
-  k.own.clear();
   // The tile instructions have every sign variant of the wrapping products; .satfinite needs each
   // instruction's own sum (VNNI's kernel, which every AMX CPU has).
   k.int_wrap = "int8.amx";
-  k.own.push_back("int_mma");
   return k;
 }
 #endif
@@ -122,10 +115,34 @@ ArrayKernels neon_set(const ArrayKernels& below) {
   ArrayKernels k = below;
   k.isa = Isa::kNeon;
   k.linear_f32 = &linear_f32_neon_entry;
-  k.own = {"linear_f32"};
   return k;
 }
 #endif
+
+// The kernels a set has of its own: the entries that differ from the set's below it.
+std::vector<const char*> own_entries(const ArrayKernels& k, const ArrayKernels& b) {
+  auto differs = [](const char* x, const char* y) {
+    return (x == nullptr) != (y == nullptr) || (x && std::strcmp(x, y) != 0);
+  };
+  const std::pair<const char*, bool> entries[] = {
+      {"encode", k.encode_u32 != b.encode_u32 || k.encode_u16 != b.encode_u16 ||
+                     k.encode_u8 != b.encode_u8},
+      {"decode", k.decode_u16 != b.decode_u16 || k.decode_u8 != b.decode_u8},
+      {"round", k.round != b.round},
+      {"round_to_int", k.round_to_int != b.round_to_int},
+      {"ex2.approx", k.ex2_approx_ftz != b.ex2_approx_ftz || k.ex2_approx != b.ex2_approx},
+      {"rcp.approx", k.rcp_approx_ftz != b.rcp_approx_ftz || k.rcp_approx != b.rcp_approx},
+      {"exp.exact", k.exp_exact != b.exp_exact},
+      {"digest", k.digest_sum != b.digest_sum},
+      {"linear_f32", k.linear_f32 != b.linear_f32},
+      {"quantize", k.quantize_values != b.quantize_values},
+      {"block_fma", differs(k.float_tile, b.float_tile)},
+      {"int_mma", differs(k.int_wrap, b.int_wrap) || differs(k.int_sat, b.int_sat)}};
+  std::vector<const char*> out;
+  for (const auto& [name, own] : entries)
+    if (own) out.push_back(name);
+  return out;
+}
 
 // Indexed by the level (isa.hpp: scalar, neon, avx2, avx512, amx).
 constexpr std::size_t kLevels = 5;
@@ -141,14 +158,21 @@ const Tables& tables() {
       r.built[std::size_t(i)] = true;
       return r.set[std::size_t(i)];
     };
+    // Each set from the one below it, its own kernels listed from the difference.
+    auto from = [&](Isa i, Isa below, ArrayKernels (*make)(const ArrayKernels&)) {
+      const ArrayKernels& b = r.set[std::size_t(below)];
+      ArrayKernels& k = at(i);
+      k = make(b);
+      k.own = own_entries(k, b);
+    };
     at(Isa::kScalar) = scalar_set();
 #if ATTNSIM_NEON_KERNELS
-    at(Isa::kNeon) = neon_set(r.set[std::size_t(Isa::kScalar)]);
+    from(Isa::kNeon, Isa::kScalar, neon_set);
 #endif
 #if ATTNSIM_X86_KERNELS
-    at(Isa::kAvx2) = avx2_set(r.set[std::size_t(Isa::kScalar)]);
-    at(Isa::kAvx512) = avx512_set(r.set[std::size_t(Isa::kAvx2)]);
-    at(Isa::kAmx) = amx_set(r.set[std::size_t(Isa::kAvx512)]);
+    from(Isa::kAvx2, Isa::kScalar, avx2_set);
+    from(Isa::kAvx512, Isa::kAvx2, avx512_set);
+    from(Isa::kAmx, Isa::kAvx512, amx_set);
 #endif
     return r;
   }();

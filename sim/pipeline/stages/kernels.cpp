@@ -3,12 +3,30 @@
 #include "sim/pipeline/stages/kernels.hpp"
 
 #include <array>
+#include <utility>
+#include <vector>
 
 #include "numerics/simd.hpp"
 
 namespace attnsim {
 
 namespace {
+
+std::vector<const char*> own_entries(const StageKernels& k, const StageKernels& b) {
+  const std::pair<const char*, bool> entries[] = {
+      {"scores", k.scores != b.scores},
+      {"softmax_step", k.softmax_step != b.softmax_step},
+      {"row_sum", k.row_sum != b.row_sum},
+      {"rescale", k.rescale != b.rescale},
+      {"add_chunk", k.add_chunk != b.add_chunk},
+      {"epilogue", k.epilogue != b.epilogue},
+      {"cuda_core", k.cuda_core != b.cuda_core},
+      {"exp_rows, p_cast_rows", k.array_rows != b.array_rows}};
+  std::vector<const char*> out;
+  for (const auto& [name, own] : entries)
+    if (own) out.push_back(name);
+  return out;
+}
 
 // Indexed by the level (numerics/isa.hpp: scalar, neon, avx2, avx512, amx).
 constexpr std::size_t kLevels = 5;
@@ -34,7 +52,6 @@ const Tables& tables() {
     neon = scalar;
     neon.isa = Isa::kNeon;
     neon.cuda_core = CudaCoreKernels::kNeon;
-    neon.own = {"cuda_core"};
 #endif
 #if ATTNSIM_X86_KERNELS
     StageKernels& avx2 = at(Isa::kAvx2);
@@ -48,8 +65,6 @@ const Tables& tables() {
     avx2.epilogue = &epilogue_avx2;
     avx2.cuda_core = CudaCoreKernels::kAvx2;
     avx2.array_rows = true;
-    avx2.own = {"scores", "softmax_step", "row_sum", "rescale", "add_chunk", "epilogue",
-                "cuda_core", "exp_rows", "p_cast_rows"};
     StageKernels& avx512 = at(Isa::kAvx512);
     avx512 = avx2;
     avx512.isa = Isa::kAvx512;
@@ -60,14 +75,18 @@ const Tables& tables() {
     avx512.add_chunk = &add_chunk_avx512;
     avx512.epilogue = &epilogue_avx512;
     avx512.cuda_core = CudaCoreKernels::kAvx512;
-    avx512.own = {"scores", "softmax_step", "row_sum", "rescale", "add_chunk", "epilogue",
-                  "cuda_core"};
     // AMX adds tile products only (numerics/dispatch.hpp): the stage kernels are AVX-512's.
     StageKernels& amx = at(Isa::kAmx);
     amx = avx512;
     amx.isa = Isa::kAmx;
-    amx.own.clear();
 #endif
+    // Each set's own kernels: the entries that differ from the set's below it.
+    const std::pair<Isa, Isa> below[] = {
+        {Isa::kNeon, Isa::kScalar}, {Isa::kAvx2, Isa::kScalar}, {Isa::kAvx512, Isa::kAvx2},
+        {Isa::kAmx, Isa::kAvx512}};
+    for (const auto& [i, b] : below)
+      if (r.built[std::size_t(i)])
+        r.set[std::size_t(i)].own = own_entries(r.set[std::size_t(i)], r.set[std::size_t(b)]);
     return r;
   }();
   return t;
