@@ -134,5 +134,6 @@ void register_amla_methods(std::vector<MethodSpec>& registry);
 void register_lean_methods(std::vector<MethodSpec>& registry);
 void register_turbo_methods(std::vector<MethodSpec>& registry);
 void register_sdpa_methods(std::vector<MethodSpec>& registry);
+void register_flex_methods(std::vector<MethodSpec>& registry);
 
 }  // namespace attnsim

@@ -98,6 +98,10 @@ const std::vector<Coupling>& couplings() {
       {"tiles", {},  // the tiles are no attributed stage: nothing to switch along
        [](const Pipeline& p) -> Why {
          if (p.tile.block_q <= 0 || p.tile.block_kv <= 0) return "block sizes must be positive";
+         if (p.tile.kv_order == KvOrder::kSparse &&
+             (p.tile.sparse_block % p.tile.block_q != 0 || p.tile.sparse_block % p.tile.block_kv != 0))
+           return "kv_order=sparse: sparse_block must be a multiple of bq and bk (FlexAttention's "
+                  "static assert)";
          return std::nullopt;
        }},
       {"q", {Stage::kQ},
@@ -144,7 +148,8 @@ const std::vector<Coupling>& couplings() {
              (s.row_sum_dot.kind != DotModel::kMma || dot_requirements(s.row_sum_dot).integer_acc ||
               dot_requirements(s.row_sum_dot).fp16_acc))
            return "the tensor-core row sum is an instruction with an FP32 accumulator";
-         if ((s.lse == LseModel::kLog2Mufu || s.lse == LseModel::kLog2Libdevice) &&
+         if ((s.lse == LseModel::kLog2Mufu || s.lse == LseModel::kLog2Libdevice ||
+              s.lse == LseModel::kLog2LibdeviceLn2) &&
              (s.base != ExpKind::kExp2 || s.state != StateType::kFp32))
            return "the base-2 LSE models are FP32 kernels' (exp2, FP32 state)";
          if ((s.lse == LseModel::kNaturalFma || s.lse == LseModel::kNaturalFmaC ||
@@ -301,7 +306,8 @@ const std::vector<Coupling>& couplings() {
          if (p.rescale.max_round != MaxRound::kNone && p.softmax.base != ExpKind::kExp2)
            return "a snapped max needs the exp2 exponent";
          if (p.rescale.max_round != MaxRound::kNone &&
-             (p.softmax.lse == LseModel::kLog2Mufu || p.softmax.lse == LseModel::kLog2Libdevice))
+             (p.softmax.lse == LseModel::kLog2Mufu || p.softmax.lse == LseModel::kLog2Libdevice ||
+              p.softmax.lse == LseModel::kLog2LibdeviceLn2))
            return "the base-2 LSE models are FP32 kernels' (exp2, FP32 state, no snapped max)";
          return std::nullopt;
        }},
@@ -435,6 +441,8 @@ Pipeline canonical(Pipeline p) {
   if (!integer_acc(p.qk.dot)) p.qk.int_cvt = d.qk.int_cvt;
   if (!integer_acc(p.pv.dot)) p.pv.int_cvt = d.pv.int_cvt;
   if (p.softmax.dequant != Dequant::kFold) p.softmax.dequant_tail = 0;
+  if (p.tile.kv_order != KvOrder::kSparse) p.tile.sparse_block = d.tile.sparse_block;
+  if (!p.softmax.fma) p.softmax.fma_blocks = d.softmax.fma_blocks;
   if (p.softmax.row_sum != RowSum::kMma) p.softmax.row_sum_dot = d.softmax.row_sum_dot;
   if (p.exp.fn != ExpFn::kHook) p.exp.hook = {};
   if (!is_float_encoding(p.p.enc) || p.p.enc == Encoding::kFp32 || p.p.enc == Encoding::kFp64)

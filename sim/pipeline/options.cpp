@@ -45,13 +45,17 @@ std::vector<std::string> names(const Name<E> (&t)[N]) {
   return r;
 }
 
-constexpr Name<KvOrder> kKvOrder[] = {{KvOrder::kDescending, "desc"}, {KvOrder::kAscending, "asc"}};
+constexpr Name<KvOrder> kKvOrder[] = {
+    {KvOrder::kDescending, "desc"}, {KvOrder::kAscending, "asc"}, {KvOrder::kSparse, "sparse"}};
+constexpr Name<FmaBlocks> kFmaBlocks[] = {{FmaBlocks::kAll, "all"},
+                                          {FmaBlocks::kFullDivisible, "full_div"}};
 constexpr Name<CausalAlign> kCausal[] = {{CausalAlign::kBottomRight, "bottom_right"},
                                          {CausalAlign::kTopLeft, "top_left"}};
 constexpr Name<StateType> kState[] = {{StateType::kFp32, "fp32"}, {StateType::kFp64, "fp64"}};
 constexpr Name<ScaleLog2> kScaleLog2[] = {{ScaleLog2::kHostDouble, "host"},
                                           {ScaleLog2::kDeviceFloat, "device"}};
-constexpr Name<SmScale> kSmScale[] = {{SmScale::kInput, "input"}, {SmScale::kOne, "one"}};
+constexpr Name<SmScale> kSmScale[] = {
+    {SmScale::kInput, "input"}, {SmScale::kOne, "one"}, {SmScale::kScore, "score"}};
 constexpr Name<Dequant> kDequant[] = {
     {Dequant::kScore, "score"}, {Dequant::kFold, "fold"}, {Dequant::kDescale, "descale"}};
 constexpr Name<MaxDomain> kMax[] = {{MaxDomain::kRaw, "raw"}, {MaxDomain::kScaled, "scaled"}};
@@ -71,7 +75,8 @@ constexpr Name<LseModel> kLse[] = {{LseModel::kNatural, "natural"},
                                    {LseModel::kLog2Libdevice, "log2.libdevice"},
                                    {LseModel::kNaturalFma, "natural.fma"},
                                    {LseModel::kNaturalFmaC, "natural.fma_c"},
-                                   {LseModel::kNaturalDiv, "natural.div"}};
+                                   {LseModel::kNaturalDiv, "natural.div"},
+                                   {LseModel::kLog2LibdeviceLn2, "log2.libdevice.ln2"}};
 constexpr Name<PScale> kPScale[] = {
     {PScale::kNone, "none"}, {PScale::kRow, "row"}, {PScale::kTile, "tile"}};
 constexpr Name<PvAccumulate> kPvAcc[] = {{PvAccumulate::kIntoC, "c"},
@@ -244,7 +249,8 @@ std::vector<OptionKey> base_keys() {
       integer("bk", "tiles", 1, "keys per KV block"),
       // Tiles and order.
       choice("kv_order", "tiles", names(kKvOrder),
-             "KV block order: FA2/FA3 descending (masked blocks first) or ascending"),
+             "KV block order: FA2/FA3 descending (masked blocks first), ascending, or sparse "
+             "(FlexAttention: the blocks a block mask cuts, then the fully visible ones)"),
       // Operands.
       choice("q", "operands", with_first(kOperandEncodings, "qkv"), "encoding of Q"),
       choice("k", "operands", with_first(kOperandEncodings, "qkv"), "encoding of K"),
@@ -358,7 +364,18 @@ std::vector<OptionKey> base_keys() {
              "device (SageAttention)",
              true),
       choice("sm_scale", "softmax", names(kSmScale),
-             "the softmax scale: the input's, or one (TurboAttention Alg. 1 as printed)", true),
+             "the softmax scale: the input's, one (TurboAttention Alg. 1 as printed), or score: the "
+             "input's multiplying S in FP32 first, the exponent's coefficient log2 e alone "
+             "(FlexAttention)",
+             true),
+      integer("sparse_block", "tiles", 1,
+              "kv_order=sparse: keys (and queries) per block-mask block (FlexAttention's "
+              "SPARSE_BLOCK_SIZE)",
+              true),
+      choice("fma_blocks", "softmax", names(kFmaBlocks),
+             "fma=on: in every block, or full_div: only in blocks a block mask leaves fully "
+             "visible when both lengths are multiples of 128 (FlexAttention's SASS)",
+             true),
       integer("dequant_tail", "softmax", 0,
               "with dequant=fold: the last N KV blocks of a tile take the score path "
               "(SageAttention2's masked blocks)",
@@ -463,7 +480,8 @@ OptionList stage_options(const Pipeline& p0, Stage st) {
       case Stage::kSoftmax:
         return k == "acc" || k == "fma" || k == "dequant" || k == "dequant_tail" || k == "max" ||
                k == "max_offset" || k == "rowsum" || k == "rowsum_dot" || k == "lse" ||
-               k == "scale_log2" || k == "sm_scale" || k == "mask" || k == "ftz";
+               k == "scale_log2" || k == "sm_scale" || k == "mask" || k == "ftz" ||
+               k == "fma_blocks";
       case Stage::kExp: return k == "exp" || in(hook_exp, k);
       case Stage::kP: return k == "p" || k.rfind("p_", 0) == 0;
       case Stage::kPv:
@@ -701,6 +719,8 @@ OptionList pipeline_options(const Pipeline& p0) {
   put("v_cvt", site_cvt(p.v.enc, p.v.cast));
   put("scale_log2", name_of(kScaleLog2, p.softmax.scale_log2));
   put("sm_scale", name_of(kSmScale, p.softmax.sm_scale));
+  put("sparse_block", std::to_string(p.tile.sparse_block));
+  put("fma_blocks", name_of(kFmaBlocks, p.softmax.fma_blocks));
   put("dequant_tail", std::to_string(p.softmax.dequant_tail));
   put("mask", number_text(p.softmax.mask_value));
   put("rowsum_dot", dot_text(p.softmax.row_sum_dot));
@@ -920,6 +940,7 @@ void apply_softmax(Pipeline& p, const Given& g) {
   if (g.has("fma")) s.fma = g.get("fma") == "on";
   if (g.has("scale_log2")) s.scale_log2 = value_of(kScaleLog2, g.get("scale_log2"), "scale_log2");
   if (g.has("sm_scale")) s.sm_scale = value_of(kSmScale, g.get("sm_scale"), "sm_scale");
+  if (g.has("fma_blocks")) s.fma_blocks = value_of(kFmaBlocks, g.get("fma_blocks"), "fma_blocks");
   if (g.has("dequant")) s.dequant = value_of(kDequant, g.get("dequant"), "dequant");
   if (g.has("dequant_tail")) s.dequant_tail = g.integer("dequant_tail");
   if (g.has("max")) s.max_domain = value_of(kMax, g.get("max"), "max");
@@ -1015,6 +1036,7 @@ void apply_options(Pipeline& p, const OptionMap& given, const HookRegistry& hook
   if (g.has("bq")) p.tile.block_q = g.integer("bq");
   if (g.has("bk")) p.tile.block_kv = g.integer("bk");
   if (g.has("kv_order")) p.tile.kv_order = value_of(kKvOrder, g.get("kv_order"), "kv_order");
+  if (g.has("sparse_block")) p.tile.sparse_block = g.integer("sparse_block");
   if (g.has("causal")) p.tile.causal = value_of(kCausal, g.get("causal"), "causal");
   // The softmax state first: qk_dot=acc and pv_dot=acc follow it.
   if (g.has("acc")) p.softmax.state = value_of(kState, g.get("acc"), "acc");

@@ -89,8 +89,13 @@ struct HookRef {
 
 // Order of the KV blocks. FA2 (flash_fwd_kernel.h compute_attn_1rowblock) and FA3 start at
 // n_block_max − 1 and walk down to 0 (the masked blocks first); kAscending is the textbook order
-// (SageAttention, Triton kernels).
-enum class KvOrder : std::uint8_t { kDescending, kAscending };
+// (SageAttention, Triton kernels). kSparse: FlexAttention's block-mask order (torch 2.11
+// torch/_inductor/kernel/flex/templates/flex_attention.py.jinja: forward_inner over KV_IDX, then
+// over FULL_KV_IDX; create_block_mask's lists are ascending): per tile, the `sparse_block`-key
+// blocks that the mask cuts (partial: some but not all of the padded block's pairs visible) in
+// ascending order, then the fully visible ones in ascending order, each walked in block_kv steps.
+// Without a mask FlexAttention's block mask is one block over every key: ascending.
+enum class KvOrder : std::uint8_t { kDescending, kAscending, kSparse };
 
 // CausalAlign (which keys a causal mask hides): sim/problem.hpp. SageAttention's CUDA kernels are
 // top-left (attn_utils.cuh apply_causal_mask; its KV-block count min(len_kv, (tile + 1)·block_q)).
@@ -100,6 +105,7 @@ struct TileStage {
   int block_kv = 64;  // kBlockN: keys per KV block
   KvOrder kv_order = KvOrder::kDescending;
   CausalAlign causal = CausalAlign::kBottomRight;
+  int sparse_block = 128;  // kSparse: the block mask's block (SPARSE_Q/KV_BLOCK_SIZE)
   bool operator==(const TileStage&) const = default;
 };
 
@@ -220,7 +226,19 @@ enum class ScaleLog2 : std::uint8_t { kHostDouble, kDeviceFloat };
 // Which softmax scale the exponent (and a prescaled Q, and the LSE) uses.
 //  kInput  the input's (1/√d unless the dump says otherwise)
 //  kOne    1: the scale left out (TurboAttention Algorithm 1 as printed, sim/turbo README item e)
-enum class SmScale : std::uint8_t { kInput, kOne };
+//  kScore  the input's, multiplying the score in FP32 first, S = fl(acc · fl32(sm_scale)); the
+//          exponent's coefficient is then fl32(log2 e) alone (FlexAttention's Triton templates:
+//          `qk *= SM_SCALE`, later `post_mod_scores *= RCP_LN2`).
+enum class SmScale : std::uint8_t { kInput, kOne, kScore };
+
+// Which KV blocks the exponent's FMA contraction (SoftmaxStage::fma) happens in.
+//  kAll            every block.
+//  kFullDivisible  only blocks a block mask marks fully visible (or every block without a mask),
+//                  and only when the query and key lengths are multiples of 128: FlexAttention
+//                  as Triton 3.6 and ptxas compile it for sm_90 (the SASS: a mask or
+//                  CHECK_BLOCK_BOUNDARY select between `* RCP_LN2` and `- m_ij` keeps FMUL then
+//                  FADD; torch sets IS_DIVISIBLE from the lengths modulo 128).
+enum class FmaBlocks : std::uint8_t { kAll, kFullDivisible };
 
 // How the row sum l is accumulated (sim/pipeline/stages/row_sum.cpp holds every variant).
 //  kQuad        SM80 FA2: 4 partial sums per row (quad lane t owns columns 8n+2t, 8n+2t+1), each p
@@ -259,6 +277,8 @@ enum class RowSum : std::uint8_t {
 //  kLog2Mufu  lg2.approx.ftz(l) + m in FP32, base 2 in the exponent's units (SageAttention's CUDA
 //             kernels return this; the Python wrapper converts it).
 //  kLog2Libdevice  libdevice log2f(l) + m (SageAttention 1's Triton kernel).
+//  kLog2LibdeviceLn2  fl(fl(log2f(l) + m) · fl32(ln 2)): FlexAttention's natural-log LSE (the
+//             template stores m + log2(l); an Inductor pointwise kernel multiplies it by ln 2).
 // The FP32 kernels' natural-log forms (sim/sdpa/README.md, sim/fa3/README.md), with .ftz when the
 // state is (SoftmaxStage::ftz); l' = l·2^-max_offset (FA3 FP8), LSE = +inf for l = 0 or NaN:
 //  kNaturalFma   fma(m, k, __logf(l')), __logf = lg2.approx · ln 2 (numerics/special fast_logf):
@@ -270,7 +290,7 @@ enum class RowSum : std::uint8_t {
 //  kNaturalDiv   fl(fl(m / fl(log2 e)) + logf(l')), m scaled, IEEE division, libdevice logf (the
 //                CUTLASS fmha kernel: `mi / kLog2e + log(s_prime)`).
 enum class LseModel : std::uint8_t {
-  kNatural, kLog2Mufu, kLog2Libdevice, kNaturalFma, kNaturalFmaC, kNaturalDiv
+  kNatural, kLog2Mufu, kLog2Libdevice, kNaturalFma, kNaturalFmaC, kNaturalDiv, kLog2LibdeviceLn2
 };
 
 // State arithmetic: m, l, O, the exp argument and the rescale in FP32 (the kernels) or FP64.
@@ -292,6 +312,7 @@ struct SoftmaxStage {
   MaxDomain max_domain = MaxDomain::kRaw;
   double max_offset = 0.0;  // subtracted from the scaled max (SageAttention FP8 8.807, FA3 FP8 8)
   bool fma = true;          // fuse s·c − max_scaled into one FMA (nvcc --fmad=true)
+  FmaBlocks fma_blocks = FmaBlocks::kAll;  // which blocks the fusion happens in
   // The score of a masked key (FA2 -inf; SageAttention -5e6).
   double mask_value = -std::numeric_limits<double>::infinity();
   RowSum row_sum = RowSum::kQuad;

@@ -274,7 +274,7 @@ namespace {
 
 // The softmax scale the pipeline uses for an input (SoftmaxStage::sm_scale).
 double pipeline_sm_scale(const AttentionInput& in, const Pipeline& p) {
-  return p.softmax.sm_scale == SmScale::kOne ? 1.0 : in.scale();
+  return p.softmax.sm_scale == SmScale::kOne ? 1.0 : in.scale();  // kScore: S times it
 }
 
 // V's scales multiply the P·V result: per channel in the epilogue when the granularity does not

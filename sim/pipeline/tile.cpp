@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "numerics/mma_tile.hpp"
 #include "sim/pipeline/pipeline.hpp"
@@ -140,9 +142,67 @@ BlockView block_view_of(const PreparedInput& in, const Pipeline& p, const Tile& 
   return b;
 }
 
-// Block `step` of the tile's range [lo, hi) in the pipeline's order.
-void set_block(const PreparedInput& in, const Pipeline& p, int lo, int hi, int step, BlockView& b) {
-  b.nb = p.tile.kv_order == KvOrder::kDescending ? hi - 1 - step : lo + step;
+// The KV blocks a tile visits under KvOrder::kSparse, in order, each with whether the block mask
+// marks its sparse block fully visible (FlexAttention, flex_attention.py.jinja): torch's
+// create_block_mask pads the mask to whole sparse blocks with False, calls a block full when
+// every padded pair is visible and partial when some are; the kernel walks KV_IDX (the partial
+// blocks, ascending) and then FULL_KV_IDX (ascending), each list for at most cdiv(len_kv, bk)
+// steps of bk keys. Without a mask the block mask is one block over every key (ascending, and no
+// mask select: counted as full). Steps wholly past len_kv (a padded sparse block's tail) change
+// nothing on the GPU (every p is 0, alpha 1) and are left out.
+struct SparseVisit {
+  int nb;
+  bool full;
+};
+std::vector<SparseVisit> sparse_visits(const PreparedInput& in, const Pipeline& p, int q_begin) {
+  const AttentionShape& s = in.shape;
+  const int bk = p.tile.block_kv, sb = p.tile.sparse_block;
+  const int cap = (s.len_kv + bk - 1) / bk;
+  std::vector<SparseVisit> v;
+  if (!in.causal) {
+    for (int nb = 0; nb < cap; ++nb) v.push_back({nb, true});
+    return v;
+  }
+  const int offset = p.tile.causal == CausalAlign::kTopLeft ? 0 : s.len_kv - s.len_q;
+  const int q0 = q_begin / sb * sb, q1 = std::min(s.len_q, q0 + sb);
+  const std::int64_t total = std::int64_t(sb) * sb;
+  std::vector<int> partial, full;
+  for (int kb = 0; kb * sb < s.len_kv; ++kb) {
+    const int k0 = kb * sb, k1 = std::min(s.len_kv, k0 + sb);
+    std::int64_t count = 0;  // visible (query, key) pairs of the padded sparse block
+    for (int i = q0; i < q1; ++i) count += std::max(0, std::min(k1 - 1, i + offset) - k0 + 1);
+    if (count == total) {
+      full.push_back(kb);
+    } else if (count > 0) {
+      partial.push_back(kb);
+    }
+  }
+  const int mult = sb / bk;
+  auto walk = [&](const std::vector<int>& list, bool is_full) {
+    const int n = std::min(int(list.size()) * mult, cap);
+    for (int st = 0; st < n; ++st) {
+      const int nb = list[std::size_t(st / mult)] * mult + st % mult;
+      if (nb * bk < s.len_kv) v.push_back({nb, is_full});
+    }
+  };
+  walk(partial, false);
+  walk(full, true);
+  return v;
+}
+
+// Block `step` of the tile's range [lo, hi) in the pipeline's order (q_begin: the tile's first
+// query row, for KvOrder::kSparse).
+void set_block(const PreparedInput& in, const Pipeline& p, int q_begin, int lo, int hi, int step,
+               BlockView& b) {
+  b.fuse = true;
+  if (p.tile.kv_order == KvOrder::kSparse) {
+    const SparseVisit v = sparse_visits(in, p, q_begin)[std::size_t(lo + step)];
+    b.nb = v.nb;
+    if (p.softmax.fma_blocks == FmaBlocks::kFullDivisible)
+      b.fuse = v.full && in.shape.len_q % 128 == 0 && in.shape.len_kv % 128 == 0;
+  } else {
+    b.nb = p.tile.kv_order == KvOrder::kDescending ? hi - 1 - step : lo + step;
+  }
   b.j0 = b.nb * b.bk;
   b.cols = std::min(b.bk, in.shape.len_kv - b.j0);
 }
@@ -159,6 +219,7 @@ int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t)
   const AttentionShape& s = in.shape;
   const int bq = p.tile.block_q, bk = p.tile.block_kv;
   int n = (s.len_kv + bk - 1) / bk;
+  if (p.tile.kv_order == KvOrder::kSparse) return int(sparse_visits(in, p, t.q_begin).size());
   if (in.causal && p.tile.causal == CausalAlign::kTopLeft) {
     // SageAttention (qk_int_sv_f16_cuda_sm80.cu, ..._sm90.cu): num_iterations =
     // div_ceil(min(kv_len, (bx + 1) · CTA_Q), CTA_K).
@@ -183,7 +244,7 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
   buf.size(std::max(t.rows, 1), b.bk, in.shape.head_dim_v);
   const int lo = std::max(kv_block_begin, 0), hi = std::min(kv_block_end, b.n_blocks);
   for (int step = 0; step < hi - lo; ++step) {
-    set_block(in, p, lo, hi, step, b);
+    set_block(in, p, t.q_begin, lo, hi, step, b);
     buf.kv_key = next_mma_tile_key();  // this block's K and V, seen by this tile only
     attend_block(in, p, ti, b, kc, state, ws);
   }
@@ -249,7 +310,7 @@ void attend_tiles(const PreparedInput& in, const Pipeline& p, const Tile* tiles,
     for (int k = 0; k < n; ++k) {
       One& o = all[std::size_t(k)];
       if (step >= o.hi) continue;
-      set_block(in, p, 0, o.hi, step, o.b);
+      set_block(in, p, o.ti.q_begin, 0, o.hi, step, o.b);
       if (shared_key == 0 || o.b.nb != shared_nb || o.ti.skv != shared_skv) {
         shared_key = next_mma_tile_key();
         shared_nb = o.b.nb;

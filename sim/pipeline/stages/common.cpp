@@ -38,6 +38,11 @@ ExpConstants<T> exp_constants(const Pipeline& p, double sm_scale) {
   } else if (p.q.prescale == Prescale::kSmScale) {
     k.c = T(1);
     k.c_nat = T(1);
+  } else if (s.sm_scale == SmScale::kScore) {
+    // FlexAttention: S = fl(acc · fl32(sm_scale)) in the scores stage; the exponent's coefficient
+    // is RCP_LN2 = fl32(1.44269504) (= fl32(log2 e)); the LSE's natural units are S's.
+    k.c = s.base == ExpKind::kExp2 ? T(kLog2e) : T(1);
+    k.c_nat = T(1);
   } else if (p.q.prescale == Prescale::kSqrtSm) {
     // Q and K each carry sqrt(sm_scale): the score is scaled (PyTorch's math backend).
     k.c = s.base == ExpKind::kExp2 ? T(kLog2e) : T(1);

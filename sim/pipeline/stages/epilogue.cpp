@@ -61,12 +61,17 @@ double epilogue_lse(const Pipeline& p, const PreparedInput& in, const TileIndex&
                         ? T(stage_util::descale_coefficient(float(kc.c), in, ti, qt, sm.ftz))
                         : kc.c;
     lse_v = double(kernel_lse(sm, m, l, c_row, kc.c_nat));
-  } else if (sm.lse == LseModel::kLog2Mufu || sm.lse == LseModel::kLog2Libdevice) {
+  } else if (sm.lse == LseModel::kLog2Mufu || sm.lse == LseModel::kLog2Libdevice ||
+             sm.lse == LseModel::kLog2LibdeviceLn2) {
     // SageAttention: lse2 = log2(d) + m in FP32, m the exponent's reference (offset included).
     const float ml = float(sm.max_domain == MaxDomain::kScaled ? m : m * kc.c);
     const float lg = sm.lse == LseModel::kLog2Mufu ? Lg2ApproxFtz::h100()(float(l))
                                                    : log2f_libdevice(float(l));
-    lse_v = double(lg + ml);
+    const float lse2 = lg + ml;
+    // FlexAttention: `lse * 0.6931471805599453` in an Inductor pointwise kernel (mul.f32 by
+    // 0x3F317218).
+    lse_v = sm.lse == LseModel::kLog2LibdeviceLn2 ? double(lse2 * 0.6931471805599453f)
+                                                  : double(lse2);
   } else if (sm.max_domain == MaxDomain::kRaw && p.rescale.max_round == MaxRound::kNone) {
     // Natural-log LSE: FA2's m·softmax_scale + log(sum) in the state's arithmetic.
     T x = m * kc.c_nat + std::log(l);

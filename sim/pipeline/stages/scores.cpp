@@ -24,6 +24,9 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
   const bool q_scaled = in.q.scaled(), k_scaled = in.k.scaled();
   const T mask = T(st.mask_value);
   const float c = float(kc.c);
+  // SmScale::kScore: S = fl(acc · fl32(sm_scale)) (FlexAttention's `qk *= SM_SCALE`).
+  const bool score_mul = st.sm_scale == SmScale::kScore;
+  const T sm = std::is_same_v<T, float> ? T(float(in.sm_scale)) : T(in.sm_scale);
   for (int i = 0; i < b.rows; ++i) {
     const int qt = ti.q_begin + i;
     const float sq_scale = q_scaled ? in.q.scale(ti.sq, qt, 0) : 1.0f;
@@ -66,6 +69,7 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
       }
       if (fold && !(fold_b && (q_scaled || k_scaled))) cf[j] = c;
       if (ds) a = a + T(ds[kt]);
+      if (score_mul) a = a * sm;
       s[j] = a;
     }
   }
@@ -82,7 +86,8 @@ template <class T>
 void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale) {
+    if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale &&
+        st.sm_scale != SmScale::kScore) {
       if (const auto f = stage_kernels().scores) return f(st, in, ti, b, kc, buf);
     }
   scores_ref(st, in, ti, b, kc, buf);

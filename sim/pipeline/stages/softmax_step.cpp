@@ -22,6 +22,7 @@ void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockVie
   const bool snapping = max_round != MaxRound::kNone;
   const bool fold = st.dequant == Dequant::kFold;
   const bool ftz = st.ftz;  // .ftz state arithmetic (IEEE when off: the same bits as a * b etc.)
+  const bool fuse = st.fma && b.fuse;  // this block's contraction (SoftmaxStage::fma_blocks)
   using stage_util::state_add;
   using stage_util::state_fma;
   using stage_util::state_mul;
@@ -35,7 +36,7 @@ void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockVie
     // fma(s, c, −sub) in exponent units (c the fold coefficient or the plain one).
     auto scaled_arg = [&](int j, T sub) -> T {
       const T c = fold ? T(ci[j]) : kcc;
-      return st.fma ? state_fma(si[j], c, -sub, ftz) : state_add(state_mul(si[j], c, ftz), -sub, ftz);
+      return fuse ? state_fma(si[j], c, -sub, ftz) : state_add(state_mul(si[j], c, ftz), -sub, ftz);
     };
     T block_max = -kInf;
     if (scaled_max) {
@@ -57,7 +58,7 @@ void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockVie
     T ref, alpha_arg;
     // m·c − offset: one FMA, or the product rounded first (FA2's UNFUSE_FMA build).
     auto offset_ref = [&](T mm) -> T {
-      return st.fma ? state_fma(mm, kcc, -offset, ftz) : state_add(state_mul(mm, kcc, ftz), -offset, ftz);
+      return fuse ? state_fma(mm, kcc, -offset, ftz) : state_add(state_mul(mm, kcc, ftz), -offset, ftz);
     };
     if (!scaled_max && !snapping) {
       ref = offset != T(0) ? offset_ref(m_use)

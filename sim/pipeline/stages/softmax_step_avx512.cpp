@@ -86,7 +86,7 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
   StepOps op;
   op.scaled_max = st.max_domain == MaxDomain::kScaled;
   op.fold = st.dequant == Dequant::kFold;
-  op.fma = st.fma;
+  op.fma = st.fma && b.fuse;
   op.offset = T(st.max_offset);
   const T offset = op.offset;
   const bool scaled_max = op.scaled_max, snapping = max_round != MaxRound::kNone;
@@ -107,7 +107,7 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
       block_max = -kInf;
       for (int j = 0; j < b.cols; ++j) {
         const T x = !scaled_max ? si[j]
-                    : st.fma    ? std::fma(si[j], op.fold ? ci[j] : kcc, -offset)
+                    : op.fma    ? std::fma(si[j], op.fold ? ci[j] : kcc, -offset)
                                 : si[j] * (op.fold ? ci[j] : kcc) - offset;
         block_max = x > block_max ? x : block_max;
       }
@@ -120,13 +120,13 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
     const T m_use = state.empty(i) ? T(0) : m;
     T ref, alpha_arg;
     if (!scaled_max && !snapping) {
-      ref = offset != T(0) ? (st.fma ? std::fma(m_use, kcc, -offset) : m_use * kcc - offset)
+      ref = offset != T(0) ? (op.fma ? std::fma(m_use, kcc, -offset) : m_use * kcc - offset)
                            : m_use * kcc;
       alpha_arg = (m_old - m_use) * kcc;
     } else {
       auto to_ref = [&](T mm) -> T {
         if (scaled_max) return stage_util::snap(mm, max_round);
-        const T y = offset != T(0) ? (st.fma ? std::fma(mm, kcc, -offset) : mm * kcc - offset)
+        const T y = offset != T(0) ? (op.fma ? std::fma(mm, kcc, -offset) : mm * kcc - offset)
                                    : mm * kcc;
         return stage_util::snap(y, max_round);
       };

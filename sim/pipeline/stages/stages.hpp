@@ -50,6 +50,9 @@ struct BlockView {
   int nb = 0;      // the block's index
   int n_blocks = 0;  // KV blocks the tile visits (kv_blocks_of_tile)
   int kv_pad = 0;    // bk rounded up to the k of the P·V and row-sum instructions (zero padding)
+  // Whether the exponent's FMA contraction (SoftmaxStage::fma) happens in this block
+  // (SoftmaxStage::fma_blocks: FlexAttention fuses only in fully visible blocks).
+  bool fuse = true;
 };
 
 // Where one tile's rows and keys live in the prepared input.

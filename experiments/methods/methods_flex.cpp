@@ -1,0 +1,67 @@
+// Registration of `flex`: FlexAttention (torch.nn.attention.flex_attention under torch.compile,
+// torch 2.11 / Triton 3.6) as the H100 runs its prefill template (sim/flex).
+#include <stdexcept>
+
+#include "experiments/common/error.hpp"
+#include "experiments/methods/methods.hpp"
+#include "sim/flex/flex.hpp"
+
+namespace attnsim {
+
+namespace {
+
+FlexOptions flex_options(const MethodValues& v, const std::string& dump_dtype) {
+  FlexOptions o;
+  const std::string d = v.at("dtype");
+  o.dtype = d == "fp16"   ? Encoding::kFp16
+            : d == "bf16" ? Encoding::kBf16
+            : dump_dtype == "float16" ? Encoding::kFp16
+                                      : Encoding::kBf16;
+  return o;
+}
+
+template <class F>
+auto usage(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+
+AttentionShape shape_of(const AttentionInput& in) {
+  return in.shape.valid() ? in.shape : AttentionShape{1, 1, 1, 128, 128, 128, 128};
+}
+
+MethodSpec flex_spec() {
+  MethodSpec m;
+  m.name = "flex";
+  m.help =
+      "FlexAttention (torch.nn.attention.flex_attention under torch.compile, torch 2.11, Triton "
+      "3.6) as the H100 runs its prefill template: fp16/bf16, GQA, no mask or causal (top-left), "
+      "its natural-log LSE; recorded bit for bit (sim/flex)";
+  m.params = {
+      {"dtype",
+       {"auto", "fp16", "bf16"},
+       "auto",
+       "the tensors' dtype (auto: a 16-bit dump's own, else bf16; FP32 inputs rounded RNE)"},
+  };
+  m.check = [](const MethodValues& v) { (void)flex_options(v, "float32"); };
+  m.preset = [](const MethodValues& v, const AttentionInput& in) {
+    return usage([&] { return flex_pipeline(flex_options(v, in.dtype), shape_of(in), in.causal); });
+  };
+  m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
+    (void)v;
+    return usage([&] { return pipeline_output(run_pipeline(in, p), p); });
+  };
+  m.notes = [](const MethodValues& v, const AttentionInput& in) {
+    return flex_unverified(flex_options(v, in.dtype), shape_of(in), in.causal);
+  };
+  return m;
+}
+
+}  // namespace
+
+void register_flex_methods(std::vector<MethodSpec>& r) { r.push_back(flex_spec()); }
+
+}  // namespace attnsim

@@ -1,0 +1,94 @@
+// FlexAttention's prefill template as a preset of the attention pipeline (flex.hpp,
+// sim/flex/README.md: the source line, PTX or SASS behind each choice).
+#include "sim/flex/flex.hpp"
+
+#include <stdexcept>
+#include <string>
+
+namespace attnsim {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& what) { throw std::invalid_argument(what); }
+
+DotModel mma(MmaInstr i) { return DotModel{DotModel::kMma, i, 0}; }
+
+}  // namespace
+
+void flex_tile(int d, int* block_m, int* block_n) {
+  *block_m = 128;
+  *block_n = d <= 64 ? 128 : 64;
+}
+
+bool flex_uses_decode(const AttentionShape& s) {
+  // _use_flex_decoding: short queries (len_q < 128) with static batch and heads; with GQA the
+  // ratio must be a power of two (otherwise the main template runs).
+  const int g = s.group();
+  return s.len_q < 128 && g > 0 && (g & (g - 1)) == 0;
+}
+
+Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool /*causal*/) {
+  if (o.dtype != Encoding::kFp16 && o.dtype != Encoding::kBf16)
+    fail("flex: dtype must be fp16 or bf16");
+  if (s.head_dim_v != s.head_dim)
+    fail("flex: head_dim_v != head_dim is not modelled (no recording)");
+  if (s.head_dim % 16 != 0 || s.head_dim > 256)
+    fail("flex: head_dim must be a multiple of 16 up to 256 (QK_HEAD_DIM_ROUNDED = the power of "
+         "two Triton pads to is not modelled), got " + std::to_string(s.head_dim));
+  if (flex_uses_decode(s))
+    fail("flex: len_q " + std::to_string(s.len_q) +
+         " < 128 takes FlexAttention's decode template (flex_decoding: split-KV and its "
+         "reduction), which is not modelled yet");
+  Pipeline p;
+  flex_tile(s.head_dim, &p.tile.block_q, &p.tile.block_kv);
+  // forward_inner walks KV_IDX (the blocks the mask cuts) and then FULL_KV_IDX; mask_mod
+  // `q_idx >= kv_idx` is top-left aligned.
+  p.tile.kv_order = KvOrder::kSparse;
+  p.tile.sparse_block = 128;
+  p.tile.causal = CausalAlign::kTopLeft;
+  for (OperandSpec* x : {&p.q, &p.k, &p.v}) {
+    x->input = o.dtype;
+    x->enc = o.dtype;
+    x->cast = kCudaRn;
+  }
+  // tl.dot on sm_90: wgmma m64nNk16 chains (HGMMA.64x64x16 / 64x128x16 in the SASS), Q·Kᵀ from
+  // zero, P·V into the accumulator (`tl.dot(p, v, acc)`).
+  const DotModel dot =
+      mma(o.dtype == Encoding::kBf16 ? MmaInstr::kWgmmaBf16F32 : MmaInstr::kWgmmaF16F32);
+  p.qk.dot = p.pv.dot = dot;
+  p.pv.acc = PvAccumulate::kIntoC;
+  SoftmaxStage& sm = p.softmax;
+  // `qk *= SM_SCALE` (FMUL), `post_mod_scores *= RCP_LN2`, the running max over those, exp2 of
+  // `post_mod_scores - m_ij` (FMUL then FADD where a mask or bounds select sits between them,
+  // FFMA otherwise: fma_blocks), ex2.approx.ftz, l = fma(l, alpha, tl.sum(p)), acc * alpha.
+  sm.sm_scale = SmScale::kScore;
+  sm.max_domain = MaxDomain::kScaled;
+  sm.fma = true;
+  sm.fma_blocks = FmaBlocks::kFullDivisible;
+  sm.row_sum = RowSum::kTritonTree;
+  sm.lse = LseModel::kLog2LibdeviceLn2;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;
+  p.rescale.kind = Rescale::kMultiply;
+  p.normalize.kind = Normalize::kDivFull;  // `acc / l_i[:, None]`: div.full.f32
+  p.p.enc = o.dtype;
+  p.p.cast = kCudaRn;
+  p.out.enc = o.dtype;
+  p.out.cast = kCudaRn;
+  validate(p);
+  return canonical(p);
+}
+
+std::vector<std::string> flex_unverified(const FlexOptions& o, const AttentionShape& s,
+                                         bool causal) {
+  std::vector<std::string> r;
+  (void)o;
+  if (s.head_dim != 64 && s.head_dim != 128)
+    r.push_back("flex: head_dim " + std::to_string(s.head_dim) +
+                " (recorded: 64 and 128; Inductor's configuration for it is assumed)");
+  if (!causal && s.len_q % 128 == 0 && s.len_kv % 128 == 0)
+    r.push_back("flex: no mask with both lengths multiples of 128 (the exponent's FMA contraction "
+                "there is assumed from the causal full blocks; no recording)");
+  return r;
+}
+
+}  // namespace attnsim

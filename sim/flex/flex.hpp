@@ -1,0 +1,39 @@
+// FlexAttention (torch.nn.attention.flex_attention under torch.compile, torch 2.11 with Triton 3.6,
+// as Inductor generates it for sm_90) as a preset of the attention pipeline: the prefill template
+// (flex_attention.py.jinja) for fp16/bf16, GQA, the block masks none and causal, and the LSE it
+// returns. sim/flex/README.md names the template line, PTX or SASS behind every stage choice;
+// data/hw/h100/serving/ holds the recordings the tests replay.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "formats/encoding.hpp"
+#include "sim/pipeline/pipeline.hpp"
+#include "sim/problem.hpp"
+
+namespace attnsim {
+
+struct FlexOptions {
+  Encoding dtype = Encoding::kBf16;  // fp16 or bf16 (an FP32 input is rounded to it, RNE)
+};
+
+// Inductor's default configuration (BLOCK_M, BLOCK_N, num_warps) for the prefill template on an
+// sm_90 GPU (torch/_inductor/template_heuristics: the H100 recordings' kernels): d <= 64: 128 x 128
+// (4 warps); 64 < d <= 128: 128 x 64 (8 warps). Other head dims: no recording (UNVERIFIED).
+void flex_tile(int head_dim, int* block_m, int* block_n);
+
+// Whether torch takes the decode template (flex_decoding.py _use_flex_decoding: fewer than 128
+// queries, a power-of-two GQA ratio, ...). The decode template is not modelled yet: flex refuses
+// such inputs.
+bool flex_uses_decode(const AttentionShape& s);
+
+// The pipeline for a shape; throws std::invalid_argument (one line) for what the preset cannot run
+// (a query length the decode template would take, head_dim_v != head_dim, a dtype).
+Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causal);
+
+// One line per part of the call no recording verifies; empty when covered.
+std::vector<std::string> flex_unverified(const FlexOptions& o, const AttentionShape& s,
+                                         bool causal);
+
+}  // namespace attnsim
