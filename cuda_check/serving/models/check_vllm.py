@@ -2,8 +2,10 @@
 """Replays the vLLM unified_attention recordings (record_serving_triton.py ->
 data/hw/h100/serving/vllm_triton_h100.h5) through the numpy model vllm_triton.py and prints, per
 case, the output elements and (token, head) rows equal to the recording bit for bit.
-Usage: python3 cuda_check/serving/models/check_vllm.py [H5] [--only a,b] [--regen-fp8]
-(--regen-fp8: FP8 caches regenerated from the lattice instead of the recorded e4m3 bytes)."""
+Usage: python3 cuda_check/serving/models/check_vllm.py [H5] [--only a,b] [--regen-fp8] [--probe]
+(--regen-fp8: FP8 caches regenerated from the lattice instead of the recorded e4m3 bytes;
+--probe: the designed reduce_segments probes of probe_vllm_reduce.py, default H5
+data/hw/h100/serving/vllm_probe_h100.h5)."""
 import argparse
 import json
 import os
@@ -16,6 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
+from probe_vllm_reduce import PROBE_CASES, probe_inputs  # noqa: E402
 from serving_cases import VLLM_CASES, vllm_inputs  # noqa: E402
 from vllm_triton import launch_params, unified_attention  # noqa: E402
 
@@ -28,18 +31,22 @@ def main():
     ap.add_argument("h5", nargs="?", default=DEFAULT)
     ap.add_argument("--only", default=None)
     ap.add_argument("--regen-fp8", action="store_true")
+    ap.add_argument("--probe", action="store_true")
     a = ap.parse_args()
+    cases, make_inputs = (PROBE_CASES, probe_inputs) if a.probe else (VLLM_CASES, vllm_inputs)
+    if a.probe and a.h5 == DEFAULT:
+        a.h5 = DEFAULT.replace("vllm_triton_h100.h5", "vllm_probe_h100.h5")
     only = set(a.only.split(",")) if a.only else None
     tot_e = tot_ok = 0
     with h5py.File(a.h5, "r") as f:
-        for c in VLLM_CASES:
+        for c in cases:
             if only and c["name"] not in only:
                 continue
             if c["name"] not in f:
                 print(f"{c['name']:44s} not recorded")
                 continue
             g = f[c["name"]]
-            inp = vllm_inputs(c)
+            inp = make_inputs(c)
             store = None if a.regen_fp8 else {k: g[k][()] for k in ("k_e4m3", "v_e4m3") if k in g}
             t = time.time()
             o = unified_attention(c, inp, store)
