@@ -143,6 +143,14 @@ float div_full(float a, float b, const RcpApproxFtz& rcp = RcpApproxFtz::h100())
 // (fma(x, +inf, +inf)); x = 0 is left to the caller (Triton selects −inf).
 float log2f_libdevice(float x);
 
+// tanhf of CUDA's libdevice (__nv_tanhf) as Triton 3.6 inlines it for sm_90 (the PTX of
+// FlexAttention's softcap kernel, torch 2.11): |x| (abs.ftz) below 0.6: x + x·x²·p(x²) with
+// p of degree 3 by FFMA.FTZ (x² an IEEE FMUL); otherwise 1 − 2 / (ex2.approx.ftz(2 log2(e)·|x|) + 1)
+// (IEEE FMUL and FADD, rcp.approx.ftz, FFMA.FTZ), 1 for |x| >= 9.01 (0x41102CB4), the sign of x
+// copied in. Read from the PTX; the recordings that pass through it are FlexAttention's softcap
+// cases (data/hw/h100/serving).
+float tanhf_libdevice(float x);
+
 // fma.{rn,rz,rm,rp}.f32 and their .ftz forms (SASS FFMA, FFMA.RZ/.RM/.RP, .FTZ): a·b + c with one
 // rounding in the mode `round` (kNearestEven, kTowardZero, kDown, kUp; PTX has no ties-away FMA,
 // so kNearestAway throws std::invalid_argument). With ftz, subnormal inputs act as zeros of their

@@ -57,11 +57,21 @@ struct AttentionInput {
   // The dtype q, k, v were stored in ("float32", "float16", "bfloat16", "float64": a dump's; the
   // values above are exact in it). Kernels that take 16-bit inputs use a 16-bit dump as it is.
   std::string dtype = "float32";
+  // A sliding window on the causal mask (FlexAttention's `(q >= kv) & (q - kv < W)`, vLLM's
+  // window_size = (W - 1, 0), Mistral/Gemma's local layers): with the causal alignment's offset o,
+  // query i sees key j only when i + o - W < j <= i + o. 0: none. Needs causal.
+  int window = 0;
+  // Score soft-capping (Gemma 2, Grok): s -> softcap · tanh(s / softcap) on the scaled score, before
+  // the mask; 0: none. How a kernel computes the tanh is its pipeline's (SoftmaxStage::softcap).
+  double softcap = 0.0;
 
   double scale() const {
     return sm_scale != 0.0 ? sm_scale : 1.0 / std::sqrt(double(shape.head_dim));
   }
-  bool visible(int i, int j) const { return !causal || j <= i + shape.len_kv - shape.len_q; }
+  bool visible(int i, int j) const {
+    const int top = i + shape.len_kv - shape.len_q;
+    return !causal || (j <= top && (window <= 0 || j > top - window));
+  }
 };
 
 }  // namespace attnsim

@@ -234,7 +234,7 @@ VerifyReport verify_kernel(const AttentionInput& in, const KernelOutput& k,
   // Golden with the kernel's own causal mask (a top-left kernel's rows see other keys than the
   // bottom-right default when len_q != len_kv).
   const std::vector<double> golden =
-      golden_attention_ref(in, top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight);
+      golden_attention_ref(m.problem(in), top_left ? CausalAlign::kTopLeft : CausalAlign::kBottomRight);
   const AttentionShape& s = in.shape;
   const int dv = s.head_dim_v;
   const std::size_t n = k.o.size();

@@ -150,7 +150,7 @@ void run_attribute(const AttributeOptions& opt) {
       return (prefixes.size() > 1 ? name + ": " : std::string()) + now;
     });
     const std::vector<AttributionRow> rows = attribute_stages(
-        in, name, method, golden_attention_ref(in, method.causal_align(in)),
+        in, name, method, golden_attention_ref(method.problem(in), method.causal_align(in)),
         [&](int done, int total, const std::string& what) {
           const std::lock_guard<std::mutex> lock(mu);
           now = "run " + std::to_string(std::min(done + 1, total)) + "/" + std::to_string(total) +

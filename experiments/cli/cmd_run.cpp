@@ -133,7 +133,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
             : dump_input_name(opt.input, prefix);
     set_stage(where + "golden");
     Goldens goldens(in);
-    goldens.get(goldens.align_of(method));
+    goldens.for_method(method);
     set_stage(where + method.short_name());
     StageCounters counters;
     MethodOutput out;

@@ -139,12 +139,19 @@ MethodOutput MethodConfig::run(const AttentionInput& in) const {
   return run_with(in, pipeline(in));
 }
 
+AttentionInput MethodConfig::problem(const AttentionInput& in) const {
+  AttentionInput r = in;
+  if (spec->problem) spec->problem(values, r);
+  return r;
+}
+
 std::vector<std::string> MethodConfig::notes(const AttentionInput& in) const {
   return spec->notes ? spec->notes(values, in) : std::vector<std::string>{};
 }
 
 MethodOutput MethodConfig::run_with(const AttentionInput& in, const Pipeline& p) const {
   try {
+    if (spec->problem) return spec->run_with(problem(in), values, p);
     return spec->run_with(in, values, p);
   } catch (const std::invalid_argument& e) {
     throw UsageError(e.what());

@@ -71,6 +71,10 @@ struct MethodSpec {
   // one line, saying what runs instead); MethodConfig::run prints each once per process on
   // stderr, `methods --describe` lists them. Empty when every part is verified.
   std::function<std::vector<std::string>(const MethodValues&, const AttentionInput&)> notes;
+  // Optional: the method's own problem options (flex:window=W,softcap=C: a sliding window, a score
+  // softcap) applied to an input. MethodConfig::run and run_with compute on the result, and golden
+  // measures the output against the same problem (MethodConfig::problem).
+  std::function<void(const MethodValues&, AttentionInput&)> problem;
   // Optional: a split schedule's CTAs per output row (output order; the CTAs whose partial
   // results the row merges, in split order), for `attnsim verify`'s concentration table.
   std::function<std::vector<std::vector<int>>(const MethodValues&, const AttentionInput&)> row_ctas;
@@ -99,6 +103,10 @@ struct MethodConfig {
   // The causal mask's alignment the method applies (its pipeline's TileStage::causal; golden's
   // `causal` option): the golden its output is measured against uses the same.
   CausalAlign causal_align(const AttentionInput& in) const;
+  // The problem the method solves on `in`: `in` with the method's own window/softcap options
+  // (MethodSpec::problem), what golden must compute to measure it. `in` itself when it has none.
+  bool changes_problem() const { return bool(spec->problem); }
+  AttentionInput problem(const AttentionInput& in) const;
 };
 
 // golden's `causal` option as an alignment.

@@ -1,6 +1,8 @@
 // Registration of `flex`: FlexAttention (torch.nn.attention.flex_attention under torch.compile,
 // torch 2.11 / Triton 3.6) as the H100 runs its prefill template (sim/flex).
+#include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include "experiments/common/error.hpp"
 #include "experiments/methods/methods.hpp"
@@ -45,8 +47,30 @@ MethodSpec flex_spec() {
        {"auto", "fp16", "bf16"},
        "auto",
        "the tensors' dtype (auto: a 16-bit dump's own, else bf16; FP32 inputs rounded RNE)"},
+      {"window",
+       {},
+       "0",
+       "a sliding window on the causal mask, mask_mod (q >= kv) & (q - kv < W): every query sees "
+       "its W latest keys (0: none; needs a causal input)",
+       0},
+      {"softcap",
+       {},
+       "0",
+       "score_mod C·tanh(s / C) on the scaled score (Gemma 2's 50, Grok's 30; 0: none), with "
+       "libdevice's tanhf as Triton inlines it",
+       0,
+       true},
   };
-  m.check = [](const MethodValues& v) { (void)flex_options(v, "float32"); };
+  m.check = [](const MethodValues& v) {
+    (void)flex_options(v, "float32");
+    const double c = std::stod(v.at("softcap"));
+    if (!(c >= 0) || std::isinf(c))
+      throw UsageError("flex: softcap must be a finite number >= 0 (0: none), got " + v.at("softcap"));
+  };
+  m.problem = [](const MethodValues& v, AttentionInput& in) {
+    in.window = std::stoi(v.at("window"));
+    in.softcap = std::stod(v.at("softcap"));
+  };
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
     return usage([&] { return flex_pipeline(flex_options(v, in.dtype), shape_of(in), in.causal); });
   };

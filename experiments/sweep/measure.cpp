@@ -104,6 +104,22 @@ const std::vector<double>& Goldens::get(CausalAlign align) {
   return *slot;
 }
 
+const std::vector<double>& Goldens::for_method(const MethodConfig& method) {
+  const CausalAlign align = align_of(method);
+  if (!method.changes_problem()) return get(align);
+  AttentionInput p = method.problem(*in_);
+  if (p.window == in_->window && p.softcap == in_->softcap) return get(align);
+  const std::tuple<int, int, double> key{int(align), p.window, p.softcap};
+  {
+    const std::lock_guard<std::mutex> lock(mu_);
+    auto it = changed_.find(key);
+    if (it != changed_.end()) return it->second;
+  }
+  std::vector<double> g = golden_attention_ref(p, align);
+  const std::lock_guard<std::mutex> lock(mu_);
+  return changed_.emplace(key, std::move(g)).first->second;
+}
+
 CausalAlign Goldens::align_of(const MethodConfig& method) const {
   if (!causal_alignment_matters(in_->causal, in_->shape)) return CausalAlign::kBottomRight;
   return method.causal_align(*in_);
@@ -119,7 +135,7 @@ PointRow measure_point(std::int64_t point, const MethodConfig& method, const std
                        std::int64_t seed, const AttentionInput& in, const MethodOutput& out,
                        Goldens& goldens) {
   const CausalAlign align = goldens.align_of(method);
-  const std::vector<double>& golden = goldens.get(align);
+  const std::vector<double>& golden = goldens.for_method(method);
   if (out.o.size() != golden.size()) {
     throw UsageError("method " + method.canonical() + " returned " + std::to_string(out.o.size()) +
                      " values, expected " + std::to_string(golden.size()));

@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <tuple>
 #include <string>
 #include <vector>
 
@@ -69,9 +70,8 @@ class Goldens {
   explicit Goldens(const AttentionInput& in) : in_(&in) {}
   const std::vector<double>& get(CausalAlign align);
   // The golden `method`'s output is measured against: with the method's own alignment.
-  const std::vector<double>& for_method(const MethodConfig& method) {
-    return get(align_of(method));
-  }
+  // A method with its own problem options (a window, a softcap) gets that problem's golden.
+  const std::vector<double>& for_method(const MethodConfig& method);
   // The alignment that golden uses for `method`: bottom-right unless the method's kernel is
   // top-left and the alignment matters for this input.
   CausalAlign align_of(const MethodConfig& method) const;
@@ -80,6 +80,8 @@ class Goldens {
   const AttentionInput* in_;
   std::mutex mu_;
   std::optional<std::vector<double>> g_[2];
+  // Goldens of changed problems, by (alignment, window, softcap).
+  std::map<std::tuple<int, int, double>, std::vector<double>> changed_;
 };
 
 // The causal mask `method` applies to `in`, by name: "none", "causal" (len_q == len_kv: both

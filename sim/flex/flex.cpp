@@ -67,6 +67,7 @@ Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool /*cau
   sm.fma_blocks = FmaBlocks::kFullDivisible;
   sm.row_sum = RowSum::kTritonTree;
   sm.lse = LseModel::kLog2LibdeviceLn2;
+  sm.softcap = SoftcapFn::kLibdevice;  // score_mod C * tanh(s / C): libdevice.tanh
   p.exp.fn = ExpFn::kEx2ApproxFtz;
   p.rescale.kind = Rescale::kMultiply;
   p.normalize.kind = Normalize::kDivFull;  // `acc / l_i[:, None]`: div.full.f32

@@ -69,23 +69,29 @@ GoldenResult golden_attention(const AttentionInput& in, CausalAlign align) {
                 .cast<double>();
       scores.noalias() = q_d * k_d.transpose();
       scores *= scale;  // every entry, visible or not: one vectorized pass; masked ones are dropped
+      if (in.softcap > 0) scores = in.softcap * (scores.array() / in.softcap).tanh().matrix();
       for (int i = 0; i < rows; ++i) {
-        // Visible keys of a row are a prefix (causal: j <= i + offset).
+        // Visible keys of a row are a range [lo, lim) (causal: j <= i + offset; a window: also
+        // j > i + offset - window).
         const int lim = in.causal ? std::clamp(i0 + i + offset + 1, 0, s.len_kv) : s.len_kv;
+        const int lo =
+            in.causal && in.window > 0 ? std::clamp(i0 + i + offset + 1 - in.window, 0, lim) : 0;
+        const int n = lim - lo;
         auto row = scores.row(i);
-        if (lim == 0) {
+        if (n <= 0) {
           row.setZero();
           continue;  // no visible key: O = 0, lse stays -inf
         }
-        const double m = row.head(lim).maxCoeff();
+        const double m = row.segment(lo, n).maxCoeff();
         // p = exp(s - m) with Eigen's vectorized exp (its error is inside the bound measured
         // against 50-digit attention, sim/golden/README.md); the sum runs sequentially in key
         // order.
-        row.head(lim) = (row.head(lim).array() - m).exp();
+        row.segment(lo, n) = (row.segment(lo, n).array() - m).exp();
+        row.head(lo).setZero();
         row.tail(s.len_kv - lim).setZero();
         double sum = 0.0;
-        for (int j = 0; j < lim; ++j) sum += row(j);
-        row.head(lim) /= sum;
+        for (int j = lo; j < lim; ++j) sum += row(j);
+        row.segment(lo, n) /= sum;
         r.lse[row0 + std::size_t(i)] = m + std::log(sum);
       }
       out.noalias() = scores * v_d;

@@ -46,6 +46,7 @@ MpResult attention_mp(const AttentionInput& in) {
             dot += Mp(in.q[row * s.head_dim + c]) * Mp(in.k[(kv * s.len_kv + j) * s.head_dim + c]);
           }
           sc[j] = dot * scale;
+          if (in.softcap > 0) sc[j] = Mp(in.softcap) * boost::multiprecision::tanh(sc[j] / Mp(in.softcap));
           if (!any || sc[j] > m) m = sc[j];
           any = true;
         }

@@ -47,6 +47,8 @@ std::vector<std::string> names(const Name<E> (&t)[N]) {
 
 constexpr Name<KvOrder> kKvOrder[] = {
     {KvOrder::kDescending, "desc"}, {KvOrder::kAscending, "asc"}, {KvOrder::kSparse, "sparse"}};
+constexpr Name<SoftcapFn> kSoftcapFn[] = {{SoftcapFn::kExact, "exact"},
+                                          {SoftcapFn::kLibdevice, "libdevice"}};
 constexpr Name<FmaBlocks> kFmaBlocks[] = {{FmaBlocks::kAll, "all"},
                                           {FmaBlocks::kFullDivisible, "full_div"}};
 constexpr Name<CausalAlign> kCausal[] = {{CausalAlign::kBottomRight, "bottom_right"},
@@ -372,6 +374,10 @@ std::vector<OptionKey> base_keys() {
               "kv_order=sparse: keys (and queries) per block-mask block (FlexAttention's "
               "SPARSE_BLOCK_SIZE)",
               true),
+      choice("softcap", "softmax", names(kSoftcapFn),
+             "a softcapped input's C·tanh(s/C): exact (FP64, rounded once) or libdevice "
+             "(FlexAttention: tanhf(s·fl(1/C))·C with libdevice's __nv_tanhf)",
+             true),
       choice("fma_blocks", "softmax", names(kFmaBlocks),
              "fma=on: in every block, or full_div: only in blocks a block mask leaves fully "
              "visible when both lengths are multiples of 128 (FlexAttention's SASS)",
@@ -481,7 +487,7 @@ OptionList stage_options(const Pipeline& p0, Stage st) {
         return k == "acc" || k == "fma" || k == "dequant" || k == "dequant_tail" || k == "max" ||
                k == "max_offset" || k == "rowsum" || k == "rowsum_dot" || k == "lse" ||
                k == "scale_log2" || k == "sm_scale" || k == "mask" || k == "ftz" ||
-               k == "fma_blocks";
+               k == "fma_blocks" || k == "softcap";
       case Stage::kExp: return k == "exp" || in(hook_exp, k);
       case Stage::kP: return k == "p" || k.rfind("p_", 0) == 0;
       case Stage::kPv:
@@ -721,6 +727,7 @@ OptionList pipeline_options(const Pipeline& p0) {
   put("sm_scale", name_of(kSmScale, p.softmax.sm_scale));
   put("sparse_block", std::to_string(p.tile.sparse_block));
   put("fma_blocks", name_of(kFmaBlocks, p.softmax.fma_blocks));
+  put("softcap", name_of(kSoftcapFn, p.softmax.softcap));
   put("dequant_tail", std::to_string(p.softmax.dequant_tail));
   put("mask", number_text(p.softmax.mask_value));
   put("rowsum_dot", dot_text(p.softmax.row_sum_dot));
@@ -941,6 +948,7 @@ void apply_softmax(Pipeline& p, const Given& g) {
   if (g.has("scale_log2")) s.scale_log2 = value_of(kScaleLog2, g.get("scale_log2"), "scale_log2");
   if (g.has("sm_scale")) s.sm_scale = value_of(kSmScale, g.get("sm_scale"), "sm_scale");
   if (g.has("fma_blocks")) s.fma_blocks = value_of(kFmaBlocks, g.get("fma_blocks"), "fma_blocks");
+  if (g.has("softcap")) s.softcap = value_of(kSoftcapFn, g.get("softcap"), "softcap");
   if (g.has("dequant")) s.dequant = value_of(kDequant, g.get("dequant"), "dequant");
   if (g.has("dequant_tail")) s.dequant_tail = g.integer("dequant_tail");
   if (g.has("max")) s.max_domain = value_of(kMax, g.get("max"), "max");

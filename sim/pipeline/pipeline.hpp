@@ -240,6 +240,14 @@ enum class SmScale : std::uint8_t { kInput, kOne, kScore };
 //                  FADD; torch sets IS_DIVISIBLE from the lengths modulo 128).
 enum class FmaBlocks : std::uint8_t { kAll, kFullDivisible };
 
+// How a softcapped input's s -> C·tanh(s / C) is computed (AttentionInput::softcap; applied to the
+// scaled score, before the mask).
+//  kExact      C·tanh(s / C) in FP64, rounded once to the state.
+//  kLibdevice  FlexAttention's score_mod as Inductor writes it and Triton 3.6 compiles it:
+//              fl(tanhf(fl(s · fl32(1/C))) · fl32(C)), tanhf = libdevice's __nv_tanhf
+//              (numerics/special tanhf_libdevice). Needs sm_scale=score (the scaled score).
+enum class SoftcapFn : std::uint8_t { kExact, kLibdevice };
+
 // How the row sum l is accumulated (sim/pipeline/stages/row_sum.cpp holds every variant).
 //  kQuad        SM80 FA2: 4 partial sums per row (quad lane t owns columns 8n+2t, 8n+2t+1), each p
 //               added to its lane in column order, combined (l0 + l2) + (l1 + l3) in the epilogue.
@@ -313,6 +321,7 @@ struct SoftmaxStage {
   double max_offset = 0.0;  // subtracted from the scaled max (SageAttention FP8 8.807, FA3 FP8 8)
   bool fma = true;          // fuse s·c − max_scaled into one FMA (nvcc --fmad=true)
   FmaBlocks fma_blocks = FmaBlocks::kAll;  // which blocks the fusion happens in
+  SoftcapFn softcap = SoftcapFn::kExact;   // a softcapped input's tanh
   // The score of a masked key (FA2 -inf; SageAttention -5e6).
   double mask_value = -std::numeric_limits<double>::infinity();
   RowSum row_sum = RowSum::kQuad;
@@ -516,6 +525,8 @@ struct PreparedOperand {
 struct PreparedInput {
   AttentionShape shape;
   bool causal = false;
+  int window = 0;        // AttentionInput::window
+  double softcap = 0.0;  // AttentionInput::softcap
   double sm_scale = 0;  // the softmax scale the pipeline uses (SoftmaxStage::sm_scale)
   PreparedOperand q, k, v;
   // ΔS of a block-mean-smoothed Q: [batch·heads_q][q_mean_blocks][len_kv], FP32; empty if none.

@@ -272,6 +272,19 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
 
 namespace {
 
+// A sliding window is a causal mask's (AttentionInput::window); a softcap acts on the scaled score,
+// which only a pipeline that multiplies S by the scale has (sm_scale=score).
+void check_mask_and_softcap(const AttentionInput& in, const Pipeline& p) {
+  if (in.window < 0) fail("the sliding window must be >= 0 (0: none)");
+  if (in.window > 0 && !in.causal)
+    fail("a sliding window (" + std::to_string(in.window) + ") needs the causal mask");
+  if (!(in.softcap >= 0) || std::isinf(in.softcap))
+    fail("the softcap must be a finite number >= 0 (0: none)");
+  if (in.softcap > 0 && p.softmax.sm_scale != SmScale::kScore)
+    fail("a softcap acts on the scaled score: the pipeline needs sm_scale=score (it has " +
+         std::string(p.softmax.sm_scale == SmScale::kOne ? "one" : "input") + ")");
+}
+
 // The softmax scale the pipeline uses for an input (SoftmaxStage::sm_scale).
 double pipeline_sm_scale(const AttentionInput& in, const Pipeline& p) {
   return p.softmax.sm_scale == SmScale::kOne ? 1.0 : in.scale();  // kScore: S times it
@@ -334,9 +347,12 @@ PreparedInput prepare_queries(const AttentionInput& in, const Pipeline& p) {
   const AttentionShape& s = in.shape;
   if (!s.valid()) fail("invalid attention shape");
   if (p.q.mean != MeanMode::kNone) fail("q: a smoothed q needs K (use prepare)");
+  check_mask_and_softcap(in, p);
   PreparedInput r;
   r.shape = s;
   r.causal = in.causal;
+  r.window = in.window;
+  r.softcap = in.softcap;
   r.sm_scale = pipeline_sm_scale(in, p);
   r.q = prepare_operand("q", in.q, s.batch * s.heads_q, s.len_q, s.head_dim, p.q, r.sm_scale,
                         k_step_bits(p, Operand::kQ), nullptr);
@@ -397,12 +413,15 @@ PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
   build_special_tables(p);
   const AttentionShape& s = in.shape;
   if (!s.valid()) fail("invalid attention shape");
+  check_mask_and_softcap(in, p);
   if (p.p.norm != PNorm::kNone && p.tile.block_kv < s.len_kv)
     fail("p_norm=warp_sum normalizes P by its block's sum: one KV block must hold every key (bk " +
          std::to_string(p.tile.block_kv) + " < len_kv " + std::to_string(s.len_kv) + ")");
   PreparedInput r;
   r.shape = s;
   r.causal = in.causal;
+  r.window = in.window;
+  r.softcap = in.softcap;
   r.sm_scale = pipeline_sm_scale(in, p);
   std::vector<float> k_centered;
   r.q = prepare_operand("q", in.q, s.batch * s.heads_q, s.len_q, s.head_dim, p.q, r.sm_scale,

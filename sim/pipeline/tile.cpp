@@ -170,7 +170,10 @@ std::vector<SparseVisit> sparse_visits(const PreparedInput& in, const Pipeline& 
   for (int kb = 0; kb * sb < s.len_kv; ++kb) {
     const int k0 = kb * sb, k1 = std::min(s.len_kv, k0 + sb);
     std::int64_t count = 0;  // visible (query, key) pairs of the padded sparse block
-    for (int i = q0; i < q1; ++i) count += std::max(0, std::min(k1 - 1, i + offset) - k0 + 1);
+    for (int i = q0; i < q1; ++i) {
+      const int lo = in.window > 0 ? std::max(k0, i + offset - in.window + 1) : k0;
+      count += std::max(0, std::min(k1 - 1, i + offset) - lo + 1);
+    }
     if (count == total) {
       full.push_back(kb);
     } else if (count > 0) {

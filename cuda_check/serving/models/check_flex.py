@@ -46,8 +46,10 @@ def main():
             else:
                 q32, k32, v32, _ = flex_inputs(c)
                 q, k, v = q32.astype(dt), k32.astype(dt), v32.astype(dt)
-            causal = c["mask"] == "causal"
+            causal = c["mask"] in ("causal", "window")
             method = args.method
+            if method == "flex" and (c["window"] or c["softcap"]):
+                method += f":window={c['window']},softcap={c['softcap']:g}"
             try:
                 r = attnsim.attention(q, k, v, method=method, causal=causal, sm_scale=c["scale"])
             except Exception as e:  # a case the method refuses

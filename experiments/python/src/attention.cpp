@@ -300,7 +300,7 @@ nb::list attribute(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                       "attribute of " + m.short_name() + " on the input");
     p.fill();
     try {
-      rows = attribute_stages(p.in, input, m, golden_attention_ref(p.in, m.causal_align(p.in)),
+      rows = attribute_stages(p.in, input, m, golden_attention_ref(m.problem(p.in), m.causal_align(p.in)),
                               python_progress(progress));
     } catch (const std::invalid_argument& e) {
       throw UsageError(e.what());

@@ -2,9 +2,11 @@
 // dequantized by the Q and K scales, or (dequant=fold) the scales folded into each score's
 // exponent coefficient; ΔS of a block-mean-smoothed Q; masked keys set to the mask value (FA2
 // apply_mask_causal: -inf; SageAttention: -5e6).
+#include <cmath>
 #include <type_traits>
 
 #include "numerics/isa.hpp"
+#include "numerics/special.hpp"
 #include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
@@ -27,6 +29,14 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
   // SmScale::kScore: S = fl(acc · fl32(sm_scale)) (FlexAttention's `qk *= SM_SCALE`).
   const bool score_mul = st.sm_scale == SmScale::kScore;
   const T sm = std::is_same_v<T, float> ? T(float(in.sm_scale)) : T(in.sm_scale);
+  // A softcapped input (AttentionInput::softcap): C·tanh(s / C) as the pipeline computes it.
+  const bool capped = in.softcap > 0;
+  const double cap = in.softcap;
+  auto softcap_of = [&](T x) -> T {
+    if (st.softcap == SoftcapFn::kLibdevice && std::is_same_v<T, float>)
+      return T(tanhf_libdevice(float(x) * float(1.0 / cap)) * float(cap));
+    return T(cap * std::tanh(double(x) / cap));
+  };
   for (int i = 0; i < b.rows; ++i) {
     const int qt = ti.q_begin + i;
     const float sq_scale = q_scaled ? in.q.scale(ti.sq, qt, 0) : 1.0f;
@@ -43,13 +53,17 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
       for (int j = 0; j < b.cols; ++j) {
         const int kt = b.j0 + j;
         cf[j] = c_row;
-        s[j] = in.causal && kt > qt + ti.offset_kv ? mask : acc[j];
+        s[j] = in.causal && (kt > qt + ti.offset_kv ||
+                             (in.window > 0 && kt <= qt + ti.offset_kv - in.window))
+                   ? mask
+                   : acc[j];
       }
       continue;
     }
     for (int j = 0; j < b.cols; ++j) {
       const int kt = b.j0 + j;
-      if (in.causal && kt > qt + ti.offset_kv) {
+      if (in.causal && (kt > qt + ti.offset_kv ||
+                        (in.window > 0 && kt <= qt + ti.offset_kv - in.window))) {
         s[j] = mask;
         if (fold) cf[j] = c;
         continue;
@@ -70,6 +84,7 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
       if (fold && !(fold_b && (q_scaled || k_scaled))) cf[j] = c;
       if (ds) a = a + T(ds[kt]);
       if (score_mul) a = a * sm;
+      if (capped) a = softcap_of(a);
       s[j] = a;
     }
   }
@@ -87,7 +102,7 @@ void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileInd
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale &&
-        st.sm_scale != SmScale::kScore) {
+        st.sm_scale != SmScale::kScore && in.window == 0 && !(in.softcap > 0)) {
       if (const auto f = stage_kernels().scores) return f(st, in, ti, b, kc, buf);
     }
   scores_ref(st, in, ti, b, kc, buf);
