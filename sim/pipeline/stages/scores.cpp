@@ -65,6 +65,7 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
         }
       }
       if (fold && !(fold_b && (q_scaled || k_scaled))) cf[j] = c;
+      if (kc.score_scale != T(0)) a = a * kc.score_scale;  // scale_log2=score: fl(acc · sm_scale)
       if (ds) a = a + T(ds[kt]);
       s[j] = a;
     }
