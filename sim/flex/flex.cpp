@@ -61,7 +61,7 @@ Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool /*cau
   // `qk *= SM_SCALE` (FMUL), `post_mod_scores *= RCP_LN2`, the running max over those, exp2 of
   // `post_mod_scores - m_ij` (FMUL then FADD where a mask or bounds select sits between them,
   // FFMA otherwise: fma_blocks), ex2.approx.ftz, l = fma(l, alpha, tl.sum(p)), acc * alpha.
-  sm.sm_scale = SmScale::kScore;
+  sm.scale_log2 = ScaleLog2::kScoreFirst;
   sm.max_domain = MaxDomain::kScaled;
   sm.fma = true;
   sm.fma_blocks = FmaBlocks::kFullDivisible;

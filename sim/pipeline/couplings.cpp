@@ -6,6 +6,7 @@
 #include <string>
 
 #include "formats/encoding.hpp"
+#include "sim/pipeline/stages/stages.hpp"  // row_sum_lanes
 
 namespace attnsim {
 
@@ -202,6 +203,8 @@ const std::vector<Coupling>& couplings() {
            return "the O accumulator is fp32 or fp16";
          if (p.pv.chunk_add == ChunkAdd::kRedFtz && p.pv.acc != PvAccumulate::kChunk)
            return "chunk_add=red.ftz adds each block's chunk to O: it needs pv_acc=chunk";
+         if (p.pv.chunk_add == ChunkAdd::kCutlassEpilogue && p.pv.acc != PvAccumulate::kChunk)
+           return "chunk_add=cutlass_epilogue lands each block's chunk on O: it needs pv_acc=chunk";
          return std::nullopt;
        }},
       {"rescale", {Stage::kRescale},
@@ -248,9 +251,13 @@ const std::vector<Coupling>& couplings() {
        }},
       {"P normalized before P·V", {Stage::kNormalize, Stage::kP},
        [](const Pipeline& p) -> Why {
-         if ((p.p.norm != PNorm::kNone) != (p.normalize.kind == Normalize::kNone))
-           return "p_norm=warp_sum and norm=none go together (P normalized before P·V leaves nothing "
-                  "for the epilogue to divide)";
+         const bool in_chunk = p.pv.chunk_add == ChunkAdd::kCutlassEpilogue;
+         if (p.p.norm != PNorm::kNone && in_chunk)
+           return "p_norm=warp_sum and chunk_add=cutlass_epilogue both divide by the row sum";
+         if ((p.p.norm != PNorm::kNone || in_chunk) != (p.normalize.kind == Normalize::kNone))
+           return "norm=none goes with p_norm=warp_sum or chunk_add=cutlass_epilogue (P normalized "
+                  "before P·V, or O divided as the last block lands, leaves nothing for the "
+                  "epilogue to divide)";
          if (p.p.norm != PNorm::kNone && p.p.scale != PScale::kNone)
            return "p_norm=warp_sum normalizes a P without a per-block scale";
          return std::nullopt;
@@ -281,9 +288,9 @@ const std::vector<Coupling>& couplings() {
          if ((p.softmax.row_sum == RowSum::kSageLanes && p.tile.block_kv % 16) ||
              (p.softmax.row_sum == RowSum::kTritonTree && p.tile.block_kv % 8))
            return "the row-sum model works on whole 16-key (SageAttention2) or 8-key (Triton) tiles";
-         if (p.softmax.row_sum == RowSum::kCutlassWarps && p.tile.block_kv % 16)
-           return "rowsum=cutlass_warps splits a block between two warps of whole 8-key groups "
-                  "(bk a multiple of 16)";
+         if (p.softmax.row_sum == RowSum::kCutlassWarps && p.tile.block_kv % 32)
+           return "rowsum=cutlass_warps splits a block between column warps of 32 keys (bk a "
+                  "multiple of 32)";
          return std::nullopt;
        }},
       {"tensor-core row sum formats", {Stage::kSoftmax, Stage::kP},
@@ -317,6 +324,25 @@ const std::vector<Coupling>& couplings() {
              (p.softmax.state != StateType::kFp32 || p.rescale.max_round != MaxRound::kNone ||
               p.pv.acc != PvAccumulate::kChunk || p.pv.o_accum != Encoding::kFp32))
            return "rescale=hook needs an FP32 state and O, an unsnapped max and pv_acc=chunk";
+         return std::nullopt;
+       }},
+      {"CUTLASS output-buffer epilogue", {Stage::kPv, Stage::kRescale, Stage::kSoftmax},
+       [](const Pipeline& p) -> Why {
+         if (p.pv.chunk_add != ChunkAdd::kCutlassEpilogue) return std::nullopt;
+         if (!p.rescale.fused || p.softmax.state != StateType::kFp32 ||
+             row_sum_lanes(p.softmax.row_sum) != 1 || p.tile.kv_order != KvOrder::kAscending ||
+             p.pv.o_accum != Encoding::kFp32)
+           return "chunk_add=cutlass_epilogue rescales O as the chunk lands (rescale_fused=on) and "
+                  "divides by a one-lane FP32 row sum in the last of ascending blocks";
+         return std::nullopt;
+       }},
+      {"scores scaled first", {Stage::kSoftmax, Stage::kQ},
+       [](const Pipeline& p) -> Why {
+         if (p.softmax.scale_log2 != ScaleLog2::kScoreFirst) return std::nullopt;
+         if (p.softmax.base != ExpKind::kExp2 || p.q.prescale != Prescale::kNone ||
+             p.softmax.dequant != Dequant::kScore)
+           return "scale_log2=score multiplies each score by the softmax scale before log2 e: it "
+                  "needs exp2, an unprescaled q and dequant=score";
          return std::nullopt;
        }},
       {"fused rescale", {Stage::kRescale, Stage::kPv},

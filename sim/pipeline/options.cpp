@@ -55,9 +55,9 @@ constexpr Name<CausalAlign> kCausal[] = {{CausalAlign::kBottomRight, "bottom_rig
                                          {CausalAlign::kTopLeft, "top_left"}};
 constexpr Name<StateType> kState[] = {{StateType::kFp32, "fp32"}, {StateType::kFp64, "fp64"}};
 constexpr Name<ScaleLog2> kScaleLog2[] = {{ScaleLog2::kHostDouble, "host"},
-                                          {ScaleLog2::kDeviceFloat, "device"}};
-constexpr Name<SmScale> kSmScale[] = {
-    {SmScale::kInput, "input"}, {SmScale::kOne, "one"}, {SmScale::kScore, "score"}};
+                                          {ScaleLog2::kDeviceFloat, "device"},
+                                          {ScaleLog2::kScoreFirst, "score"}};
+constexpr Name<SmScale> kSmScale[] = {{SmScale::kInput, "input"}, {SmScale::kOne, "one"}};
 constexpr Name<Dequant> kDequant[] = {
     {Dequant::kScore, "score"}, {Dequant::kFold, "fold"}, {Dequant::kDescale, "descale"}};
 constexpr Name<MaxDomain> kMax[] = {{MaxDomain::kRaw, "raw"}, {MaxDomain::kScaled, "scaled"}};
@@ -83,7 +83,9 @@ constexpr Name<PScale> kPScale[] = {
     {PScale::kNone, "none"}, {PScale::kRow, "row"}, {PScale::kTile, "tile"}};
 constexpr Name<PvAccumulate> kPvAcc[] = {{PvAccumulate::kIntoC, "c"},
                                          {PvAccumulate::kChunk, "chunk"}};
-constexpr Name<ChunkAdd> kChunkAdd[] = {{ChunkAdd::kFadd, "fadd"}, {ChunkAdd::kRedFtz, "red.ftz"}};
+constexpr Name<ChunkAdd> kChunkAdd[] = {{ChunkAdd::kFadd, "fadd"},
+                                         {ChunkAdd::kRedFtz, "red.ftz"},
+                                         {ChunkAdd::kCutlassEpilogue, "cutlass_epilogue"}};
 constexpr Name<Rescale> kRescale[] = {{Rescale::kMultiply, "mul"},
                                       {Rescale::kIntAdd, "int_add"},
                                       {Rescale::kDivide, "divide"},
@@ -362,14 +364,12 @@ std::vector<OptionKey> base_keys() {
       choice("k_cvt", "operands", with_first(policy_names(), "auto"), "as q_cvt", true),
       choice("v_cvt", "operands", with_first(policy_names(), "auto"), "as q_cvt", true),
       choice("scale_log2", "softmax", names(kScaleLog2),
-             "scale_log2 = sm_scale·log2 e: FA2's host double product, or an FP32 product on the "
-             "device (SageAttention)",
+             "scale_log2 = sm_scale·log2 e: FA2's host double product, an FP32 product on the "
+             "device (SageAttention), or score: each score fl(acc·sm_scale), then times fl(log2 e) "
+             "(the CUTLASS fmha with bias support)",
              true),
       choice("sm_scale", "softmax", names(kSmScale),
-             "the softmax scale: the input's, one (TurboAttention Alg. 1 as printed), or score: the "
-             "input's multiplying S in FP32 first, the exponent's coefficient log2 e alone "
-             "(FlexAttention)",
-             true),
+             "the softmax scale: the input's, or one (TurboAttention Alg. 1 as printed)", true),
       integer("sparse_block", "tiles", 1,
               "kv_order=sparse: keys (and queries) per block-mask block (FlexAttention's "
               "SPARSE_BLOCK_SIZE)",
@@ -401,7 +401,10 @@ std::vector<OptionKey> base_keys() {
              true),
       choice("pv_int_cvt", "pv", names(kIntCvt), "an int32 P·V chunk -> FP32", true),
       choice("chunk_add", "pv", names(kChunkAdd),
-             "how a chunk lands on O: FADD, or the H100's float atomicAdd (RED.ADD.F32.FTZ)", true),
+             "how a chunk lands on O: FADD, the H100's float atomicAdd (RED.ADD.F32.FTZ), or the "
+             "CUTLASS fmha's output-buffer epilogue (fma(a, chunk, fl(fl(a·alpha)·O)), a = 1/l in "
+             "the last block)",
+             true),
       choice("pv_perm", "pv", {"none", "sage16"},
              "instruction key order within 16 keys (sage16: SageAttention's V permutation)", true),
       choice("o_acc", "pv", {"fp32", "fp16"},

@@ -221,15 +221,18 @@ enum class MaxDomain : std::uint8_t { kRaw, kScaled };
 //  kHostDouble   fl32(double(fl32(sm_scale)) · log2 e): FA2's host (set_params_fprop).
 //  kDeviceFloat  fl32(fl32(sm_scale) × fl32(log2 e)) (FMUL.FTZ on the device): SageAttention's
 //                CUDA kernels (`sm_scale *= math::log2e`).
-enum class ScaleLog2 : std::uint8_t { kHostDouble, kDeviceFloat };
+//  kScoreFirst   no product: every score is first rounded as fl(acc · fl32(sm_scale)), then the
+//                exponent's coefficient is fl32(log2 e), so x = fl(fl(acc · sm_scale) · log2 e):
+//                the CUTLASS fmha of PyTorch's efficient backend built with kSupportsBias
+//                (kernel_forward.h: `accum = p.scale * accum` before iterative_softmax multiplies
+//                by `1.0f * kLog2e`). The score stage carries the scale; the LSE's raw-score
+//                coefficient is 1.
+enum class ScaleLog2 : std::uint8_t { kHostDouble, kDeviceFloat, kScoreFirst };
 
 // Which softmax scale the exponent (and a prescaled Q, and the LSE) uses.
 //  kInput  the input's (1/√d unless the dump says otherwise)
 //  kOne    1: the scale left out (TurboAttention Algorithm 1 as printed, sim/turbo README item e)
-//  kScore  the input's, multiplying the score in FP32 first, S = fl(acc · fl32(sm_scale)); the
-//          exponent's coefficient is then fl32(log2 e) alone (FlexAttention's Triton templates:
-//          `qk *= SM_SCALE`, later `post_mod_scores *= RCP_LN2`).
-enum class SmScale : std::uint8_t { kInput, kOne, kScore };
+enum class SmScale : std::uint8_t { kInput, kOne };
 
 // Which KV blocks the exponent's FMA contraction (SoftmaxStage::fma) happens in.
 //  kAll            every block.
@@ -245,7 +248,7 @@ enum class FmaBlocks : std::uint8_t { kAll, kFullDivisible };
 //  kExact      C·tanh(s / C) in FP64, rounded once to the state.
 //  kLibdevice  FlexAttention's score_mod as Inductor writes it and Triton 3.6 compiles it:
 //              fl(tanhf(fl(s · fl32(1/C))) · fl32(C)), tanhf = libdevice's __nv_tanhf
-//              (numerics/special tanhf_libdevice). Needs sm_scale=score (the scaled score).
+//              (numerics/special tanhf_libdevice). Needs scale_log2=score (the scaled score).
 enum class SoftcapFn : std::uint8_t { kExact, kLibdevice };
 
 // How the row sum l is accumulated (sim/pipeline/stages/row_sum.cpp holds every variant).
@@ -270,9 +273,10 @@ enum class SoftcapFn : std::uint8_t { kExact, kLibdevice };
 //               column order, then l_t = fma(alpha, l_t, b_t); lanes combined (l0 + l1) + (l2 + l3)
 //               (butterfly xor 1, then 2).
 //  kCutlassWarps  the CUTLASS fmha kernel of PyTorch's efficient backend (kernel_forward.h
-//               iterative_softmax, its sm_90 SASS): the block's columns split between 2 column
-//               warps (bk/2 each); in each, quad lane t sums its columns from 0 in order, the lanes
-//               (b0 + b1) + (b2 + b3); l = fl(fl(l·alpha) + w0) + w1. One lane.
+//               iterative_softmax, its sm_90 SASS): the block's columns split between the MM0
+//               column warps of 32 keys each (WarpShape 32x32: bk/32 warps); in each, quad lane t
+//               sums its columns from 0 in order, the lanes (b0 + b1) + (b2 + b3);
+//               l = ((fl(l·alpha) + w0) + w1) + ... in warp order (addition_storage). One lane.
 //  kWarpSum     PyTorch's softmax_warp_forward over one block: element j on lane j % W,
 //               W = min(next_pow2(block keys), 32), each lane from 0 in j order, then a butterfly
 //               xor W/2 ... 1; l = fl(l·alpha) + that. One lane.
@@ -380,7 +384,13 @@ enum class PvAccumulate : std::uint8_t { kIntoC, kChunk };
 //  kRedFtz the H100's float `atomicAdd` on O in global memory (RED.E.ADD.F32.FTZ.RN, probed in
 //          data/hw/h100/amla): subnormal inputs and results flushed to zero (sign kept), a NaN
 //          result is 0x7FFFFFFF (cuda_check/amla's kernel)
-enum class ChunkAdd : std::uint8_t { kFadd, kRedFtz };
+//  kCutlassEpilogue  the CUTLASS fmha's epilogue MemoryEfficientAttentionNormalize when O lives in
+//          an FP32 buffer between KV blocks (kMaxK > kKeysPerBlock: PyTorch's
+//          fmha_cutlassF_*_32x128_gmem_sm80): the tile's first block O = fl(a·chunk), later
+//          blocks O = fma(a, chunk, fl(fl(a·alpha)·O)), with a = fl(1/l) (1 for l = 0) in the
+//          tile's last block and 1 before it: the rescale and the epilogue's division happen
+//          here (rescale_fused, norm=none; a one-lane row sum, ascending blocks).
+enum class ChunkAdd : std::uint8_t { kFadd, kRedFtz, kCutlassEpilogue };
 
 struct PvStage {
   DotModel dot{DotModel::kFp32};

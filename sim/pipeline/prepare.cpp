@@ -273,21 +273,20 @@ PreparedOperand prepare_operand(const char* name, const std::vector<float>& x, i
 namespace {
 
 // A sliding window is a causal mask's (AttentionInput::window); a softcap acts on the scaled score,
-// which only a pipeline that multiplies S by the scale has (sm_scale=score).
+// which only a pipeline that multiplies S by the scale has (scale_log2=score).
 void check_mask_and_softcap(const AttentionInput& in, const Pipeline& p) {
   if (in.window < 0) fail("the sliding window must be >= 0 (0: none)");
   if (in.window > 0 && !in.causal)
     fail("a sliding window (" + std::to_string(in.window) + ") needs the causal mask");
   if (!(in.softcap >= 0) || std::isinf(in.softcap))
     fail("the softcap must be a finite number >= 0 (0: none)");
-  if (in.softcap > 0 && p.softmax.sm_scale != SmScale::kScore)
-    fail("a softcap acts on the scaled score: the pipeline needs sm_scale=score (it has " +
-         std::string(p.softmax.sm_scale == SmScale::kOne ? "one" : "input") + ")");
+  if (in.softcap > 0 && p.softmax.scale_log2 != ScaleLog2::kScoreFirst)
+    fail("a softcap acts on the scaled score: the pipeline needs scale_log2=score");
 }
 
 // The softmax scale the pipeline uses for an input (SoftmaxStage::sm_scale).
 double pipeline_sm_scale(const AttentionInput& in, const Pipeline& p) {
-  return p.softmax.sm_scale == SmScale::kOne ? 1.0 : in.scale();  // kScore: S times it
+  return p.softmax.sm_scale == SmScale::kOne ? 1.0 : in.scale();
 }
 
 // V's scales multiply the P·V result: per channel in the epilogue when the granularity does not

@@ -72,21 +72,28 @@ void flash_stages(Pipeline& p, const SdpaOptions& o, int kd, bool split) {
 }
 
 // The CUTLASS/xformers kernel (mem_eff_attention/kernel_forward.h, fmha_cutlassF_*_sm80 on sm_90:
-// HMMA.1688.F32, no fast math).
+// HMMA.1688.F32, no fast math; AttentionKernel<..., kSupportsBias = true>).
 void efficient_stages(Pipeline& p, const SdpaOptions& o, int kd) {
-  // 64 x 64 (kMaxK 64), 64 x 128 (kMaxK 128); the 32 x 128 global-memory variant for larger heads
-  // (its arithmetic across key blocks is UNVERIFIED: the register-file model is run).
+  // 64 x 64 (kMaxK 64), 64 x 128 (kMaxK 128), 32 x 128 with kMaxK 65536 for larger heads.
   p.tile.block_q = kd <= 128 ? 64 : 32;
   p.tile.block_kv = kd <= 64 ? 64 : 128;
   p.tile.kv_order = KvOrder::kAscending;
   p.qk.dot = p.pv.dot = mma(bf16(o) ? MmaInstr::kHmma1688Bf16F32 : MmaInstr::kHmma1688F16F32);
   SoftmaxStage& s = p.softmax;
-  s.scale_log2 = ScaleLog2::kDeviceFloat;  // scaling = scale · kLog2e on the device
-  s.max_domain = MaxDomain::kScaled;       // every score fl(acc·c) before the max
+  s.scale_log2 = ScaleLog2::kScoreFirst;  // accum = p.scale * accum, then times kLog2e
+  s.max_domain = MaxDomain::kScaled;      // every score fl(fl(acc·scale)·log2 e) before the max
   s.fma = false;
-  s.row_sum = RowSum::kCutlassWarps;
-  s.lse = LseModel::kNaturalDiv;  // mi / kLog2e + log(s_prime)
+  s.row_sum = RowSum::kCutlassWarps;  // MM0's 32-key column warps, in warp order
+  s.lse = LseModel::kNaturalDiv;      // mi / kLog2e + log(s_prime)
   p.exp.fn = ExpFn::kEx2Approx;
+  if (kd > 128) {
+    // The _gmem instantiation (kKeepOutputInRF false): each block's P·V from zero, landed on the
+    // FP32 output buffer by MemoryEfficientAttentionNormalize, which also divides in the last.
+    p.pv.acc = PvAccumulate::kChunk;
+    p.pv.chunk_add = ChunkAdd::kCutlassEpilogue;
+    p.rescale.fused = true;
+    p.normalize.kind = Normalize::kNone;
+  }
 }
 
 // The math backend (attention.cpp _scaled_dot_product_attention_math): FP32 upcast, Q and K times
@@ -112,7 +119,7 @@ bool recorded_head_dim(SdpaBackend b, int d) {
     case SdpaBackend::kFlash:
       return d == 64 || d == 96 || d == 128;
     case SdpaBackend::kEfficient:
-      return d == 64;  // 64x128 not exact; d 96/128/256 below
+      return d == 64 || d == 96 || d == 128 || d == 256;
     case SdpaBackend::kMath:
       return true;  // no tile: the head dim is the GEMMs' k
   }
@@ -235,15 +242,6 @@ std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionSh
         r.push_back(b +
                     "PyTorch's efficient backend refuses GQA (enable_gqa): attnsim runs each "
                     "query head on its KV head, as repeat_interleave would");
-      if (d > 64 && d <= 128)
-        r.push_back(b + "head_dim " + std::to_string(d) +
-                    " runs fmha_cutlassF_*_64x128_rf_sm80, "
-                    "which attnsim does not reproduce exactly (its max or LSE form differs: "
-                    "sim/sdpa/README.md gives the fraction of recorded elements it matches)");
-      if (d > 128)
-        r.push_back(b +
-                    "head_dim > 128 runs the 32x128_gmem variant, whose accumulation through "
-                    "global memory is not modelled (UNVERIFIED)");
       break;
     case SdpaBackend::kMath:
       if (s.len_q == 1)
@@ -256,7 +254,7 @@ std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionSh
                     "not the modelled softmax_warp_forward (UNVERIFIED)");
       break;
   }
-  if (!recorded_head_dim(o.backend, d) && !(o.backend == SdpaBackend::kEfficient && d > 64))
+  if (!recorded_head_dim(o.backend, d))
     r.push_back(b + "head_dim " + std::to_string(d) + " was not recorded (UNVERIFIED)");
   return r;
 }

@@ -56,7 +56,7 @@ PipelineResult sdpa_attention(const PreparedInput& in, const SdpaOptions& o, con
 PipelineResult sdpa_attention(const AttentionInput& in, const SdpaOptions& o, const Pipeline& p);
 
 // One line per part of this call the H100 recordings do not verify bit for bit (cuDNN decode,
-// the efficient 64x128 kernel, math's split-K / gemv / long rows, head dims not recorded); empty
+// math's split-K / gemv / long rows, head dims not recorded); empty
 // when every part is covered.
 std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionShape& s);
 

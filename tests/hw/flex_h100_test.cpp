@@ -125,7 +125,7 @@ TEST(FlexH100, EachChoiceIsNeededNegativeControls) {
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.fma_blocks = FmaBlocks::kAll; }));
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.fma = false; }));
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.tile.kv_order = KvOrder::kAscending; }));
-  EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.sm_scale = SmScale::kInput; }));
+  EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.scale_log2 = ScaleLog2::kHostDouble; }));
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.row_sum = RowSum::kQuad; }));
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.lse = LseModel::kLog2Libdevice; }));
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.softcap = SoftcapFn::kExact; }));

@@ -1,11 +1,11 @@
 // The sdpa and fa3 presets (sim/sdpa, sim/fa3) against a sample of the H100 recordings
 // (data/hw/h100/sdpa, data/hw/h100/fa3): per backend a few small cases that cover its kernel
 // choices (cuDNN's 128-key tiles with causal and Lq != Lk, FA2's non-split and split-KV kernels
-// with the combine, the CUTLASS 64x64 kernel, math's FFMA-chain GEMMs and warp softmax, FA3 in
-// fp16/bf16/e4m3 with and without splits), bit for bit on every row digest, stored element and
-// LSE; the measured floor of a part no model reproduces exactly; and negative controls (one stage
-// choice swapped for its nearest neighbour must break exactness: the recordings can tell them
-// apart). sdpa_h100_long_test.cpp replays every recorded case.
+// with the combine, the CUTLASS 64x64, 64x128 and 32x128_gmem kernels, math's FFMA-chain GEMMs
+// and warp softmax, FA3 in fp16/bf16/e4m3 with and without splits), bit for bit on every row
+// digest, stored element and LSE; and negative controls (one stage choice swapped for its nearest
+// neighbour must break exactness: the recordings can tell them apart). sdpa_h100_long_test.cpp
+// replays every recorded case and holds the measured floors of the parts no model reproduces.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -72,16 +72,12 @@ TEST(SdpaH100, SplitCountsAreTheKernels) {
   EXPECT_EQ(splits("r1000_d128"), 1);
 }
 
-// The efficient backend's 64x128 kernel (d 96/128) is not reproduced (sim/sdpa/README.md): the
-// measured fraction of rows (374 of 400 fp16) is held as a floor so that a change that makes it
-// worse fails, and an exact result fails too (the README and the long test must then say so).
-TEST(SdpaH100, EfficientD96HeldAtItsMeasuredFraction) {
-  const H5Reader r(hwtest::kSdpaFile);
-  const Tally t = hwtest::check_sdpa(r, SdpaBackend::kEfficient,
-                                     find_case(hwtest::sdpa_cases(), "r200_d96"), "fp16");
-  ASSERT_EQ(t.rows, 400);
-  EXPECT_LT(t.rows_same, t.rows) << "now exact: update expected_exact and the README";
-  EXPECT_GE(t.rows_same, 374) << t.text();
+TEST(SdpaH100, EfficientWideHeadsBitForBit) {
+  // fmha_cutlassF_*_64x128_rf_sm80 (d 96, 128; exp2_d128: the score scaled first, then log2 e, and
+  // the LSE) and the 32x128_gmem kernel (d 256: the FP32 output buffer's epilogue per block).
+  expect_exact(SdpaBackend::kEfficient, "r200_d96", "fp16");
+  expect_exact(SdpaBackend::kEfficient, "exp2_d128", "fp16");
+  for (const char* dt : {"fp16", "bf16"}) expect_exact(SdpaBackend::kEfficient, "r200_d256_causal", dt);
 }
 
 TEST(Fa3H100, SampleBitForBit) {
@@ -129,6 +125,24 @@ TEST(SdpaH100, NegativeControlsMiss) {
   // The CUTLASS kernel's m16n8k8 blocks vs m16n8k16 ones.
   EXPECT_FALSE(run_with(SdpaBackend::kEfficient, "r77_d64", "fp16", [](Pipeline& p) {
                  p.qk.dot.instr = p.pv.dot.instr = MmaInstr::kHmmaF16F32;
+               }).exact());
+  // The CUTLASS kernel's score fl(acc·scale) then ·log2 e vs one coefficient fl(scale·log2 e).
+  EXPECT_FALSE(run_with(SdpaBackend::kEfficient, "exp2_d128", "fp16", [](Pipeline& p) {
+                 p.softmax.scale_log2 = ScaleLog2::kDeviceFloat;
+               }).exact());
+  // The 32x128_gmem kernel's output-buffer epilogue vs the register-file kernels' O·alpha + P·V.
+  EXPECT_FALSE(run_with(SdpaBackend::kEfficient, "r200_d256_causal", "fp16", [](Pipeline& p) {
+                 p.pv.acc = PvAccumulate::kIntoC;
+                 p.pv.chunk_add = ChunkAdd::kFadd;
+                 p.rescale.fused = false;
+                 p.normalize.kind = Normalize::kRcp;
+               }).exact());
+  // Its D = fma(a, chunk, fl(beta·O)) vs the chunk added to the rescaled O (no FMA, no division
+  // folded into the last block).
+  EXPECT_FALSE(run_with(SdpaBackend::kEfficient, "r200_d256_causal", "fp16", [](Pipeline& p) {
+                 p.pv.chunk_add = ChunkAdd::kFadd;
+                 p.rescale.fused = false;
+                 p.normalize.kind = Normalize::kRcp;
                }).exact());
   // math: the FFMA-chain GEMM vs products rounded then added.
   EXPECT_FALSE(run_with(SdpaBackend::kMath, "r77_d64", "fp16", [](Pipeline& p) {

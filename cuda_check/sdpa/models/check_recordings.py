@@ -62,9 +62,6 @@ def check_sdpa(backend, names, dtypes, path):
         if backend == "cudnn" and c["lq"] == 1:
             print(f"{backend} {n}: decode runs cuDNN's sm80 wmma kernel + lean_reduction: no model")
             continue
-        if backend == "efficient" and c["d"] > 128:
-            print(f"{backend} {n}: d > 128 runs the 32x128_gmem kernel: no model")
-            continue
         for dname in dtypes:
             g = f[f"{n}/{dname}"]
             if f"o_{backend}_rows" not in g:

@@ -1,23 +1,28 @@
 """PyTorch's memory-efficient SDPA backend (the xformers/CUTLASS kernel
-aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernel_forward.h, fmha_cutlassF_*_sm80) as
-torch 2.11's sm_90 SASS computes it (sim/sdpa/README.md): 64-query x kKeysPerBlock tiles, KV
-blocks ascending, S and P V by HMMA.1688.F32 chains (8-product blocks), S scaled by
-c = fl(scale * fl(log2 e)) before the max, p = ex2.approx.f32(fl(fl(s c) - m)), per-thread row
-sums from 0 in column order, quad xor 1 then 2, s' = ((s' * alpha) + warp0) + warp1, O / s' by an
-IEEE reciprocal and a multiply."""
+aten/src/ATen/native/transformers/cuda/mem_eff_attention/kernel_forward.h, fmha_cutlassF_*_sm80,
+AttentionKernel<..., kSupportsBias = true>) as torch 2.11's sm_90 SASS computes it
+(sim/sdpa/README.md): kQueriesPerBlock x kKeysPerBlock tiles, KV blocks ascending, S and P V by
+HMMA.1688.F32 chains (8-product blocks), every score fl(fl(acc * scale) * fl(log2 e)) (the bias
+path's `accum = p.scale * accum`, then iterative_softmax's `1.0f * kLog2e`) before the max,
+p = ex2.approx.f32(fl(s - m)), per MM0 column warp (32 keys) and quad lane a sum from 0 in column
+order, quad xor 1 then 2, s' = ((s' * alpha) + w0) + w1 + ... in warp order; the register-file
+kernels (kMaxK <= kKeysPerBlock) O * alpha then O += P V, out = O * fl(1/s'); the _gmem kernel
+(d > 128) each block's P V from zero landed by MemoryEfficientAttentionNormalize on the FP32
+output buffer; LSE = fl(m / fl(log2 e)) + logf(s')."""
 import numpy as np
 
-from prims import F32, block_fma_chain, decode16, encode16, ex2, expf, logf, operand_exp
+from prims import F32, block_fma_chain, decode16, encode16, ex2, expf, fma32, logf, operand_exp
 
 LOG2E = F32(1.4426950408889634074)
 
 
 def tiles(d):
-    """(kQueriesPerBlock, kKeysPerBlock, warps along N of MM0) of the instantiation for head dim d."""
+    """(kQueriesPerBlock, kKeysPerBlock, warps along N of MM0: WarpShape 32x32, so kKeysPerBlock /
+    32) of the instantiation for head dim d."""
     if d <= 64:
         return 64, 64, 2
     if d <= 128:
-        return 64, 128, 2
+        return 64, 128, 4
     return 32, 128, 4
 
 
@@ -26,10 +31,10 @@ def attention_head(q, k, v, fmt, causal, scale=None, k_block=8, want_lse=False):
     Lk = k.shape[0]
     if scale is None:
         scale = F32(1.0 / np.sqrt(d))
-    c = (F32(scale) * LOG2E).astype(F32)
     Q, K, V = decode16(q, fmt), decode16(k, fmt), decode16(v, fmt)
     eq, ek, ev = operand_exp(Q, fmt), operand_exp(K, fmt), operand_exp(V, fmt)
     bq, bk, wn = tiles(d)
+    gmem = d > 128  # the 32x128_gmem instantiation (kMaxK 65536)
     out = np.zeros((Lq, d), np.uint16)
     lse_all = np.zeros(Lq, F32)
     for r0 in range(0, Lq, bq):
@@ -39,14 +44,15 @@ def attention_head(q, k, v, fmt, causal, scale=None, k_block=8, want_lse=False):
         sp = np.zeros(nr, F32)
         O = np.zeros((nr, d), F32)
         first = True
-        for k0 in range(0, Lk, bk):
-            if causal and k0 > rows[-1]:
-                break
-            nk = min(Lk, k0 + bk) - k0
+        # advance_to_block: a causal tile's keys end at query_start + kQueriesPerBlock
+        n_keys = min(Lk, r0 + bq) if causal else Lk
+        for k0 in range(0, n_keys, bk):
+            nk = min(n_keys, k0 + bk) - k0
+            last = k0 + bk >= n_keys
             S = block_fma_chain(Q[rows], K[k0:k0 + nk], np.zeros((nr, nk), F32), eq[rows],
                                 ek[k0:k0 + nk], k_block=k_block)
             Sf = np.full((nr, bk), -np.inf, F32)
-            Sf[:, :nk] = (S * c).astype(F32)
+            Sf[:, :nk] = ((S * F32(scale)).astype(F32) * LOG2E).astype(F32)
             if causal:
                 cols = k0 + np.arange(bk)
                 Sf[cols[None, :] > rows[:, None]] = -np.inf
@@ -55,7 +61,7 @@ def attention_head(q, k, v, fmt, causal, scale=None, k_block=8, want_lse=False):
             changed = mi < new
             alpha = np.where(changed, ex2((mi - new).astype(F32)), F32(1))
             sp = np.where(changed, (sp * alpha).astype(F32), sp)
-            if not first:
+            if not first and not gmem:
                 O = (O * alpha[:, None]).astype(F32)
             mi = new
             p = np.where(valid, ex2((Sf - mi[:, None]).astype(F32)), F32(0)).astype(F32)
@@ -78,9 +84,26 @@ def attention_head(q, k, v, fmt, causal, scale=None, k_block=8, want_lse=False):
             Vt[:, :nk] = V[k0:k0 + nk].T
             evt = np.full((d, bk), -20000, np.int64)
             evt[:, :nk] = ev[k0:k0 + nk].T
-            O = block_fma_chain(P, Vt, O, operand_exp(P, fmt), evt, k_block=k_block)
+            if not gmem:
+                O = block_fma_chain(P, Vt, O, operand_exp(P, fmt), evt, k_block=k_block)
+            else:
+                # kMaxK > kKeysPerBlock: the block's P V from zero, then the epilogue
+                # MemoryEfficientAttentionNormalize against the FP32 output_accum buffer:
+                # D = fma(a, acc, fl(fl(a * rescale) * source)), a = 1/s' in the last block, else 1.
+                blk = block_fma_chain(P, Vt, np.zeros((nr, d), F32), operand_exp(P, fmt), evt,
+                                      k_block=k_block)
+                a = (F32(1) / np.where(sp == 0, F32(1), sp)).astype(F32) if last else np.ones(nr, F32)
+                if first:
+                    O = (blk * a[:, None]).astype(F32)
+                else:
+                    beta = (a * alpha).astype(F32)
+                    O = fma32(np.broadcast_to(a[:, None], blk.shape), blk,
+                              (O * beta[:, None]).astype(F32))
             first = False
-        inv = (F32(1) / sp).astype(F32)
-        out[rows] = encode16((O * inv[:, None]).astype(F32), fmt)
+        if gmem:
+            out[rows] = encode16(O, fmt)
+        else:
+            inv = (F32(1) / sp).astype(F32)
+            out[rows] = encode16((O * inv[:, None]).astype(F32), fmt)
         lse_all[rows] = ((mi / LOG2E).astype(F32) + logf(sp)).astype(F32)
     return (out, lse_all) if want_lse else out

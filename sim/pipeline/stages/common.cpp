@@ -38,15 +38,16 @@ ExpConstants<T> exp_constants(const Pipeline& p, double sm_scale) {
   } else if (p.q.prescale == Prescale::kSmScale) {
     k.c = T(1);
     k.c_nat = T(1);
-  } else if (s.sm_scale == SmScale::kScore) {
-    // FlexAttention: S = fl(acc · fl32(sm_scale)) in the scores stage; the exponent's coefficient
-    // is RCP_LN2 = fl32(1.44269504) (= fl32(log2 e)); the LSE's natural units are S's.
-    k.c = s.base == ExpKind::kExp2 ? T(kLog2e) : T(1);
-    k.c_nat = T(1);
   } else if (p.q.prescale == Prescale::kSqrtSm) {
     // Q and K each carry sqrt(sm_scale): the score is scaled (PyTorch's math backend).
     k.c = s.base == ExpKind::kExp2 ? T(kLog2e) : T(1);
     k.c_nat = T(1);
+  } else if (s.scale_log2 == ScaleLog2::kScoreFirst && s.base == ExpKind::kExp2) {
+    // The CUTLASS fmha with bias support: `accum = p.scale * accum` (the score rounded), then
+    // iterative_softmax's `scaling * kLog2e` with scaling = 1.0f: the coefficient is fl32(log2 e).
+    k.c = T(1.44269504088896340736f);
+    k.c_nat = T(1);
+    k.score_scale = T(sm);
   } else if (s.scale_log2 == ScaleLog2::kDeviceFloat && s.base == ExpKind::kExp2) {
     // SageAttention2: `sm_scale *= math::log2e` on the device, FMUL.FTZ of two FP32 values.
     k.c = T(float(sm_scale) * 1.44269504088896340736f);

@@ -80,6 +80,19 @@ void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, Til
     const T a = buf.alpha[std::size_t(i)];
     if (how == ChunkAdd::kRedFtz) {
       for (int c = 0; c < dv; ++c) o[c] = T(red_add_f32_ftz(float(o[c]), float(ch[c])));
+    } else if (how == ChunkAdd::kCutlassEpilogue) {
+      // MemoryEfficientAttentionNormalize (epilogue_rescale_output.h) against the FP32 output
+      // buffer: kIsFirst = the tile's first block (D = a·accum), kIsLast = its last (a =
+      // 1 / s_prime, IEEE, with s_prime = 0 taken as 1; else a = 1); later blocks D =
+      // fma(a, accum, fl(beta·source)), beta = fl(a·out_rescale) (`a * b + c` contracted).
+      const T l = state.lanes(i)[0];
+      const T inv = b.nb == b.n_blocks - 1 ? T(1) / (l == T(0) ? T(1) : l) : T(1);
+      if (b.nb == 0) {
+        for (int c = 0; c < dv; ++c) o[c] = inv * ch[c];
+      } else {
+        const T beta = inv * a;
+        for (int c = 0; c < dv; ++c) o[c] = std::fma(inv, ch[c], beta * o[c]);
+      }
     } else if (st.fused) {
       // SageAttention2's flush RO = fma(o_scale, RO, buffer) (the rescale fused).
       for (int c = 0; c < dv; ++c) o[c] = std::fma(a, o[c], ch[c]);
@@ -116,7 +129,8 @@ template <class T>
 void add_chunk_stage(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
                    TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>) {
-    if (const auto f = stage_kernels().add_chunk) return f(st, how, b, state, buf);
+    if (how != ChunkAdd::kCutlassEpilogue)
+      if (const auto f = stage_kernels().add_chunk) return f(st, how, b, state, buf);
   }
   add_chunk_ref(st, how, b, state, buf);
 }

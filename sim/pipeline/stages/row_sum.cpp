@@ -84,12 +84,13 @@ void row_sum_ref(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bloc
         }
         break;
       case RowSum::kCutlassWarps: {
-        // CUTLASS fmha (kernel_forward.h iterative_softmax): 2 column warps of bk/2 keys; in each,
-        // quad lane t sums its columns from 0 in order, the lanes (b0 + b1) + (b2 + b3) (xor 1,
-        // then 2); s' = fl(fl(s'·alpha) + w0) + w1.
-        const int span = bk / 2;
+        // CUTLASS fmha (kernel_forward.h iterative_softmax): MM0's column warps of 32 keys each
+        // (WarpShape 32x32, bk/32 of them); in each, quad lane t sums its columns from 0 in order,
+        // the lanes (b0 + b1) + (b2 + b3) (xor 1, then 2); s' = ((fl(s'·alpha) + w0) + w1) + ...
+        // (addition_storage read in warp order).
+        constexpr int span = 32;
         T total = stage_util::state_mul(l[0], a, st.ftz);
-        for (int w = 0; w < 2; ++w) {
+        for (int w = 0; w < bk / span; ++w) {
           T lane[4];
           for (int t = 0; t < 4; ++t) {
             lane[t] = T(0);

@@ -26,9 +26,6 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
   const bool q_scaled = in.q.scaled(), k_scaled = in.k.scaled();
   const T mask = T(st.mask_value);
   const float c = float(kc.c);
-  // SmScale::kScore: S = fl(acc · fl32(sm_scale)) (FlexAttention's `qk *= SM_SCALE`).
-  const bool score_mul = st.sm_scale == SmScale::kScore;
-  const T sm = std::is_same_v<T, float> ? T(float(in.sm_scale)) : T(in.sm_scale);
   // A softcapped input (AttentionInput::softcap): C·tanh(s / C) as the pipeline computes it.
   const bool capped = in.softcap > 0;
   const double cap = in.softcap;
@@ -82,8 +79,8 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
         }
       }
       if (fold && !(fold_b && (q_scaled || k_scaled))) cf[j] = c;
+      if (kc.score_scale != T(0)) a = a * kc.score_scale;  // scale_log2=score: fl(acc · sm_scale)
       if (ds) a = a + T(ds[kt]);
-      if (score_mul) a = a * sm;
       if (capped) a = softcap_of(a);
       s[j] = a;
     }
@@ -102,7 +99,7 @@ void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileInd
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(st) && st.dequant != Dequant::kDescale &&
-        st.sm_scale != SmScale::kScore && in.window == 0 && !(in.softcap > 0)) {
+        in.window == 0 && !(in.softcap > 0)) {
       if (const auto f = stage_kernels().scores) return f(st, in, ti, b, kc, buf);
     }
   scores_ref(st, in, ti, b, kc, buf);

@@ -33,6 +33,9 @@ template <class T>
 struct ExpConstants {
   T c;      // raw score -> exponent units
   T c_nat;  // raw score -> natural-log units (LSE)
+  // ScaleLog2::kScoreFirst: the score stage rounds every score as fl(acc · score_scale) (the
+  // softmax scale) before c = fl32(log2 e) applies; 0 for the other choices (no such multiply).
+  T score_scale = T(0);
 };
 template <class T>
 ExpConstants<T> exp_constants(const Pipeline& p, double sm_scale);
@@ -206,7 +209,7 @@ void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const
 // references.
 inline bool fp32_state_kernels(const SoftmaxStage& st) {
   return !st.ftz && st.row_sum != RowSum::kQuadBlock && st.row_sum != RowSum::kCutlassWarps &&
-         st.row_sum != RowSum::kWarpSum;
+         st.row_sum != RowSum::kWarpSum && st.scale_log2 != ScaleLog2::kScoreFirst;
 }
 inline bool cuda_core_kernel_model(DotModel::Kind k) {
   return k == DotModel::kFp32 || k == DotModel::kFp64 || k == DotModel::kExact;

@@ -96,7 +96,9 @@ TEST(SdpaPresets, NotesNameTheUnverifiedParts) {
   EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 500, 128, 128}).size(), 1u);  // cuDNN decode
   o.backend = SdpaBackend::kEfficient;
   EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 64, 64}).empty());
-  EXPECT_EQ(sdpa_unverified(o, {1, 4, 2, 200, 200, 128, 128}).size(), 2u);  // GQA, 64x128
+  EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 256, 256}).empty());  // 32x128_gmem
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 2, 200, 200, 128, 128}).size(), 1u);  // GQA
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 200, 200, 80, 80}).size(), 1u);    // d 80 not recorded
   o.backend = SdpaBackend::kMath;
   EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 2000, 64, 64}).size(), 2u);  // gemv, long rows
   Fa3Options f;
