@@ -15,6 +15,13 @@ DotModel mma(MmaInstr i) { return DotModel{DotModel::kMma, i, 0}; }
 
 }  // namespace
 
+void flex_decode_tile(const AttentionShape& s, int* block_m, int* block_n) {
+  int m = 16;
+  while (m < s.len_q * s.group()) m *= 2;
+  *block_m = m;
+  *block_n = 64;
+}
+
 void flex_tile(int d, int* block_m, int* block_n) {
   *block_m = 128;
   *block_n = d <= 64 ? 128 : 64;
@@ -27,7 +34,7 @@ bool flex_uses_decode(const AttentionShape& s) {
   return s.len_q < 128 && g > 0 && (g & (g - 1)) == 0;
 }
 
-Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool /*causal*/) {
+Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causal) {
   if (o.dtype != Encoding::kFp16 && o.dtype != Encoding::kBf16)
     fail("flex: dtype must be fp16 or bf16");
   if (s.head_dim_v != s.head_dim)
@@ -35,12 +42,20 @@ Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool /*cau
   if (s.head_dim % 16 != 0 || s.head_dim > 256)
     fail("flex: head_dim must be a multiple of 16 up to 256 (QK_HEAD_DIM_ROUNDED = the power of "
          "two Triton pads to is not modelled), got " + std::to_string(s.head_dim));
-  if (flex_uses_decode(s))
+  const bool decode = flex_uses_decode(s);
+  if (decode && causal)
     fail("flex: len_q " + std::to_string(s.len_q) +
-         " < 128 takes FlexAttention's decode template (flex_decoding: split-KV and its "
-         "reduction), which is not modelled yet");
+         " < 128 with a block mask takes the decode template's split-KV (SPLIT_KV from the SM "
+         "count, each split over its share of the mask's blocks, merged by Inductor's reduction "
+         "kernels), which is not modelled; without a mask the decode template is");
   Pipeline p;
-  flex_tile(s.head_dim, &p.tile.block_q, &p.tile.block_kv);
+  if (decode) {
+    // flex_decoding.py: BLOCK_M = max(next_pow2(len_q · G), 16) rows of a KV head's G query heads
+    // (the rows' arithmetic is independent of the packing), BLOCK_N 64, 2 warps.
+    flex_decode_tile(s, &p.tile.block_q, &p.tile.block_kv);
+  } else {
+    flex_tile(s.head_dim, &p.tile.block_q, &p.tile.block_kv);
+  }
   // forward_inner walks KV_IDX (the blocks the mask cuts) and then FULL_KV_IDX; mask_mod
   // `q_idx >= kv_idx` is top-left aligned.
   p.tile.kv_order = KvOrder::kSparse;
@@ -53,8 +68,11 @@ Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool /*cau
   }
   // tl.dot on sm_90: wgmma m64nNk16 chains (HGMMA.64x64x16 / 64x128x16 in the SASS), Q·Kᵀ from
   // zero, P·V into the accumulator (`tl.dot(p, v, acc)`).
-  const DotModel dot =
-      mma(o.dtype == Encoding::kBf16 ? MmaInstr::kWgmmaBf16F32 : MmaInstr::kWgmmaF16F32);
+  // The decode template's tiles of 16 or 64 rows on 2 warps: mma.sync m16n8k16 (HMMA.16816.F32),
+  // warpsPerCTA = [1, 2].
+  const bool bf16 = o.dtype == Encoding::kBf16;
+  const DotModel dot = decode ? mma(bf16 ? MmaInstr::kHmmaBf16F32 : MmaInstr::kHmmaF16F32)
+                              : mma(bf16 ? MmaInstr::kWgmmaBf16F32 : MmaInstr::kWgmmaF16F32);
   p.qk.dot = p.pv.dot = dot;
   p.pv.acc = PvAccumulate::kIntoC;
   SoftmaxStage& sm = p.softmax;
@@ -66,6 +84,12 @@ Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool /*cau
   sm.fma = true;
   sm.fma_blocks = FmaBlocks::kFullDivisible;
   sm.row_sum = RowSum::kTritonTree;
+  if (decode) {
+    // tl.sum over the MMA-v2 layout of 2 warps along N: 8-key tiles alternate between the warps
+    // (TTGIR warpsPerCTA = [1, 2]; SASS SHFL.BFLY 2, 1, then STS/LDS and SHFL.BFLY 1).
+    sm.row_sum = RowSum::kTritonWarps;
+    sm.rowsum_warps = 2;
+  }
   sm.lse = LseModel::kLog2LibdeviceLn2;
   sm.softcap = SoftcapFn::kLibdevice;  // score_mod C * tanh(s / C): libdevice.tanh
   p.exp.fn = ExpFn::kEx2ApproxFtz;

@@ -24,9 +24,14 @@ struct FlexOptions {
 void flex_tile(int head_dim, int* block_m, int* block_n);
 
 // Whether torch takes the decode template (flex_decoding.py _use_flex_decoding: fewer than 128
-// queries, a power-of-two GQA ratio, ...). The decode template is not modelled yet: flex refuses
-// such inputs.
+// queries, a power-of-two GQA ratio). Without a block mask the template's SPLIT_KV CTAs (2 per SM
+// per batch x KV head) do not split the keys: its TILE_KV comes from the one mask block of 2^30
+// keys, so split 0 walks every key and the others none, and Inductor's merge kernels divide split
+// 0's accumulator by its row sum (adding exact zeros): the same arithmetic as one pass with
+// div.full. With a block mask the splits are real: refused.
 bool flex_uses_decode(const AttentionShape& s);
+// The decode template's BLOCK_M (max(next_pow2(len_q · G), 16)) and BLOCK_N (64).
+void flex_decode_tile(const AttentionShape& s, int* block_m, int* block_n);
 
 // The pipeline for a shape; throws std::invalid_argument (one line) for what the preset cannot run
 // (a query length the decode template would take, head_dim_v != head_dim, a dtype).

@@ -286,8 +286,13 @@ const std::vector<Coupling>& couplings() {
       {"row-sum tiles", {Stage::kSoftmax},
        [](const Pipeline& p) -> Why {
          if ((p.softmax.row_sum == RowSum::kSageLanes && p.tile.block_kv % 16) ||
-             (p.softmax.row_sum == RowSum::kTritonTree && p.tile.block_kv % 8))
+             ((p.softmax.row_sum == RowSum::kTritonTree || p.softmax.row_sum == RowSum::kTritonWarps) &&
+              p.tile.block_kv % 8))
            return "the row-sum model works on whole 16-key (SageAttention2) or 8-key (Triton) tiles";
+         if (p.softmax.row_sum == RowSum::kTritonWarps &&
+             (p.softmax.rowsum_warps < 1 || p.softmax.rowsum_warps > 8 ||
+              (p.softmax.rowsum_warps & (p.softmax.rowsum_warps - 1))))
+           return "rowsum_warps must be 1, 2, 4 or 8 (Triton's warps along N)";
          if (p.softmax.row_sum == RowSum::kCutlassWarps && p.tile.block_kv % 32)
            return "rowsum=cutlass_warps splits a block between column warps of 32 keys (bk a "
                   "multiple of 32)";
@@ -470,6 +475,7 @@ Pipeline canonical(Pipeline p) {
   if (p.tile.kv_order != KvOrder::kSparse) p.tile.sparse_block = d.tile.sparse_block;
   if (!p.softmax.fma) p.softmax.fma_blocks = d.softmax.fma_blocks;
   if (p.softmax.row_sum != RowSum::kMma) p.softmax.row_sum_dot = d.softmax.row_sum_dot;
+  if (p.softmax.row_sum != RowSum::kTritonWarps) p.softmax.rowsum_warps = d.softmax.rowsum_warps;
   if (p.exp.fn != ExpFn::kHook) p.exp.hook = {};
   if (!is_float_encoding(p.p.enc) || p.p.enc == Encoding::kFp32 || p.p.enc == Encoding::kFp64)
     p.p.cast = d.p.cast;

@@ -71,6 +71,7 @@ constexpr Name<RowSum> kRowSum[] = {{RowSum::kQuad, "quad"},
                                     {RowSum::kQuadFma, "quad_fma"},
                                     {RowSum::kQuadBlock, "quad_block"},
                                     {RowSum::kCutlassWarps, "cutlass_warps"},
+                                    {RowSum::kTritonWarps, "triton_warps"},
                                     {RowSum::kWarpSum, "warp_sum"}};
 constexpr Name<LseModel> kLse[] = {{LseModel::kNatural, "natural"},
                                    {LseModel::kLog2Mufu, "log2.mufu"},
@@ -378,6 +379,9 @@ std::vector<OptionKey> base_keys() {
              "a softcapped input's C·tanh(s/C): exact (FP64, rounded once) or libdevice "
              "(FlexAttention: tanhf(s·fl(1/C))·C with libdevice's __nv_tanhf)",
              true),
+      integer("rowsum_warps", "softmax", 1,
+              "rowsum=triton_warps: Triton's warps along N (warpsPerCTA = [1, W]; 1, 2, 4 or 8)",
+              true),
       choice("fma_blocks", "softmax", names(kFmaBlocks),
              "fma=on: in every block, or full_div: only in blocks a block mask leaves fully "
              "visible when both lengths are multiples of 128 (FlexAttention's SASS)",
@@ -490,7 +494,7 @@ OptionList stage_options(const Pipeline& p0, Stage st) {
         return k == "acc" || k == "fma" || k == "dequant" || k == "dequant_tail" || k == "max" ||
                k == "max_offset" || k == "rowsum" || k == "rowsum_dot" || k == "lse" ||
                k == "scale_log2" || k == "sm_scale" || k == "mask" || k == "ftz" ||
-               k == "fma_blocks" || k == "softcap";
+               k == "fma_blocks" || k == "softcap" || k == "rowsum_warps";
       case Stage::kExp: return k == "exp" || in(hook_exp, k);
       case Stage::kP: return k == "p" || k.rfind("p_", 0) == 0;
       case Stage::kPv:
@@ -730,6 +734,7 @@ OptionList pipeline_options(const Pipeline& p0) {
   put("sm_scale", name_of(kSmScale, p.softmax.sm_scale));
   put("sparse_block", std::to_string(p.tile.sparse_block));
   put("fma_blocks", name_of(kFmaBlocks, p.softmax.fma_blocks));
+  put("rowsum_warps", std::to_string(p.softmax.rowsum_warps));
   put("softcap", name_of(kSoftcapFn, p.softmax.softcap));
   put("dequant_tail", std::to_string(p.softmax.dequant_tail));
   put("mask", number_text(p.softmax.mask_value));
@@ -951,6 +956,7 @@ void apply_softmax(Pipeline& p, const Given& g) {
   if (g.has("scale_log2")) s.scale_log2 = value_of(kScaleLog2, g.get("scale_log2"), "scale_log2");
   if (g.has("sm_scale")) s.sm_scale = value_of(kSmScale, g.get("sm_scale"), "sm_scale");
   if (g.has("fma_blocks")) s.fma_blocks = value_of(kFmaBlocks, g.get("fma_blocks"), "fma_blocks");
+  if (g.has("rowsum_warps")) s.rowsum_warps = g.integer("rowsum_warps");
   if (g.has("softcap")) s.softcap = value_of(kSoftcapFn, g.get("softcap"), "softcap");
   if (g.has("dequant")) s.dequant = value_of(kDequant, g.get("dequant"), "dequant");
   if (g.has("dequant_tail")) s.dequant_tail = g.integer("dequant_tail");

@@ -280,8 +280,18 @@ enum class SoftcapFn : std::uint8_t { kExact, kLibdevice };
 //  kWarpSum     PyTorch's softmax_warp_forward over one block: element j on lane j % W,
 //               W = min(next_pow2(block keys), 32), each lane from 0 in j order, then a butterfly
 //               xor W/2 ... 1; l = fl(l·alpha) + that. One lane.
+//  kTritonWarps  Triton's tl.sum over an MMA-v2 layout with `rowsum_warps` (W) warps along N
+//               (TTGIR `warpsPerCTA = [1, W]`, instrShape [16, 8]: FlexAttention's decode template,
+//               vLLM's unified_attention): 8-key tile g of the block belongs to warp g mod W (the
+//               CTA tile of 8W columns repeats along the block); in each warp, lane t folds its
+//               columns in order and the quad gives (a0 + a2) + (a1 + a3) (xor 2, then 1); the
+//               warps' sums meet through shared memory in a butterfly from the highest bit
+//               ((W0 + W2) + (W1 + W3), W0 + W1; warps that only replicate others when the block
+//               has fewer than W tiles do not count); l = fma(l, alpha, block sum). One lane.
+//               W = 1 is kTritonTree.
 enum class RowSum : std::uint8_t {
-  kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma, kQuadBlock, kCutlassWarps, kWarpSum
+  kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma, kQuadBlock, kCutlassWarps, kWarpSum,
+  kTritonWarps
 };
 
 // What the LSE output is (computed from the state, so it belongs to the softmax stage).
@@ -329,6 +339,7 @@ struct SoftmaxStage {
   // The score of a masked key (FA2 -inf; SageAttention -5e6).
   double mask_value = -std::numeric_limits<double>::infinity();
   RowSum row_sum = RowSum::kQuad;
+  int rowsum_warps = 2;  // RowSum::kTritonWarps: the warps along N (1, 2, 4 or 8)
   DotModel row_sum_dot{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};  // RowSum::kMma
   LseModel lse = LseModel::kNatural;
   // The state's FP32 arithmetic with .ftz (--use_fast_math; cuDNN's NVRTC kernels: every FMUL,

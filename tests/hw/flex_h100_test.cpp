@@ -22,8 +22,9 @@ namespace {
 
 const std::string kFlexFile = ATTNSIM_DATA_DIR "/hw/h100/serving/flex_h100.h5";
 
-// cuda_check/serving/serving_cases.py FLEX_CASES, the prefill ones (lattice inputs: tensors 0, 1,
-// 2 are Q, K, V; the window mask is causal).
+// cuda_check/serving/serving_cases.py FLEX_CASES (lattice inputs: tensors 0, 1, 2 are Q, K, V;
+// the window mask is causal; `uniform`: q = 0, the inputs stored in the file). Queries shorter
+// than 128 run the decode template.
 struct FlexCase {
   const char* name;
   const char* dtype;
@@ -33,6 +34,7 @@ struct FlexCase {
   int seed;
   int window = 0;
   double softcap = 0.0;
+  bool stored = false;  // the inputs are in the file (designed probe)
 };
 const std::vector<FlexCase>& prefill_cases() {
   static const std::vector<FlexCase> c{
@@ -43,11 +45,19 @@ const std::vector<FlexCase>& prefill_cases() {
       {"pre1000_window128_bf16_d128", "bf16", 1, 2, 2, 1000, 1000, 128, true, 0.0, 105, 128},
       {"pre333_causal_softcap30_bf16_d128", "bf16", 1, 2, 2, 333, 333, 128, true, 0.0, 106, 0,
        30.0},
+      {"dec1000_bf16_d128", "bf16", 2, 8, 8, 1, 1000, 128, false, 0.0, 102},
+      {"dec4097_gqa_fp16_d128", "fp16", 1, 32, 8, 1, 4097, 128, false, 0.0, 104},
+      {"dec777_gqa_softcap30_bf16_d128", "bf16", 1, 8, 2, 1, 777, 128, false, 0.0, 107, 0, 30.0},
+      {"short16_gqa_bf16_d128", "bf16", 1, 8, 2, 16, 600, 128, false, 0.0, 109},
+      {"uniform64x1000_bf16_d128", "bf16", 1, 2, 2, 64, 1000, 128, false, 0.0, 110, 0, 0.0, true},
+      {"dec1000_fp16_d64", "fp16", 1, 4, 4, 1, 1000, 64, false, 0.0, 112},
   };
   return c;
 }
 
-AttentionInput case_input(const FlexCase& c) {
+Encoding enc_of(const std::string& dt);
+
+AttentionInput case_input(const H5Reader& r, const FlexCase& c) {
   AttentionInput in;
   in.shape = {c.b, c.hq, c.hkv, c.lq, c.lk, c.d, c.d};
   in.causal = c.causal;
@@ -60,6 +70,17 @@ AttentionInput case_input(const FlexCase& c) {
   for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = hwtest::lattice_value(c.seed, 0, i);
   for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = hwtest::lattice_value(c.seed, 1, i);
   for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = hwtest::lattice_value(c.seed, 2, i);
+  if (c.stored) {
+    auto read = [&](const char* n, std::vector<float>& x) {
+      const std::vector<double> bits = r.read_f64(std::string(c.name) + "/" + n);
+      if (bits.size() != x.size()) throw std::runtime_error(std::string(c.name) + ": " + n);
+      for (std::size_t i = 0; i < x.size(); ++i)
+        x[i] = float(decode_float_bits(enc_of(c.dtype), std::uint32_t(bits[i])));
+    };
+    read("q", in.q);
+    read("k", in.k);
+    read("v", in.v);
+  }
   return in;
 }
 
@@ -79,7 +100,7 @@ Match check(const H5Reader& r, const FlexCase& c,
             const std::function<void(Pipeline&)>& tweak = nullptr) {
   FlexOptions o;
   o.dtype = enc_of(c.dtype);
-  const AttentionInput in = case_input(c);
+  const AttentionInput in = case_input(r, c);
   Pipeline p = flex_pipeline(o, in.shape, in.causal);
   if (tweak) tweak(p);
   const PipelineResult res = run_pipeline(in, p);
@@ -101,7 +122,7 @@ Match check(const H5Reader& r, const FlexCase& c,
   return m;
 }
 
-TEST(FlexH100, EveryRecordedPrefillCaseBitForBit) {
+TEST(FlexH100, EveryRecordedCaseBitForBit) {
   const H5Reader r(kFlexFile);
   for (const FlexCase& c : prefill_cases()) {
     ASSERT_TRUE(r.exists(std::string(c.name) + "/o")) << c.name;
@@ -129,15 +150,20 @@ TEST(FlexH100, EachChoiceIsNeededNegativeControls) {
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.row_sum = RowSum::kQuad; }));
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.lse = LseModel::kLog2Libdevice; }));
   EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) { p.softmax.softcap = SoftcapFn::kExact; }));
+  // The decode template's row sum over 2 column warps, not one warp's tree.
+  EXPECT_TRUE(some_case_differs(r, [](Pipeline& p) {
+    if (p.softmax.row_sum == RowSum::kTritonWarps) p.softmax.row_sum = RowSum::kTritonTree;
+  }));
 }
 
-TEST(FlexH100, ShortQueriesAndOtherShapesAreRefusedInOneLine) {
+TEST(FlexH100, MaskedDecodeAndOtherShapesAreRefusedInOneLine) {
   FlexOptions o;
-  // One query per sequence (and 16, 64) takes the decode template: not modelled, refused.
+  // Short queries under a block mask take the decode template's real split-KV: refused.
   for (int lq : {1, 16, 64}) {
+    EXPECT_NO_THROW((void)flex_pipeline(o, AttentionShape{1, 8, 8, lq, 1000, 128, 128}, false));
     try {
-      (void)flex_pipeline(o, AttentionShape{1, 8, 8, lq, 1000, 128, 128}, false);
-      ADD_FAILURE() << "len_q " << lq << " was not refused";
+      (void)flex_pipeline(o, AttentionShape{1, 8, 8, lq, 1000, 128, 128}, true);
+      ADD_FAILURE() << "len_q " << lq << " causal was not refused";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find("decode template"), std::string::npos) << e.what();
       EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos);

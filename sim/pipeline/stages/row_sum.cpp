@@ -2,6 +2,7 @@
 // order each lane adds the block's p in, where the rescale by alpha happens (before the adds, or
 // fused into the first one), how the lanes are combined at the end, and the merge of two states
 // over disjoint keys (split schedules).
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -67,6 +68,25 @@ void row_sum_ref(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bloc
           part[t] = acc;
         }
         l[0] = std::fma(l[0], a, (part[0] + part[2]) + (part[1] + part[3]));
+        break;
+      }
+      case RowSum::kTritonWarps: {
+        const int tiles = bk / 8;
+        const int w_n = std::min(st.rowsum_warps, tiles);  // distinct warps
+        T warp[8];
+        for (int w = 0; w < w_n; ++w) {
+          T part[4];
+          for (int t = 0; t < 4; ++t) {
+            T acc = pi[8 * w + 2 * t] + pi[8 * w + 2 * t + 1];
+            for (int g = 8 * (w + w_n); g < bk; g += 8 * w_n)
+              acc = (acc + pi[g + 2 * t]) + pi[g + 2 * t + 1];
+            part[t] = acc;
+          }
+          warp[w] = (part[0] + part[2]) + (part[1] + part[3]);
+        }
+        for (int s = w_n / 2; s >= 1; s /= 2)
+          for (int w = 0; w < s; ++w) warp[w] = warp[w] + warp[w + s];
+        l[0] = std::fma(l[0], a, warp[0]);
         break;
       }
       case RowSum::kQuadBlock:
