@@ -25,6 +25,7 @@ struct ScoreOps {
   float sq = 1.0f;            // the row's Q scale
   float c = 0.0f;             // the plain exponent coefficient
   float mask = 0.0f;
+  float score_scale = 0.0f;  // scale_log2=score: S = fl(acc · score_scale) (0: none)
 };
 
 // Row i: keys [0, n) visible, [n, cols) masked. ds: ΔS of the row's keys (null: none).
@@ -45,6 +46,7 @@ ATTNSIM_AVX2 void score_row(const ScoreOps& op, const float* acc, const float* d
       }
     }
     if (op.fold && !(op.fold_b && op.scaled)) avx2::store_n(cf + j, c, k);
+    if (op.score_scale != 0.0f) a = _mm256_mul_ps(a, _mm256_set1_ps(op.score_scale));
     if (ds) a = _mm256_add_ps(a, avx2::load_n(ds + j, k));
     avx2::store_n(s + j, a, k);
   }
@@ -65,6 +67,7 @@ void scores_avx2(const SoftmaxStage& st, const PreparedInput& in, const TileInde
   const bool q_scaled = in.q.scaled(), k_scaled = in.k.scaled();
   op.scaled = q_scaled || k_scaled;
   op.c = kc.c;
+  op.score_scale = kc.score_scale;
   op.mask = float(st.mask_value);
   if (k_scaled) {
     buf.tmp_f.resize(std::size_t(b.cols));

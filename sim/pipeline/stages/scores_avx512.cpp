@@ -22,6 +22,7 @@ struct ScoreOps {
   float sq = 1.0f;            // the row's Q scale
   float c = 0.0f;             // the plain exponent coefficient
   float mask = 0.0f;
+  float score_scale = 0.0f;  // scale_log2=score: S = fl(acc · score_scale) (0: none)
 };
 
 // Row i: keys [0, n) visible, [n, cols) masked. ds: ΔS of the row's keys (null: none).
@@ -41,6 +42,7 @@ ATTNSIM_AVX512 void score_row(const ScoreOps& op, const float* acc, const float*
       }
     }
     if (op.fold && !(op.fold_b && op.scaled)) _mm512_mask_storeu_ps(cf + j, m, c);
+    if (op.score_scale != 0.0f) a = _mm512_mul_ps(a, _mm512_set1_ps(op.score_scale));
     if (ds) a = _mm512_add_ps(a, _mm512_maskz_loadu_ps(m, ds + j));
     _mm512_mask_storeu_ps(s + j, m, a);
   }
@@ -62,6 +64,7 @@ void scores_avx512(const SoftmaxStage& st, const PreparedInput& in, const TileIn
   const bool q_scaled = in.q.scaled(), k_scaled = in.k.scaled();
   op.scaled = q_scaled || k_scaled;
   op.c = kc.c;
+  op.score_scale = kc.score_scale;
   op.mask = float(st.mask_value);
   if (k_scaled) {
     buf.tmp_f.resize(std::size_t(b.cols));

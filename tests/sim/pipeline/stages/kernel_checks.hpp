@@ -134,7 +134,9 @@ inline void check_scores(Values& g, Tally& t) {
                         c.in.shape.len_kv);
     g.fill(c.in.delta_s.data(), c.in.delta_s.size(), Mix::kNormal, g.any_mix(), 0.05);
   }
-  const ExpConstants<float> kc = random_constants(g);
+  ExpConstants<float> kc = random_constants(g);
+  // scale_log2=score (FlexAttention, the CUTLASS fmha): every score times the scale first.
+  if (g.chance(0.3)) kc.score_scale = float(g.uniform(1, 1000)) / 997.0f;
   TileBuffers<float> ref;
   ref.size(c.b.rows, c.b.bk, c.in.shape.head_dim_v);
   g.fill(ref.acc.data(), ref.acc.size(), g.chance(0.5) ? Mix::kNormal : g.any_mix(), g.any_mix(),
