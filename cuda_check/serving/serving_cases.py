@@ -41,6 +41,11 @@ FLEX_CASES = [
               seed=110),
     flex_case("pre777_causal_bf16_d64", "bf16", 1, 4, 4, 777, 777, 64, "causal", seed=111),
     flex_case("dec1000_fp16_d64", "fp16", 1, 4, 4, 1, 1000, 64, seed=112),
+    # Batch invariance (issue 40): dec1000_bf16_d128's first sequence in batches of 1 and 16
+    # (SPLIT_KV 2 x 132 // (batch x heads): 32 and 2), and a causal 4-query decode (a real split).
+    flex_case("bi_dec1000_b1_bf16_d128", "bf16", 1, 8, 8, 1, 1000, 128, seed=102),
+    flex_case("bi_dec1000_b16_bf16_d128", "bf16", 16, 8, 8, 1, 1000, 128, seed=102),
+    flex_case("dec4x1000_causal_bf16_d128", "bf16", 1, 8, 8, 4, 1000, 128, "causal", seed=113),
 ]
 
 
@@ -96,6 +101,12 @@ VLLM_CASES = [
               k_scale=0.05, v_scale=0.02, seed=210),
     vllm_case("pd_decode200_fp8kv_bf16_d128", "bf16", 8, 2, 128, [(1, 200)], kv="e4m3",
               k_scale=0.05, v_scale=0.02, seed=210, q_of=(200, 1)),
+    # Batch invariance (issue 40): the same first sequence (500 keys, its Q row and K/V first in
+    # the lattice) decoded in a batch of 4 (3D: 4 <= 128 // 2) and of 70 (2D: 70 > 64).
+    vllm_case("bi_decode_batch4_bf16_d128", "bf16", 8, 2, 128,
+              [(1, 500)] + [(1, 100 + 13 * i) for i in range(3)], seed=220),
+    vllm_case("bi_decode_batch70_bf16_d128", "bf16", 8, 2, 128,
+              [(1, 500)] + [(1, 100 + 13 * i) for i in range(69)], seed=220),
 ]
 
 
