@@ -178,7 +178,9 @@ MethodDescription describe_method(const MethodConfig& m, const AttentionInput& i
   d.outside = m.outside(in);
   d.notes = m.notes(in);
   const OptionList opts = pipeline_options(p);
-  if (d.outside.empty()) {
+  // A method with problem options (flex's window, softcap) keeps its name: `flash:` has no place
+  // for them.
+  if (d.outside.empty() && !m.changes_problem()) {
     d.method = "flash:";
     for (std::size_t i = 0; i < opts.size(); ++i)
       d.method += (i ? "," : "") + opts[i].first + "=" + opts[i].second;

@@ -51,6 +51,9 @@ const std::vector<FlexCase>& prefill_cases() {
       {"short16_gqa_bf16_d128", "bf16", 1, 8, 2, 16, 600, 128, false, 0.0, 109},
       {"uniform64x1000_bf16_d128", "bf16", 1, 2, 2, 64, 1000, 128, false, 0.0, 110, 0, 0.0, true},
       {"dec1000_fp16_d64", "fp16", 1, 4, 4, 1, 1000, 64, false, 0.0, 112},
+      // The same sequence in batches of 1 and 16 (SPLIT_KV 32 and 2): batch-invariant bits.
+      {"bi_dec1000_b1_bf16_d128", "bf16", 1, 8, 8, 1, 1000, 128, false, 0.0, 102},
+      {"bi_dec1000_b16_bf16_d128", "bf16", 16, 8, 8, 1, 1000, 128, false, 0.0, 102},
   };
   return c;
 }
