@@ -108,6 +108,22 @@ void row_sum_ref(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bloc
         l[0] = total;
         break;
       }
+      case RowSum::kTritonWarps: {
+        // vLLM's tl.sum(P, axis=1) on the mma layout (warpsPerCTA [1, 4]): warp w holds keys
+        // 8w..8w+7, lane t of its quad p(8w+2t) + p(8w+2t+1); shfl.bfly xor 2, then 1; the warps'
+        // sums through shared memory with the same high-to-low butterfly (VLLM_NOTES.md, step 8).
+        T w[4];
+        const int nw = bk / 8;
+        for (int c = 0; c < nw; ++c) {
+          const T* q8 = pi + 8 * c;
+          const T s0 = q8[0] + q8[1], s1 = q8[2] + q8[3], s2 = q8[4] + q8[5], s3 = q8[6] + q8[7];
+          w[c] = (s0 + s2) + (s1 + s3);
+        }
+        for (int half = nw / 2; half >= 1; half /= 2)
+          for (int c = 0; c < half; ++c) w[c] = w[c] + w[c + half];
+        l[0] = std::fma(l[0], a, w[0]);
+        break;
+      }
       case RowSum::kWarpSum:
         // PyTorch's softmax_warp_forward (the block holds the row): the warp's butterfly sum.
         l[0] = stage_util::state_add(stage_util::state_mul(l[0], a, st.ftz),
