@@ -30,9 +30,12 @@ enum class ExpKind { kExp2, kExp };
 //  kExpfLibdevice CUDA's expf without fast math (libdevice __nv_expf, the IEEE branch:
 //                numerics/special.hpp expf_libdevice, equal to the H100 on all 2^32 inputs): the
 //                softmax kernels of PyTorch (softmax_warp_forward, the math SDPA backend). Base e.
+//  kEx2ApproxLog2e Triton's tl.exp on fp32 (Triton 3.6, sm_90): `mul.f32 x, 0f3FB8AA3B` then
+//                ex2.approx.f32 without .ftz, p = ex2(fl(x · fl32(log2 e))) (vLLM's
+//                unified_attention, cuda_check/serving/models/VLLM_NOTES.md). Base e.
 // The FP32 models take the argument rounded to FP32 (in an FP64 state that is one rounding) and
 // return an FP32 value, which the state widens exactly.
-enum class ExpFn { kLibm, kExact, kEx2ApproxFtz, kEx2Approx, kHook, kExpfLibdevice };
+enum class ExpFn { kLibm, kExact, kEx2ApproxFtz, kEx2Approx, kHook, kExpfLibdevice, kEx2ApproxLog2e };
 
 template <class T>
 struct ExpModel {
@@ -59,6 +62,8 @@ struct ExpModel {
         return T(hook(float(x), hook_ctx));
       case ExpFn::kExpfLibdevice:
         return T(expf_libdevice(float(x), false));
+      case ExpFn::kEx2ApproxLog2e:
+        return T(f32_from_bits(ex2_approx_bits(f32_bits(float(x) * 0x1.715476p+0f))));
     }
     return x;
   }

@@ -63,6 +63,7 @@ const std::vector<MethodSpec>& method_registry() {
     register_turbo_methods(r);
     register_sdpa_methods(r);
     register_flex_methods(r);
+    register_vllm_methods(r);
     for (MethodSpec& m : r)
       if (m.preset) add_stage_params(m);
     return r;

@@ -143,5 +143,6 @@ void register_lean_methods(std::vector<MethodSpec>& registry);
 void register_turbo_methods(std::vector<MethodSpec>& registry);
 void register_sdpa_methods(std::vector<MethodSpec>& registry);
 void register_flex_methods(std::vector<MethodSpec>& registry);
+void register_vllm_methods(std::vector<MethodSpec>& registry);
 
 }  // namespace attnsim

@@ -20,6 +20,10 @@ Pipeline exact_pipeline(const Pipeline& method) {
   e.pv.acc = method.pv.acc;
   e.normalize.kind = Normalize::kDiv;
   e.out.enc = Encoding::kFp64;
+  // A score scaled before the natural exponent (vLLM) stays so: exact in FP64 (coefficient 1), and
+  // the place a softcapped input's tanh acts on.
+  if (method.softmax.scale_log2 == ScaleLog2::kScoreFirst && method.softmax.base == ExpKind::kExp)
+    e.softmax.scale_log2 = ScaleLog2::kScoreFirst;
   // (Every other field keeps FA2's default, already exact: no input rounding, cast, scale or mean,
   // the score path, the raw max without offset, the -inf mask, the input's softmax scale, the
   // natural LSE, an FP32 O accumulator taking P·V in natural key order, the multiply rescale.)

@@ -293,6 +293,8 @@ const std::vector<Coupling>& couplings() {
              (p.softmax.rowsum_warps < 1 || p.softmax.rowsum_warps > 8 ||
               (p.softmax.rowsum_warps & (p.softmax.rowsum_warps - 1))))
            return "rowsum_warps must be 1, 2, 4 or 8 (Triton's warps along N)";
+         if (p.softmax.row_sum == RowSum::kMma && p.pv.kwidth4)
+           return "rowsum=mma reads P in the natural or sage16 key order, not kwidth4";
          if (p.softmax.row_sum == RowSum::kCutlassWarps && p.tile.block_kv % 32)
            return "rowsum=cutlass_warps splits a block between column warps of 32 keys (bk a "
                   "multiple of 32)";
@@ -309,8 +311,9 @@ const std::vector<Coupling>& couplings() {
          if ((p.exp.fn == ExpFn::kEx2ApproxFtz || p.exp.fn == ExpFn::kEx2Approx) &&
              p.softmax.base != ExpKind::kExp2)
            return "ex2.approx evaluates exp2: it needs the exp2 exponent";
-         if (p.exp.fn == ExpFn::kExpfLibdevice && p.softmax.base != ExpKind::kExp)
-           return "expf evaluates e^x: it needs the natural exponent";
+         if ((p.exp.fn == ExpFn::kExpfLibdevice || p.exp.fn == ExpFn::kEx2ApproxLog2e) &&
+             p.softmax.base != ExpKind::kExp)
+           return "expf and ex2.approx.log2e evaluate e^x: they need the natural exponent";
          return std::nullopt;
        }},
       {"snapped max and the exponent", {Stage::kRescale, Stage::kSoftmax},
@@ -344,10 +347,11 @@ const std::vector<Coupling>& couplings() {
       {"scores scaled first", {Stage::kSoftmax, Stage::kQ},
        [](const Pipeline& p) -> Why {
          if (p.softmax.scale_log2 != ScaleLog2::kScoreFirst) return std::nullopt;
-         if (p.softmax.base != ExpKind::kExp2 || p.q.prescale != Prescale::kNone ||
-             p.softmax.dequant != Dequant::kScore)
-           return "scale_log2=score multiplies each score by the softmax scale before log2 e: it "
-                  "needs exp2, an unprescaled q and dequant=score";
+         if (p.q.prescale != Prescale::kNone || p.softmax.dequant != Dequant::kScore ||
+             (p.softmax.base == ExpKind::kExp && p.softmax.max_domain != MaxDomain::kRaw))
+           return "scale_log2=score multiplies each score by the softmax scale before log2 e (or "
+                  "the natural exponent): it needs an unprescaled q, dequant=score, and with exp "
+                  "the raw max";
          return std::nullopt;
        }},
       {"fused rescale", {Stage::kRescale, Stage::kPv},
@@ -476,6 +480,9 @@ Pipeline canonical(Pipeline p) {
   if (!p.softmax.fma) p.softmax.fma_blocks = d.softmax.fma_blocks;
   if (p.softmax.row_sum != RowSum::kMma) p.softmax.row_sum_dot = d.softmax.row_sum_dot;
   if (p.softmax.row_sum != RowSum::kTritonWarps) p.softmax.rowsum_warps = d.softmax.rowsum_warps;
+  // The kWidth-4 order only changes which products an instruction model groups.
+  if (p.qk.dot.kind != DotModel::kMma) p.qk.kwidth4 = false;
+  if (p.pv.dot.kind != DotModel::kMma || p.pv.perm16) p.pv.kwidth4 = false;
   if (p.exp.fn != ExpFn::kHook) p.exp.hook = {};
   if (!is_float_encoding(p.p.enc) || p.p.enc == Encoding::kFp32 || p.p.enc == Encoding::kFp64)
     p.p.cast = d.p.cast;

@@ -48,7 +48,9 @@ std::vector<std::string> names(const Name<E> (&t)[N]) {
 constexpr Name<KvOrder> kKvOrder[] = {
     {KvOrder::kDescending, "desc"}, {KvOrder::kAscending, "asc"}, {KvOrder::kSparse, "sparse"}};
 constexpr Name<SoftcapFn> kSoftcapFn[] = {{SoftcapFn::kExact, "exact"},
-                                          {SoftcapFn::kLibdevice, "libdevice"}};
+                                          {SoftcapFn::kLibdevice, "libdevice"},
+                                          {SoftcapFn::kExpDiv, "exp_div"}};
+constexpr Name<EmptyMax> kEmptyMax[] = {{EmptyMax::kKeep, "keep"}, {EmptyMax::kZero, "zero"}};
 constexpr Name<FmaBlocks> kFmaBlocks[] = {{FmaBlocks::kAll, "all"},
                                           {FmaBlocks::kFullDivisible, "full_div"}};
 constexpr Name<CausalAlign> kCausal[] = {{CausalAlign::kBottomRight, "bottom_right"},
@@ -126,7 +128,8 @@ constexpr ExpName kExp[] = {{ExpKind::kExp2, ExpFn::kLibm, "exp2"},
                             {ExpKind::kExp2, ExpFn::kEx2Approx, "ex2.approx"},
                             {ExpKind::kExp2, ExpFn::kExact, "exp2.exact"},
                             {ExpKind::kExp, ExpFn::kExact, "exp.exact"},
-                            {ExpKind::kExp, ExpFn::kExpfLibdevice, "expf"}};
+                            {ExpKind::kExp, ExpFn::kExpfLibdevice, "expf"},
+                            {ExpKind::kExp, ExpFn::kEx2ApproxLog2e, "ex2.approx.log2e"}};
 
 const std::vector<std::string> kOperandEncodings{"fp32", "bf16", "fp16", "e4m3fn",
                                                  "e5m2", "s8",   "s4",   "s2"};
@@ -248,7 +251,8 @@ std::vector<OptionKey> base_keys() {
              "state arithmetic (m, l, O, exp argument, rescale); qk_dot/pv_dot=acc follow it"),
       choice("exp", "exp", exp_names,
              "exponent and its function: libm exp2 with folded log2(e) (FA2), libm exp, the H100's "
-             "MUFU ex2 (.ftz or not), FP64-exact, or a technique's (sas)"),
+             "MUFU ex2 (.ftz or not), FP64-exact, Triton's tl.exp (ex2.approx.log2e: "
+             "ex2.approx(fl(x·log2 e))), or a technique's (sas)"),
       choice("fma", "softmax", {"on", "off"}, "fuse s*scale - max into one FMA (nvcc --fmad=true)"),
       integer("bq", "tiles", 1, "query rows per tile"),
       integer("bk", "tiles", 1, "keys per KV block"),
@@ -313,7 +317,8 @@ std::vector<OptionKey> base_keys() {
              "row sum: SM80 FA2 quad lanes (l0+l2)+(l1+l3), one sum, SageAttention2's lanes, the "
              "tensor core (rowsum_dot), Triton's tl.sum tree, quad lanes with the rescale fused, "
              "cuDNN's per-lane block sums l=fma(alpha,l,b) combined (l0+l1)+(l2+l3), the CUTLASS "
-             "fmha kernel's two column warps, PyTorch's softmax_warp_forward butterfly"),
+             "fmha kernel's two column warps, PyTorch's softmax_warp_forward butterfly, Triton's "
+             "tl.sum over 8-key column warps (vLLM: quads, then (W0+W2)+(W1+W3))"),
       // P, P·V, rescale, epilogue.
       choice("p_scale", "p", names(kPScale),
              "integer P: one scale per row or per tile and KV block (TurboAttention P̃)"),
@@ -377,7 +382,8 @@ std::vector<OptionKey> base_keys() {
               true),
       choice("softcap", "softmax", names(kSoftcapFn),
              "a softcapped input's C·tanh(s/C): exact (FP64, rounded once) or libdevice "
-             "(FlexAttention: tanhf(s·fl(1/C))·C with libdevice's __nv_tanhf)",
+             "(FlexAttention: tanhf(s·fl(1/C))·C with libdevice's __nv_tanhf) or exp_div "
+             "(vLLM: C·(e^u − e^-u)/(e^u + e^-u), u = s/C, tl.exp and div.full)",
              true),
       integer("rowsum_warps", "softmax", 1,
               "rowsum=triton_warps: Triton's warps along N (warpsPerCTA = [1, W]; 1, 2, 4 or 8)",
@@ -409,8 +415,10 @@ std::vector<OptionKey> base_keys() {
              "CUTLASS fmha's output-buffer epilogue (fma(a, chunk, fl(fl(a·alpha)·O)), a = 1/l in "
              "the last block)",
              true),
-      choice("pv_perm", "pv", {"none", "sage16"},
-             "instruction key order within 16 keys (sage16: SageAttention's V permutation)", true),
+      choice("pv_perm", "pv", {"none", "sage16", "kwidth4"},
+             "instruction key order (sage16: SageAttention's V permutation within 16 keys; "
+             "kwidth4: Triton's kWidth-4 operands, per 32 keys k mod 4 < 2 first)",
+             true),
       choice("o_acc", "pv", {"fp32", "fp16"},
              "O's accumulator (fp16: SageAttention sm80 pv_accum=fp16)", true),
       choice("rescale_fused", "rescale", {"off", "on"},
@@ -427,6 +435,16 @@ std::vector<OptionKey> base_keys() {
       choice("p_norm", "p", names(kPNorm),
              "normalize P before P·V (warp_sum: P / the row's softmax_warp_forward sum, one KV "
              "block per row; needs norm=none): PyTorch's math backend",
+             true),
+      // Keys added for vLLM's Triton unified_attention (sim/vllm).
+      choice("empty_max", "softmax", names(kEmptyMax),
+             "the running max of a row that has seen only masked keys: keep (-inf, FA2's "
+             "Check_inf uses 0 for that block only) or zero (Triton's where(m > -inf, m, 0) "
+             "carried to the next block)",
+             true),
+      choice("qk_perm", "qk", {"none", "kwidth4"},
+             "instruction k order over head_dim (kwidth4: Triton's dot operands upcast from 8 "
+             "bits, per 32-wide chunk k mod 4 < 2 first, then the rest)",
              true),
   };
   return t;
@@ -489,12 +507,12 @@ OptionList stage_options(const Pipeline& p0, Stage st) {
       case Stage::kQ: return operand('q');
       case Stage::kK: return operand('k');
       case Stage::kV: return operand('v');
-      case Stage::kQk: return k == "qk_dot" || k == "qk_promote" || k == "int_cvt";
+      case Stage::kQk: return k == "qk_dot" || k == "qk_promote" || k == "int_cvt" || k == "qk_perm";
       case Stage::kSoftmax:
         return k == "acc" || k == "fma" || k == "dequant" || k == "dequant_tail" || k == "max" ||
                k == "max_offset" || k == "rowsum" || k == "rowsum_dot" || k == "lse" ||
                k == "scale_log2" || k == "sm_scale" || k == "mask" || k == "ftz" ||
-               k == "fma_blocks" || k == "softcap" || k == "rowsum_warps";
+               k == "fma_blocks" || k == "softcap" || k == "rowsum_warps" || k == "empty_max";
       case Stage::kExp: return k == "exp" || in(hook_exp, k);
       case Stage::kP: return k == "p" || k.rfind("p_", 0) == 0;
       case Stage::kPv:
@@ -744,13 +762,15 @@ OptionList pipeline_options(const Pipeline& p0) {
   put("p_static", number_text(p.p.static_scale));
   put("pv_int_cvt", name_of(kIntCvt, p.pv.int_cvt));
   put("chunk_add", name_of(kChunkAdd, p.pv.chunk_add));
-  put("pv_perm", p.pv.perm16 ? "sage16" : "none");
+  put("pv_perm", p.pv.perm16 ? "sage16" : p.pv.kwidth4 ? "kwidth4" : "none");
   put("o_acc", encoding_name(p.pv.o_accum));
   put("rescale_fused", p.rescale.fused ? "on" : "off");
   put("out_cvt", is_16(p.out.enc) && !(p.out.cast == cvt16) ? policy_text(p.out.cast) : "auto");
   put("ftz", p.softmax.ftz ? "on" : "off");
   put("k_prescale", name_of(kPrescale, p.k.prescale));
   put("p_norm", name_of(kPNorm, p.p.norm));
+  put("empty_max", name_of(kEmptyMax, p.softmax.empty_max));
+  put("qk_perm", p.qk.kwidth4 ? "kwidth4" : "none");
   if (p.exp.fn == ExpFn::kHook && p.exp.hook)
     for (const auto& kv : p.exp.hook->options()) r.push_back(kv);
   if (p.rescale.kind == Rescale::kHook && p.rescale.hook)
@@ -967,6 +987,7 @@ void apply_softmax(Pipeline& p, const Given& g) {
   if (g.has("rowsum_dot")) s.row_sum_dot = parse_dot(g.get("rowsum_dot"), "rowsum_dot");
   if (g.has("lse")) s.lse = value_of(kLse, g.get("lse"), "lse");
   if (g.has("ftz")) s.ftz = g.get("ftz") == "on";
+  if (g.has("empty_max")) s.empty_max = value_of(kEmptyMax, g.get("empty_max"), "empty_max");
 }
 
 void apply_p(Pipeline& p, const Given& g) {
@@ -992,7 +1013,10 @@ void apply_pv(Pipeline& p, const Given& g) {
   if (g.has("pv_int_cvt")) p.pv.int_cvt = value_of(kIntCvt, g.get("pv_int_cvt"), "pv_int_cvt");
   if (g.has("pv_acc")) p.pv.acc = value_of(kPvAcc, g.get("pv_acc"), "pv_acc");
   if (g.has("chunk_add")) p.pv.chunk_add = value_of(kChunkAdd, g.get("chunk_add"), "chunk_add");
-  if (g.has("pv_perm")) p.pv.perm16 = g.get("pv_perm") == "sage16";
+  if (g.has("pv_perm")) {
+    p.pv.perm16 = g.get("pv_perm") == "sage16";
+    p.pv.kwidth4 = g.get("pv_perm") == "kwidth4";
+  }
   if (g.has("o_acc")) p.pv.o_accum = encoding(g.get("o_acc"), "o_acc");
 }
 
@@ -1061,6 +1085,7 @@ void apply_options(Pipeline& p, const OptionMap& given, const HookRegistry& hook
                              apply_operand(p.v, Operand::kV, g)};
   apply_dot(p.qk.dot, p.softmax.state, g, "qk_dot", "qk_promote");
   if (g.has("int_cvt")) p.qk.int_cvt = value_of(kIntCvt, g.get("int_cvt"), "int_cvt");
+  if (g.has("qk_perm")) p.qk.kwidth4 = g.get("qk_perm") == "kwidth4";
   apply_exp(p, g, hooks);
   apply_softmax(p, g);
   apply_p(p, g);

@@ -197,8 +197,25 @@ struct OperandSpec {
 struct QkStage {
   DotModel dot{DotModel::kFp32};
   Round int_cvt = Round::kNearestEven;
+  // An instruction model sees head_dim in Triton's kWidth-4 operand order (dot operands upcast
+  // from 8-bit data, ttgir `dot_op<{kWidth = 4}>`): in every whole 32-wide chunk the first k16
+  // instruction takes the k with k mod 4 in {0, 1}, the second the rest (kwidth4_index).
+  bool kwidth4 = false;
   bool operator==(const QkStage&) const = default;
 };
+
+// Triton's kWidth-4 dot-operand order (Triton 3.6, mma.sync m16n8k16 with 16-bit operands that
+// were upcast from 8 bits: a thread loads 4 consecutive k with one ld.shared.v2.b32 and gives the
+// first pair to one k16 instruction and the second pair to the next; VLLM_NOTES.md "FP8 KV"):
+// position k of the reduction (n long) reads element kwidth4_index(k, n). In every whole 32-wide
+// chunk the first 16 positions are the elements with index mod 4 in {0, 1}, the next 16 the rest;
+// a tail shorter than 32 is natural.
+inline int kwidth4_index(int k, int n) {
+  const int c0 = k & ~31;
+  if (n - c0 < 32) return k;
+  const int r = k & 31;
+  return c0 + (r < 16 ? (r / 2) * 4 + (r & 1) : ((r - 16) / 2) * 4 + 2 + (r & 1));
+}
 
 // How the QKᵀ accumulator becomes a score.
 //  kScore  S = fl(fl(acc) · fl(s_q · s_k)): SageAttention's masked path (`S * dequant_scale`),
@@ -249,7 +266,18 @@ enum class FmaBlocks : std::uint8_t { kAll, kFullDivisible };
 //  kLibdevice  FlexAttention's score_mod as Inductor writes it and Triton 3.6 compiles it:
 //              fl(tanhf(fl(s · fl32(1/C))) · fl32(C)), tanhf = libdevice's __nv_tanhf
 //              (numerics/special tanhf_libdevice). Needs scale_log2=score (the scaled score).
-enum class SoftcapFn : std::uint8_t { kExact, kLibdevice };
+//  kExpDiv     vLLM's apply_softcap (triton_attention_helpers.py) as Triton 3.6 compiles it:
+//              u = div.full(s, C), p1 = tl.exp(u), p2 = tl.exp(fl(0 − u)) (ExpFn::kEx2ApproxLog2e),
+//              fl(C · fl(p1 − p2)) div.full fl(p1 + p2). Needs scale_log2=score.
+enum class SoftcapFn : std::uint8_t { kExact, kLibdevice, kExpDiv };
+
+// The running max of a row whose keys so far were all masked (the block max is -inf).
+//  kKeep  the state stays empty (m = -inf); the block's exponent uses 0 in its place (FA2
+//         Check_inf), so the next visible block starts afresh.
+//  kZero  m becomes 0 and is carried as the running max (Triton kernels' `m_j = tl.where(m_j >
+//         float("-inf"), m_j, 0.0)` stored back as M: vLLM's unified_attention), so a later
+//         block's max is max(0, its scores).
+enum class EmptyMax : std::uint8_t { kKeep, kZero };
 
 // How the row sum l is accumulated (sim/pipeline/stages/row_sum.cpp holds every variant).
 //  kQuad        SM80 FA2: 4 partial sums per row (quad lane t owns columns 8n+2t, 8n+2t+1), each p
@@ -336,6 +364,7 @@ struct SoftmaxStage {
   bool fma = true;          // fuse s·c − max_scaled into one FMA (nvcc --fmad=true)
   FmaBlocks fma_blocks = FmaBlocks::kAll;  // which blocks the fusion happens in
   SoftcapFn softcap = SoftcapFn::kExact;   // a softcapped input's tanh
+  EmptyMax empty_max = EmptyMax::kKeep;    // the max of a row that has seen only masked keys
   // The score of a masked key (FA2 -inf; SageAttention -5e6).
   double mask_value = -std::numeric_limits<double>::infinity();
   RowSum row_sum = RowSum::kQuad;
@@ -412,6 +441,9 @@ struct PvStage {
   // [0,1,8,9,2,3,10,11,4,5,12,13,6,7,14,15] (fused.cu TransposePadPermute; P packed to match):
   // which keys share an emulated FP8 mma.sync's first HMMA depends on it.
   bool perm16 = false;
+  // The instruction models see each whole 32-key chunk of a block in Triton's kWidth-4 operand
+  // order (QkStage::kwidth4, kwidth4_index): vLLM's P·V with K/V upcast from FP8.
+  bool kwidth4 = false;
   // O's accumulator: fp32, or fp16 (SageAttention sm80 pv_accum "fp16": O kept in halves,
   // rescaled by __hmul2 with fl16(alpha), P·V on HMMA with an fp16 accumulator).
   Encoding o_accum = Encoding::kFp32;

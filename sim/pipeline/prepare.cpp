@@ -208,6 +208,21 @@ void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, con
   }
 }
 
+// QkStage::kwidth4: Q's and K's encodings along head_dim in the order the instruction model
+// consumes them (kwidth4_index over the padded width), so every QKᵀ product model and kernel that
+// reads the encodings sees Triton's kWidth-4 k grouping. The values (CUDA-core models) stay.
+void kwidth4_reorder(const Pipeline& p, Operand which, PreparedOperand& o) {
+  if (!p.qk.kwidth4 || which == Operand::kV || o.bits.empty()) return;
+  const int n = o.dim_pad;
+  std::vector<std::uint32_t> row(static_cast<std::size_t>(n));
+  const std::size_t rows = std::size_t(o.slices) * o.tokens;
+  for (std::size_t r = 0; r < rows; ++r) {
+    std::uint32_t* b = o.bits.data() + r * std::size_t(n);
+    for (int k = 0; k < n; ++k) row[std::size_t(k)] = b[kwidth4_index(k, n)];
+    std::copy(row.begin(), row.end(), b);
+  }
+}
+
 // One operand: every (batch, head) slice prepared on its own, as the kernels' per-head scales
 // are ([b, h, n_groups] in SageAttention). `centered` receives the values after mean subtraction
 // (before quantization) when asked for (ΔS needs K's).
@@ -337,6 +352,7 @@ PreparedOperand prepared_operand(const Pipeline& p, Operand which, int slices, i
     out.groups_per_slice = groups_per_slice;
   }
   finish_encodings(out, k_step_bits(p, which));
+  kwidth4_reorder(p, which, out);
   if (which == Operand::kV) check_v_groups(p, out);
   return out;
 }
@@ -355,6 +371,7 @@ PreparedInput prepare_queries(const AttentionInput& in, const Pipeline& p) {
   r.sm_scale = pipeline_sm_scale(in, p);
   r.q = prepare_operand("q", in.q, s.batch * s.heads_q, s.len_q, s.head_dim, p.q, r.sm_scale,
                         k_step_bits(p, Operand::kQ), nullptr);
+  kwidth4_reorder(p, Operand::kQ, r.q);
   return r;
 }
 
@@ -366,7 +383,8 @@ namespace {
 // builds it while the other threads wait. A table a stage choice reads without being listed here
 // is still built on first use, only not in parallel.
 void build_special_tables(const Pipeline& p) {
-  const bool ex2 = p.exp.fn == ExpFn::kEx2ApproxFtz || p.exp.fn == ExpFn::kEx2Approx;
+  const bool ex2 = p.exp.fn == ExpFn::kEx2ApproxFtz || p.exp.fn == ExpFn::kEx2Approx ||
+                   p.exp.fn == ExpFn::kEx2ApproxLog2e;
   const bool lg2 = p.softmax.lse == LseModel::kLog2Mufu;
   bool rcp = p.normalize.kind == Normalize::kRcpApproxFtz ||
              p.p.quantizer.apply == ScaleApply::kMultiplyRcpApprox;
@@ -431,6 +449,8 @@ PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
   r.v = prepare_operand("v", in.v, s.batch * s.heads_kv, s.len_kv, s.head_dim_v, p.v, r.sm_scale,
                         k_step_bits(p, Operand::kV), nullptr);
   check_v_groups(p, r.v);
+  kwidth4_reorder(p, Operand::kQ, r.q);
+  kwidth4_reorder(p, Operand::kK, r.k);
   if (p.q.mean != MeanMode::kNone) {
     // ΔS = mean_q(block) · K̃ᵀ (SageAttention2 §3.2, Eq. for smooth Q), K̃ the K after its own
     // smoothing and before quantization, in the FP32 CUDA-core loop.

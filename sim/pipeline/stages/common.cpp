@@ -48,6 +48,12 @@ ExpConstants<T> exp_constants(const Pipeline& p, double sm_scale) {
     k.c = T(1.44269504088896340736f);
     k.c_nat = T(1);
     k.score_scale = T(sm);
+  } else if (s.scale_log2 == ScaleLog2::kScoreFirst) {
+    // The natural exponent of a scaled score (vLLM's unified_attention: S = fma(scale, D, 0),
+    // p = tl.exp(S − m)): the argument is fl(S − m) itself; the exp function carries log2 e.
+    k.c = T(1);
+    k.c_nat = T(1);
+    k.score_scale = T(sm);
   } else if (s.scale_log2 == ScaleLog2::kDeviceFloat && s.base == ExpKind::kExp2) {
     // SageAttention2: `sm_scale *= math::log2e` on the device, FMUL.FTZ of two FP32 values.
     k.c = T(float(sm_scale) * 1.44269504088896340736f);

@@ -32,7 +32,7 @@ void pv_ref(const PvStage& st, const PStage& pst, const PreparedInput& in, const
     vb.assign(std::size_t(dv) * n, 0u);
     for (int c = 0; c < dv; ++c)
       for (int k = 0; k < n; ++k) {
-        const int j = st.perm16 ? (k & ~15) + kSagePerm16[k & 15] : k;
+        const int j = pv_key_index(st.perm16, st.kwidth4, k, n);
         if (j < b.cols)
           vb[std::size_t(c) * n + k] =
               in.v.bits[(std::size_t(ti.skv) * in.shape.len_kv + std::size_t(b.j0 + j)) * dv + c];
@@ -52,7 +52,7 @@ void pv_ref(const PvStage& st, const PStage& pst, const PreparedInput& in, const
     if (mma) {
       buf.enc_a.assign(std::size_t(n), 0u);
       for (int k = 0; k < n; ++k) {
-        const int j = st.perm16 ? (k & ~15) + kSagePerm16[k & 15] : k;
+        const int j = pv_key_index(st.perm16, st.kwidth4, k, n);
         if (j < b.cols) buf.enc_a[std::size_t(k)] = stage_util::encoding_of(pst.enc, pfi[j]);
       }
     }

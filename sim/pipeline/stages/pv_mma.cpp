@@ -15,11 +15,11 @@ namespace {
 // and row_sum_ref read it), −1 past the block's keys (the zero padding to the instruction's k);
 // null when that is position k itself.
 template <class T>
-const int* key_index(bool perm16, const BlockView& b, int n, TileBuffers<T>& buf) {
-  if (!perm16 && n == b.cols) return nullptr;
+const int* key_index(bool perm16, bool kwidth4, const BlockView& b, int n, TileBuffers<T>& buf) {
+  if (!perm16 && !kwidth4 && n == b.cols) return nullptr;
   buf.mma_k.resize(std::size_t(n));
   for (int k = 0; k < n; ++k) {
-    const int j = perm16 ? (k & ~15) + kSagePerm16[k & 15] : k;
+    const int j = pv_key_index(perm16, kwidth4, k, n);
     buf.mma_k[std::size_t(k)] = j < b.cols ? j : -1;
   }
   return buf.mma_k.data();
@@ -46,7 +46,7 @@ void pv_mma(const PvStage& st, const PStage& pst, const PreparedInput& in, const
   t.b = in.v.bits.data() + (std::size_t(ti.skv) * in.shape.len_kv + std::size_t(b.j0)) * dv;
   t.b_k = dv;
   t.b_n = 1;
-  t.k_index = key_index(st.perm16, b, n, buf);
+  t.k_index = key_index(st.perm16, st.kwidth4, b, n, buf);
   t.b_key = stage_util::block_key(buf.kv_key, 3);  // this V block (and its key order)
   buf.mma_d.resize(std::size_t(b.rows) * dv);
   if (!chunked) {
@@ -106,7 +106,7 @@ void row_sum_mma(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bloc
   t.b_values = buf.pf.data();
   t.b_k = 1;
   t.b_n = b.bk;
-  t.k_index = key_index(perm16, b, n, buf);
+  t.k_index = key_index(perm16, false, b, n, buf);
   t.c = buf.mma_c.data();
   t.ldc = 0;
   t.d = buf.mma_d.data();
@@ -133,7 +133,7 @@ void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const
   t.b_values = in.v.row(ti.skv, b.j0);
   t.b_k = dv;
   t.b_n = 1;
-  t.k_index = key_index(false, b, n, buf);
+  t.k_index = key_index(false, false, b, n, buf);
   t.b_key = stage_util::block_key(buf.kv_key, 4);  // this V block, as values
   buf.mma_d.resize(std::size_t(b.rows) * dv);
   t.d = buf.mma_d.data();

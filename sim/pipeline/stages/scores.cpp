@@ -32,6 +32,15 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
   auto softcap_of = [&](T x) -> T {
     if (st.softcap == SoftcapFn::kLibdevice && std::is_same_v<T, float>)
       return T(tanhf_libdevice(float(x) * float(1.0 / cap)) * float(cap));
+    if (st.softcap == SoftcapFn::kExpDiv && std::is_same_v<T, float>) {
+      // vLLM apply_softcap: u = S / C, (e^u − e^-u) / (e^u + e^-u) · C with tl.exp (mul by
+      // fl32(log2 e), ex2.approx.f32) and `/` as div.full.f32; 0 − u is an FADD (no negation).
+      const float cf = float(cap);
+      const float u = div_full(float(x), cf);
+      auto tl_exp = [](float y) { return f32_from_bits(ex2_approx_bits(f32_bits(y * 0x1.715476p+0f))); };
+      const float p1 = tl_exp(u), p2 = tl_exp(0.0f - u);
+      return T(div_full(cf * (p1 - p2), p1 + p2));
+    }
     return T(cap * std::tanh(double(x) / cap));
   };
   for (int i = 0; i < b.rows; ++i) {

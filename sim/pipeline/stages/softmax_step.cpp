@@ -51,6 +51,8 @@ void softmax_step_ref(const SoftmaxStage& st, MaxRound max_round, const BlockVie
     const T m_old = m;
     const bool was_empty = state.empty(i);
     m = block_max > m ? block_max : m;
+    // EmptyMax::kZero: Triton's `tl.where(m > -inf, m, 0)` is the running max from here on.
+    if (st.empty_max == EmptyMax::kZero && m == -kInf) m = T(0);
     // FA2 Check_inf: the exponent uses max 0 while the row has seen no visible key, so a fully
     // masked block gives exp(-inf) = 0 instead of a -inf - (-inf) NaN.
     const T m_use = state.empty(i) ? T(0) : m;

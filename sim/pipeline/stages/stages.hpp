@@ -209,7 +209,8 @@ void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const
 // references.
 inline bool fp32_state_kernels(const SoftmaxStage& st) {
   return !st.ftz && st.row_sum != RowSum::kQuadBlock && st.row_sum != RowSum::kCutlassWarps &&
-         st.row_sum != RowSum::kWarpSum;
+         st.row_sum != RowSum::kWarpSum && st.empty_max == EmptyMax::kKeep &&
+         st.softcap != SoftcapFn::kExpDiv;
 }
 inline bool cuda_core_kernel_model(DotModel::Kind k) {
   return k == DotModel::kFp32 || k == DotModel::kFp64 || k == DotModel::kExact;
@@ -314,5 +315,11 @@ int row_sum_lanes(RowSum r);
 // SageAttention's in-16 V order (fused.cu TransposePadPermute): key position k of an instruction
 // holds token kSagePerm16[k % 16] of its 16-key group (P packed to match).
 inline constexpr int kSagePerm16[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+// The key that position k of a P·V instruction's reduction (n positions) reads within its block:
+// SageAttention's in-16 order (PvStage::perm16), Triton's kWidth-4 order (PvStage::kwidth4), or k.
+inline int pv_key_index(bool perm16, bool kwidth4, int k, int n) {
+  if (perm16) return (k & ~15) + kSagePerm16[k & 15];
+  return kwidth4 ? kwidth4_index(k, n) : k;
+}
 
 }  // namespace attnsim

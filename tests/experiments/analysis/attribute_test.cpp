@@ -29,7 +29,8 @@ const std::vector<std::string> kMethods{
     "sage2:arch=sm90,pv_accum=fp32", "sage2:arch=paper", "sage2:arch=paper,smooth=hadamard",
     "amla:variant=base", "amla:variant=paper", "amla:variant=cann", "amla:target=h100",
     "turbo:mode=prefill", "turbo", "lean:mblocks=all", "splitkv:style=flashdecoding,splits=3",
-    "splitkv:style=flashinfer,splits=2", "splitkv:style=flashmla,splits=2", "kivi"};
+    "splitkv:style=flashinfer,splits=2", "splitkv:style=flashmla,splits=2", "kivi",
+    "vllm_triton", "vllm_triton:kv=e4m3,k_scale=0.05,v_scale=0.02,window=48,softcap=20"};
 
 // A synthetic causal input (MHA, lengths no tile divides) and a slice of real data: SmolLM2 layer
 // 15's first three query heads (GQA on one KV head) and 160 tokens, causal.

@@ -645,6 +645,11 @@ TEST_F(Exp, GatePassesOnTheFlexBaseline) {
   expect_gate_passes("experiments/configs/baseline_flex.toml", "data/baselines/flex.h5");
 }
 
+TEST_F(Exp, GatePassesOnTheVllmBaseline) {
+  // vLLM's Triton unified_attention, 2D and 3D (experiments/configs/baseline_vllm.toml).
+  expect_gate_passes("experiments/configs/baseline_vllm.toml", "data/baselines/vllm.h5");
+}
+
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
   const std::string m =
       "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";
