@@ -2,6 +2,7 @@
 // kernel's full tile sees P = 0 there) and the rescale factor alpha = exp(alpha's argument), under
 // the exp model (libm, FP64-exact, the H100's ex2.approx{.ftz}, or a technique's hook).
 #include <type_traits>
+#include <vector>
 
 #include "numerics/isa.hpp"
 #include "numerics/special_array.hpp"
@@ -43,7 +44,8 @@ void exp_rows(const ExpModel<float>& e, const BlockView& b, TileBuffers<float>& 
 }  // namespace
 
 // The dispatcher (stages.hpp): an FP32 state's p by array kernels when the instruction set allows
-// (numerics/special_array: the H100's ex2.approx{.ftz} models, exp.exact's float(exp(double));
+// (numerics/special_array: the H100's ex2.approx{.ftz} models, Triton's tl.exp as that of
+// fl(x · log2 e), exp.exact's float(exp(double));
 // a hook's ExpHook::eval_array, e.g. SAS), else the reference.
 template <class T>
 void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers<T>& buf) {
@@ -58,6 +60,15 @@ void exp_stage(const ExpStage& st, ExpKind base, const BlockView& b, TileBuffers
         case ExpFn::kEx2Approx:
           return exp_rows(e, b, buf, [&](const float* x, std::size_t n, float* p) {
             ex2_approx_array(x, n, p);
+          });
+        case ExpFn::kEx2ApproxLog2e:
+          // Triton's tl.exp: fl(x · fl32(log2 e)) (mul.f32), then ex2.approx.f32: the product
+          // into p, the array model in place (element by element what ExpModel::eval does).
+          return exp_rows(e, b, buf, [&](const float* x, std::size_t n, float* p) {
+            thread_local std::vector<float> y;
+            y.resize(n);
+            for (std::size_t j = 0; j < n; ++j) y[j] = x[j] * 0x1.715476p+0f;
+            ex2_approx_array(y.data(), n, p);
           });
         case ExpFn::kExact:
           return exp_rows(e, b, buf, [&](const float* x, std::size_t n, float* p) {

@@ -126,6 +126,7 @@ void softmax_step_avx2(const SoftmaxStage& st, MaxRound max_round, const BlockVi
     const T m_old = m;
     const bool was_empty = state.empty(i);
     m = block_max > m ? block_max : m;
+    if (st.empty_max == EmptyMax::kZero && m == -kInf) m = T(0);  // softmax_step_ref's
     const T m_use = state.empty(i) ? T(0) : m;
     T ref, alpha_arg;
     if (!scaled_max && !snapping) {

@@ -117,6 +117,7 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
     const T m_old = m;
     const bool was_empty = state.empty(i);
     m = block_max > m ? block_max : m;
+    if (st.empty_max == EmptyMax::kZero && m == -kInf) m = T(0);  // softmax_step_ref's
     const T m_use = state.empty(i) ? T(0) : m;
     T ref, alpha_arg;
     if (!scaled_max && !snapping) {

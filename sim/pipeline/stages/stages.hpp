@@ -209,8 +209,7 @@ void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const
 // references.
 inline bool fp32_state_kernels(const SoftmaxStage& st) {
   return !st.ftz && st.row_sum != RowSum::kQuadBlock && st.row_sum != RowSum::kCutlassWarps &&
-         st.row_sum != RowSum::kWarpSum && st.empty_max == EmptyMax::kKeep &&
-         st.softcap != SoftcapFn::kExpDiv;
+         st.row_sum != RowSum::kWarpSum && st.softcap != SoftcapFn::kExpDiv;
 }
 inline bool cuda_core_kernel_model(DotModel::Kind k) {
   return k == DotModel::kFp32 || k == DotModel::kFp64 || k == DotModel::kExact;
