@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "experiments/common/error.hpp"
+#include "formats/encoding.hpp"
 #include "sim/pipeline/pipeline.hpp"
 #include "sim/problem.hpp"
 
@@ -133,6 +135,28 @@ MethodDescription describe_method(const MethodConfig& m, const AttentionInput& i
 
 // A pipeline run as a method's output (O in the output format, the LSE).
 MethodOutput pipeline_output(PipelineResult r, const Pipeline& p);
+
+// Helpers of the preset registrations (methods_*.cpp).
+// f() with a simulator's one-line refusal (std::invalid_argument) turned into a UsageError.
+template <class F>
+auto usage_errors(F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(e.what());
+  }
+}
+// The input's shape, or `fallback` for a preset asked about before any input (parse-time checks).
+inline AttentionShape shape_or(const AttentionInput& in, const AttentionShape& fallback) {
+  return in.shape.valid() ? in.shape : fallback;
+}
+// A dtype=auto|fp16|bf16 option: auto is a 16-bit dump's own dtype, else bf16 (an FP32 input is
+// rounded to it, RNE).
+inline Encoding dtype_option(const std::string& v, const std::string& dump_dtype) {
+  if (v == "fp16") return Encoding::kFp16;
+  if (v == "bf16") return Encoding::kBf16;
+  return dump_dtype == "float16" ? Encoding::kFp16 : Encoding::kBf16;
+}
 
 // Registration hooks, one per simulator file (methods_*.cpp).
 void register_golden_methods(std::vector<MethodSpec>& registry);

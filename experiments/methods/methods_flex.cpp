@@ -12,27 +12,13 @@ namespace attnsim {
 
 namespace {
 
+// The shape a preset is asked about before any input (parse-time checks).
+const AttentionShape kNoInputShape{1, 1, 1, 128, 128, 128, 128};
+
 FlexOptions flex_options(const MethodValues& v, const std::string& dump_dtype) {
   FlexOptions o;
-  const std::string d = v.at("dtype");
-  o.dtype = d == "fp16"   ? Encoding::kFp16
-            : d == "bf16" ? Encoding::kBf16
-            : dump_dtype == "float16" ? Encoding::kFp16
-                                      : Encoding::kBf16;
+  o.dtype = dtype_option(v.at("dtype"), dump_dtype);
   return o;
-}
-
-template <class F>
-auto usage(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
-
-AttentionShape shape_of(const AttentionInput& in) {
-  return in.shape.valid() ? in.shape : AttentionShape{1, 1, 1, 128, 128, 128, 128};
 }
 
 MethodSpec flex_spec() {
@@ -65,21 +51,24 @@ MethodSpec flex_spec() {
     (void)flex_options(v, "float32");
     const double c = std::stod(v.at("softcap"));
     if (!(c >= 0) || std::isinf(c))
-      throw UsageError("flex: softcap must be a finite number >= 0 (0: none), got " + v.at("softcap"));
+      throw UsageError("flex: softcap must be a finite number >= 0 (0: none), got " +
+                       v.at("softcap"));
   };
   m.problem = [](const MethodValues& v, AttentionInput& in) {
     in.window = std::stoi(v.at("window"));
     in.softcap = std::stod(v.at("softcap"));
   };
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
-    return usage([&] { return flex_pipeline(flex_options(v, in.dtype), shape_of(in), in.causal); });
+    return usage_errors([&] {
+      return flex_pipeline(flex_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
+    });
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     (void)v;
-    return usage([&] { return pipeline_output(run_pipeline(in, p), p); });
+    return usage_errors([&] { return pipeline_output(run_pipeline(in, p), p); });
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
-    return flex_unverified(flex_options(v, in.dtype), shape_of(in), in.causal);
+    return flex_unverified(flex_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
   };
   return m;
 }

@@ -12,12 +12,8 @@ namespace attnsim {
 
 namespace {
 
-// dtype=auto: a 16-bit dump's own dtype, else bf16 (an FP32 input is rounded to it, RNE).
-Encoding dtype_of(const std::string& v, const std::string& dump_dtype) {
-  if (v == "fp16") return Encoding::kFp16;
-  if (v == "bf16") return Encoding::kBf16;
-  return dump_dtype == "float16" ? Encoding::kFp16 : Encoding::kBf16;
-}
+// The shape a preset is asked about before any input (parse-time checks).
+const AttentionShape kNoInputShape{1, 1, 1, 128, 128, 128, 128};
 
 SdpaOptions sdpa_options(const MethodValues& v, const std::string& dump_dtype) {
   SdpaOptions o;
@@ -26,31 +22,17 @@ SdpaOptions sdpa_options(const MethodValues& v, const std::string& dump_dtype) {
               : b == "efficient" ? SdpaBackend::kEfficient
               : b == "math"      ? SdpaBackend::kMath
                                  : SdpaBackend::kCudnn;
-  o.dtype = dtype_of(v.at("dtype"), dump_dtype);
+  o.dtype = dtype_option(v.at("dtype"), dump_dtype);
   return o;
 }
 
 Fa3Options fa3_options(const MethodValues& v, const std::string& dump_dtype) {
   Fa3Options o;
   const std::string d = v.at("dtype");
-  o.input = dtype_of(d == "e4m3" ? "auto" : d, dump_dtype);
+  o.input = dtype_option(d == "e4m3" ? "auto" : d, dump_dtype);
   o.dtype = d == "e4m3" ? Encoding::kE4m3fn : o.input;
   o.num_splits = std::stoi(v.at("splits"));
   return o;
-}
-
-template <class F>
-auto usage(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
-
-// A shape for presets asked about before any input (parse-time checks).
-AttentionShape shape_of(const AttentionInput& in) {
-  return in.shape.valid() ? in.shape : AttentionShape{1, 1, 1, 128, 128, 128, 128};
 }
 
 MethodOutput output(PipelineResult r, const Pipeline& p, int splits) {
@@ -86,18 +68,20 @@ MethodSpec sdpa_spec() {
   };
   m.check = [](const MethodValues& v) { (void)sdpa_options(v, "float32"); };
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
-    return usage([&] { return sdpa_pipeline(sdpa_options(v, in.dtype), shape_of(in)); });
+    return usage_errors(
+        [&] { return sdpa_pipeline(sdpa_options(v, in.dtype), shape_or(in, kNoInputShape)); });
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     const SdpaOptions o = sdpa_options(v, in.dtype);
-    return usage([&] { return output(sdpa_attention(in, o, p), p, sdpa_num_splits(o, in.shape)); });
+    return usage_errors(
+        [&] { return output(sdpa_attention(in, o, p), p, sdpa_num_splits(o, in.shape)); });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
-    return split_outside(sdpa_num_splits(sdpa_options(v, in.dtype), shape_of(in)),
+    return split_outside(sdpa_num_splits(sdpa_options(v, in.dtype), shape_or(in, kNoInputShape)),
                          "flash_fwd_splitkv_combine_kernel (libdevice expf/logf)");
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
-    return sdpa_unverified(sdpa_options(v, in.dtype), shape_of(in));
+    return sdpa_unverified(sdpa_options(v, in.dtype), shape_or(in, kNoInputShape));
   };
   return m;
 }
@@ -123,19 +107,22 @@ MethodSpec fa3_spec() {
   };
   m.check = [](const MethodValues& v) { (void)fa3_options(v, "float32"); };
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
-    return usage([&] { return fa3_pipeline(fa3_options(v, in.dtype), shape_of(in), in.causal); });
+    return usage_errors([&] {
+      return fa3_pipeline(fa3_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
+    });
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     const Fa3Options o = fa3_options(v, in.dtype);
-    return usage(
+    return usage_errors(
         [&] { return output(fa3_attention(in, o, p), p, fa3_num_splits(o, in.shape, in.causal)); });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
-    return split_outside(fa3_num_splits(fa3_options(v, in.dtype), shape_of(in), in.causal),
-                         "FlashAttnFwdCombine (fast math)");
+    return split_outside(
+        fa3_num_splits(fa3_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal),
+        "FlashAttnFwdCombine (fast math)");
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
-    return fa3_unverified(fa3_options(v, in.dtype), shape_of(in), in.causal);
+    return fa3_unverified(fa3_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
   };
   return m;
 }

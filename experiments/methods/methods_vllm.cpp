@@ -12,14 +12,8 @@ namespace attnsim {
 
 namespace {
 
-template <class F>
-auto usage(F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const std::invalid_argument& e) {
-    throw UsageError(e.what());
-  }
-}
+// The shape a preset is asked about before any input (parse-time checks).
+const AttentionShape kNoInputShape{1, 8, 2, 1, 128, 128, 128};
 
 double number_option(const MethodValues& v, const std::string& key) {
   const std::string& t = v.at(key);
@@ -37,11 +31,7 @@ double number_option(const MethodValues& v, const std::string& key) {
 
 VllmOptions vllm_options(const MethodValues& v, const std::string& dump_dtype) {
   VllmOptions o;
-  const std::string d = v.at("dtype");
-  o.dtype = d == "fp16"   ? Encoding::kFp16
-            : d == "bf16" ? Encoding::kBf16
-            : dump_dtype == "float16" ? Encoding::kFp16
-                                      : Encoding::kBf16;
+  o.dtype = dtype_option(v.at("dtype"), dump_dtype);
   o.kv_fp8 = v.at("kv") == "e4m3";
   const double ks = number_option(v, "k_scale"), vs = number_option(v, "v_scale");
   for (const auto& [key, x] : {std::pair{"k_scale", ks}, std::pair{"v_scale", vs}})
@@ -55,14 +45,10 @@ VllmOptions vllm_options(const MethodValues& v, const std::string& dump_dtype) {
   return o;
 }
 
-AttentionShape shape_of(const AttentionInput& in) {
-  return in.shape.valid() ? in.shape : AttentionShape{1, 8, 2, 1, 128, 128, 128};
-}
-
 // The launcher's choice for the input as one batch: `batch` sequences of len_q queries each.
 VllmLaunch launch_of(const VllmOptions& o, const AttentionInput& in) {
-  const AttentionShape s = shape_of(in);
-  return usage([&] {
+  const AttentionShape s = shape_or(in, kNoInputShape);
+  return usage_errors([&] {
     return vllm_launch(o, s.heads_q, s.heads_kv, s.head_dim, s.len_q, s.batch, in.window);
   });
 }
@@ -115,14 +101,14 @@ MethodSpec vllm_spec() {
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
     const VllmOptions o = vllm_options(v, in.dtype);
     const VllmLaunch l = launch_of(o, in);
-    return usage([&] { return vllm_pipeline(o, l, shape_of(in)); });
+    return usage_errors([&] { return vllm_pipeline(o, l, shape_or(in, kNoInputShape)); });
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     const VllmOptions o = vllm_options(v, in.dtype);
     const VllmLaunch l = launch_of(o, in);
-    return usage([&] {
-      PipelineResult r = o.kv_fp8 ? vllm_attention(vllm_fp8_cache(in, o), p, o, l)
-                                  : vllm_attention(in, p, o, l);
+    return usage_errors([&] {
+      PipelineResult r =
+          o.kv_fp8 ? vllm_attention(vllm_fp8_cache(in, o), p, o, l) : vllm_attention(in, p, o, l);
       MethodOutput out = pipeline_output(std::move(r), p);
       out.resolved["path"] = l.use_3d ? "3d" : "2d";
       out.resolved["tile"] = std::to_string(l.tile);
@@ -138,18 +124,20 @@ MethodSpec vllm_spec() {
                 " tokens over compute_tile_loop_bounds' KV tiles (a window's first tile), M and L "
                 "initialised as the kernel does (L = 1)");
     if (l.use_3d)
-      r.push_back("3D: 16 KV segments of cdiv(len_kv, 16·TILE) tiles each, merged by "
-                  "reduce_segments (lane-dependent expsum, contracted products, div.full)");
+      r.push_back(
+          "3D: 16 KV segments of cdiv(len_kv, 16·TILE) tiles each, merged by "
+          "reduce_segments (lane-dependent expsum, contracted products, div.full)");
     if (o.kv_fp8)
-      r.push_back("the e4m3 KV cache: (x / scale).to(float8_e4m3fn), dequantized by "
-                  "_cast_kv_tile to bf16(fl(f32(e4m3) · scale)) before the MMAs");
+      r.push_back(
+          "the e4m3 KV cache: (x / scale).to(float8_e4m3fn), dequantized by "
+          "_cast_kv_tile to bf16(fl(f32(e4m3) · scale)) before the MMAs");
     return r;
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
     const VllmOptions o = vllm_options(v, in.dtype);
     const VllmLaunch l = launch_of(o, in);
-    std::vector<std::string> r =
-        vllm_unverified(o, l, shape_of(in), std::stoi(v.at("window")), std::stod(v.at("softcap")));
+    std::vector<std::string> r = vllm_unverified(
+        o, l, shape_or(in, kNoInputShape), std::stoi(v.at("window")), std::stod(v.at("softcap")));
     for (std::string& s : r) s += " UNVERIFIED";
     return r;
   };

@@ -619,6 +619,9 @@ struct PipelineResult {
 struct Tile {
   int batch = 0, head = 0, q_begin = 0, rows = 0;
 };
+// Work item `item` of the (batch, query head, Q block) enumeration, the Q block fastest: the tile
+// of rows [qb·bq, min(qb·bq + bq, len_q)), qb = item mod cdiv(len_q, bq).
+Tile tile_of_item(const AttentionShape& s, int bq, std::int64_t item);
 
 // The online-softmax state of a tile's rows, contiguous: m [rows], l [rows][kMaxLanes] (the row
 // sum's lanes, sim/pipeline/stages/row_sum.cpp), O [rows][dv], and a rescale hook's per-row state.

@@ -218,6 +218,17 @@ std::atomic<std::int64_t> g_grouped_items{0};
 void set_tile_grouping(bool on) { g_group_tiles = on; }
 std::int64_t grouped_tile_items() { return g_grouped_items.load(); }
 
+Tile tile_of_item(const AttentionShape& s, int bq, std::int64_t item) {
+  const int q_blocks = (s.len_q + bq - 1) / bq;
+  Tile t;
+  const int qb = int(item % q_blocks);
+  t.head = int((item / q_blocks) % s.heads_q);
+  t.batch = int(item / q_blocks / s.heads_q);
+  t.q_begin = qb * bq;
+  t.rows = std::min(bq, s.len_q - t.q_begin);
+  return t;
+}
+
 int kv_blocks_of_tile(const PreparedInput& in, const Pipeline& p, const Tile& t) {
   const AttentionShape& s = in.shape;
   const int bq = p.tile.block_q, bk = p.tile.block_kv;
@@ -417,12 +428,7 @@ void run_all(const PreparedInput& in, const Pipeline& p, PipelineResult& res) {
     std::vector<double> lse(static_cast<std::size_t>(bq));
 #pragma omp for schedule(static)
     for (std::int64_t item = 0; item < items; ++item) {
-      Tile t;
-      const int qb = int(item % q_blocks);
-      t.head = int((item / q_blocks) % s.heads_q);
-      t.batch = int(item / q_blocks / s.heads_q);
-      t.q_begin = qb * bq;
-      t.rows = std::min(bq, s.len_q - t.q_begin);
+      const Tile t = tile_of_item(s, bq, item);
       st.reset(t.rows, s.head_dim_v);
       attend_tile<T>(in, p, t, 0, std::numeric_limits<int>::max(), st, *ws);
       write_tile<T>(in, p, t, st, res, lse);

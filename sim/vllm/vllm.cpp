@@ -215,12 +215,8 @@ void run_schedule(const PreparedInput& pin, const AttentionInput& in, const Pipe
     std::vector<float> merged(static_cast<std::size_t>(dv));
 #pragma omp for schedule(static)
     for (std::int64_t item = 0; item < items; ++item) {
-      Tile t;
+      const Tile t = tile_of_item(s, bq, item);
       const int qb = int(item % q_blocks);
-      t.head = int((item / q_blocks) % s.heads_q);
-      t.batch = int(item / q_blocks / s.heads_q);
-      t.q_begin = qb * bq;
-      t.rows = std::min(bq, s.len_q - t.q_begin);
       int t0, t1;
       tile_range(s, in.window, bq, tile, qb, &t0, &t1);
       const std::size_t row0 = (std::size_t(t.batch) * s.heads_q + t.head) * s.len_q + t.q_begin;
