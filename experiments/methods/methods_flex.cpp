@@ -26,7 +26,8 @@ MethodSpec flex_spec() {
   m.name = "flex";
   m.help =
       "FlexAttention (torch.nn.attention.flex_attention under torch.compile, torch 2.11, Triton "
-      "3.6) as the H100 runs its prefill template: fp16/bf16, GQA, no mask or causal (top-left), "
+      "3.6) as the H100 runs it: the prefill template (fp16/bf16, GQA, no mask or causal "
+      "top-left, sliding window, softcap) and the decode template (short queries, no mask), "
       "its natural-log LSE; recorded bit for bit (sim/flex)";
   m.params = {
       {"dtype",
