@@ -294,10 +294,6 @@ std::vector<std::string> vllm_unverified(const VllmOptions& o, const VllmLaunch&
   if (window > 0)
     r.push_back("vllm_triton: the running max 0 carried by rows whose first KV tiles are all "
                 "masked (empty_max=zero, read from the PTX; no recorded row depends on it)");
-  if (l.use_3d)
-    r.push_back("vllm_triton: reduce_segments' merge order (the lane-dependent expsum, the "
-                "contracted products) is read from the PTX; the recordings do not separate it "
-                "from a sequential merge");
   return r;
 }
 

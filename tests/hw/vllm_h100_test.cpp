@@ -38,6 +38,9 @@ struct VllmCase {
   double softcap = 0.0;
   bool sinks = false;
   int q_of = 0;
+  // cuda_check/serving/probe_vllm_reduce.py's pairs probes (data/hw/h100/serving/
+  // vllm_probe_h100.h5): V = ±A (even/odd 32-key segment) + a shared pattern; 0: lattice K/V.
+  float probe_a = 0.0f;
 };
 const std::vector<VllmCase>& cases() {
   static const std::vector<VllmCase> c = [] {
@@ -150,6 +153,15 @@ Match check(const VllmCase& c, const Recorded& rec,
           if (c.fp8) {  // the cache's recorded bytes, dequantized as _cast_kv_tile does
             in.k[dst] = vllm_fp8_dequantize(std::uint8_t(rec.k8[src]), o.k_scale, dt);
             in.v[dst] = vllm_fp8_dequantize(std::uint8_t(rec.v8[src]), o.v_scale, dt);
+          } else if (c.probe_a != 0.0f) {
+            // Segment s = j / 32 repeats the 32 keys of tensors 5 and 6, K scaled by the pair's
+            // factor 0.25·(1 + (5·(s/2)) mod 11), V = ±A + pattern: pairs cancel in the merge.
+            const int seg = j / 32;
+            const std::size_t base = (std::size_t(j % 32) * hkv + h) * d + x;
+            const float f = 0.25f * float(1 + ((seg / 2) * 5) % 11);
+            in.k[dst] = hwtest::lattice_value(std::uint64_t(c.seed), 5, base) * f;
+            in.v[dst] = (seg % 2 == 0 ? c.probe_a : -c.probe_a) +
+                        hwtest::lattice_value(std::uint64_t(c.seed), 6, base);
           } else {
             in.k[dst] = hwtest::lattice_value(std::uint64_t(c.seed), 1, src);
             in.v[dst] = hwtest::lattice_value(std::uint64_t(c.seed), 2, src);
@@ -187,6 +199,25 @@ TEST(VllmH100, EveryRecordedCaseBitForBit) {
   // Every recorded element of every case (962,304 over the 14 cases).
   EXPECT_EQ(total, recorded_elems);
   EXPECT_EQ(recorded_elems, 962304);
+}
+
+// reduce_segments' merge order (the lane-dependent expsum, the per-warp FMA chains, the butterfly):
+// the designed probes whose segment pairs cancel only in the merge, where a sequential merge
+// differs in 194-1,177 elements per case (VLLM_NOTES.md), bit for bit.
+TEST(VllmH100, ReduceSegmentsProbesBitForBit) {
+  const H5Reader r(ATTNSIM_DATA_DIR "/hw/h100/serving/vllm_probe_h100.h5");
+  std::vector<std::pair<int, int>> seqs(64, {1, 512});
+  const std::vector<VllmCase> probes{
+      {"probe_pairs64_bf16", "bf16", 8, 2, 128, seqs, 301, false, 0, 0.0, false, 0, 64.0f},
+      {"probe_pairs64_fp16", "fp16", 8, 2, 128, seqs, 302, false, 0, 0.0, false, 0, 64.0f},
+      {"probe_pairs8_fp16", "fp16", 8, 2, 128, seqs, 303, false, 0, 0.0, false, 0, 8.0f},
+  };
+  for (const VllmCase& c : probes) {
+    ASSERT_TRUE(r.exists(std::string(c.name) + "/o")) << c.name;
+    EXPECT_TRUE(launch_of(c, options_of(c)).use_3d) << c.name;
+    const Match m = check(c, recorded(r, c));
+    EXPECT_TRUE(m.exact()) << c.name << ": " << m.text() << " elements";
+  }
 }
 
 // The launcher's path is the kernels the profiler saw (reduce_segments only with the 3D kernel).
