@@ -2,6 +2,7 @@
 // sim/flex/README.md: the source line, PTX or SASS behind each choice).
 #include "sim/flex/flex.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -14,6 +15,12 @@ namespace {
 DotModel mma(MmaInstr i) { return DotModel{DotModel::kMma, i, 0}; }
 
 }  // namespace
+
+int flex_decode_splits(const AttentionShape& s) {
+  // flex_decoding.py get_split_k: 2 per SM over batch x KV heads, at least 1 (132 SMs).
+  const int bh = std::max(s.batch * s.heads_kv, 1);
+  return std::max(132 / bh * 2, 1);
+}
 
 void flex_decode_tile(const AttentionShape& s, int* block_m, int* block_n) {
   int m = 16;
@@ -43,11 +50,12 @@ Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causa
     fail("flex: head_dim must be a multiple of 16 up to 256 (QK_HEAD_DIM_ROUNDED = the power of "
          "two Triton pads to is not modelled), got " + std::to_string(s.head_dim));
   const bool decode = flex_uses_decode(s);
-  if (decode && causal)
+  if (decode && causal && s.len_q > 64 && flex_decode_splits(s) > 1)
     fail("flex: len_q " + std::to_string(s.len_q) +
-         " < 128 with a block mask takes the decode template's split-KV (SPLIT_KV from the SM "
-         "count, each split over its share of the mask's blocks, merged by Inductor's reduction "
-         "kernels), which is not modelled; without a mask the decode template is");
+         " (65..127) under a block mask takes the decode template's real split-KV (SPLIT_KV " +
+         std::to_string(flex_decode_splits(s)) +
+         ": keys beyond the first 64 in a second split, merged by Inductor's autotuned reduction "
+         "kernels), which is not modelled");
   Pipeline p;
   if (decode) {
     // flex_decoding.py: BLOCK_M = max(next_pow2(len_q · G), 16) rows of a KV head's G query heads

@@ -30,6 +30,12 @@ void flex_tile(int head_dim, int* block_m, int* block_n);
 // 0's accumulator by its row sum (adding exact zeros): the same arithmetic as one pass with
 // div.full. With a block mask the splits are real: refused.
 bool flex_uses_decode(const AttentionShape& s);
+// With a block mask (causal or a window: top-left, so the rows see only keys below len_q) the
+// template's TILE_KV is cdiv(cdiv(128, SPLIT_KV), 64)·64 = 64 keys per split when SPLIT_KV > 1:
+// for len_q <= 64 every visible key is in split 0 and the merge is again exact (one pass); longer
+// short queries under a mask have a real two-split merge: refused. SPLIT_KV = max(2·(132 //
+// (batch·heads_kv)), 1) (get_split_k, the H100's 132 SMs).
+int flex_decode_splits(const AttentionShape& s);
 // The decode template's BLOCK_M (max(next_pow2(len_q · G), 16)) and BLOCK_N (64).
 void flex_decode_tile(const AttentionShape& s, int* block_m, int* block_n);
 

@@ -54,6 +54,9 @@ const std::vector<FlexCase>& prefill_cases() {
       // The same sequence in batches of 1 and 16 (SPLIT_KV 32 and 2): batch-invariant bits.
       {"bi_dec1000_b1_bf16_d128", "bf16", 1, 8, 8, 1, 1000, 128, false, 0.0, 102},
       {"bi_dec1000_b16_bf16_d128", "bf16", 16, 8, 8, 1, 1000, 128, false, 0.0, 102},
+      // 4 queries under the causal block mask: the decode template with SPLIT_KV 32, every
+      // visible key in split 0.
+      {"dec4x1000_causal_bf16_d128", "bf16", 1, 8, 8, 4, 1000, 128, true, 0.0, 113},
   };
   return c;
 }
@@ -161,9 +164,16 @@ TEST(FlexH100, EachChoiceIsNeededNegativeControls) {
 
 TEST(FlexH100, MaskedDecodeAndOtherShapesAreRefusedInOneLine) {
   FlexOptions o;
-  // Short queries under a block mask take the decode template's real split-KV: refused.
+  // Short queries under a block mask: up to 64 every visible key is in split 0 (modelled); 65 to
+  // 127 take a real two-split merge: refused in one line, unless SPLIT_KV is 1 (batch x KV heads
+  // above 132).
   for (int lq : {1, 16, 64}) {
     EXPECT_NO_THROW((void)flex_pipeline(o, AttentionShape{1, 8, 8, lq, 1000, 128, 128}, false));
+    EXPECT_NO_THROW((void)flex_pipeline(o, AttentionShape{1, 8, 8, lq, 1000, 128, 128}, true));
+  }
+  for (int lq : {65, 100, 127}) {
+    EXPECT_NO_THROW((void)flex_pipeline(o, AttentionShape{1, 8, 8, lq, 1000, 128, 128}, false));
+    EXPECT_NO_THROW((void)flex_pipeline(o, AttentionShape{20, 8, 8, lq, 1000, 128, 128}, true));
     try {
       (void)flex_pipeline(o, AttentionShape{1, 8, 8, lq, 1000, 128, 128}, true);
       ADD_FAILURE() << "len_q " << lq << " causal was not refused";
