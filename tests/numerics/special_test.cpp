@@ -64,6 +64,33 @@ TEST(Log2fLibdevice, WithinOneUlpOnRandomAndAdversarialInputs) {
   EXPECT_TRUE(std::isnan(log2f_libdevice(-1.0f)));
 }
 
+// libdevice's tanhf as Triton inlines it (FlexAttention's softcap): CUDA documents 2 ulp for
+// tanhf; the model is odd, saturates to exactly ±1 from 9.01, keeps NaN, and flushes a subnormal
+// argument to a zero of its sign (abs.ftz, FFMA.FTZ). The H100's bits are checked through the
+// softcap recordings (tests/hw/flex_h100_test.cpp).
+TEST(TanhfLibdevice, WithinTwoUlpOddAndSaturating) {
+  std::mt19937_64 rng(11);
+  double worst = 0;
+  for (int i = 0; i < 2000000; ++i) {
+    // |x| from 2^-20 to 16 uniform in the bit pattern (both branches, the 0.6 switch).
+    const float x = from_bits(0x35800000u + std::uint32_t(rng() % (0x41800000u - 0x35800000u)));
+    const float y = tanhf_libdevice(x);
+    worst = std::max(worst, ulps(y, std::tanh(double(x))));
+    ASSERT_EQ(tanhf_libdevice(-x), -y) << x;
+  }
+  for (int d = -64; d <= 64; ++d) {  // around the branch switch at 0.6
+    const float x = from_bits(0x3F19999Au + std::uint32_t(d));
+    worst = std::max(worst, ulps(tanhf_libdevice(x), std::tanh(double(x))));
+  }
+  EXPECT_LE(worst, 2.0);
+  EXPECT_EQ(tanhf_libdevice(9.5f), 1.0f);
+  EXPECT_EQ(tanhf_libdevice(-1e30f), -1.0f);
+  EXPECT_EQ(tanhf_libdevice(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_TRUE(std::isnan(tanhf_libdevice(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(tanhf_libdevice(0x1p-130f), 0.0f);
+  EXPECT_TRUE(std::signbit(tanhf_libdevice(-0x1p-130f)));
+}
+
 // div.full.f32: at most 2 ulp from the correctly rounded quotient (PTX ISA), exact when the
 // divisor is a power of two in the normal range, and the range scaling keeps huge and tiny
 // divisors finite.
