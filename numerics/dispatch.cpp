@@ -124,7 +124,7 @@ std::vector<const char*> own_entries(const ArrayKernels& k, const ArrayKernels& 
   auto differs = [](const char* x, const char* y) {
     return (x == nullptr) != (y == nullptr) || (x && std::strcmp(x, y) != 0);
   };
-  const std::pair<const char*, bool> entries[] = {
+  return own_kernel_names({
       {"encode", k.encode_u32 != b.encode_u32 || k.encode_u16 != b.encode_u16 ||
                      k.encode_u8 != b.encode_u8},
       {"decode", k.decode_u16 != b.decode_u16 || k.decode_u8 != b.decode_u8},
@@ -137,35 +137,20 @@ std::vector<const char*> own_entries(const ArrayKernels& k, const ArrayKernels& 
       {"linear_f32", k.linear_f32 != b.linear_f32},
       {"quantize", k.quantize_values != b.quantize_values},
       {"block_fma", differs(k.float_tile, b.float_tile)},
-      {"int_mma", differs(k.int_wrap, b.int_wrap) || differs(k.int_sat, b.int_sat)}};
-  std::vector<const char*> out;
-  for (const auto& [name, own] : entries)
-    if (own) out.push_back(name);
-  return out;
+      {"int_mma", differs(k.int_wrap, b.int_wrap) || differs(k.int_sat, b.int_sat)}});
 }
 
-// Indexed by the level (isa.hpp: scalar, neon, avx2, avx512, amx).
-constexpr std::size_t kLevels = 5;
-struct Tables {
-  std::array<ArrayKernels, kLevels> set;
-  std::array<bool, kLevels> built{};
-};
-
-const Tables& tables() {
-  static const Tables t = [] {
-    Tables r;
-    auto at = [&](Isa i) -> ArrayKernels& {
-      r.built[std::size_t(i)] = true;
-      return r.set[std::size_t(i)];
-    };
+const LevelTables<ArrayKernels>& tables() {
+  static const LevelTables<ArrayKernels> t = [] {
+    LevelTables<ArrayKernels> r;
     // Each set from the one below it, its own kernels listed from the difference.
     auto from = [&](Isa i, Isa below, ArrayKernels (*make)(const ArrayKernels&)) {
       const ArrayKernels& b = r.set[std::size_t(below)];
-      ArrayKernels& k = at(i);
+      ArrayKernels& k = r.at(i);
       k = make(b);
       k.own = own_entries(k, b);
     };
-    at(Isa::kScalar) = scalar_set();
+    r.at(Isa::kScalar) = scalar_set();
 #if ATTNSIM_NEON_KERNELS
     from(Isa::kNeon, Isa::kScalar, neon_set);
 #endif
@@ -181,15 +166,8 @@ const Tables& tables() {
 
 }  // namespace
 
-const ArrayKernels* array_kernels_for(Isa isa) {
-  const int i = int(isa);
-  if (i < 0 || i >= int(tables().set.size()) || !tables().built[std::size_t(i)]) return nullptr;
-  return &tables().set[std::size_t(i)];
-}
+const ArrayKernels* array_kernels_for(Isa isa) { return tables().find(isa); }
 
-const ArrayKernels& array_kernels() {
-  const ArrayKernels* k = array_kernels_for(active_isa());
-  return k ? *k : tables().set[std::size_t(Isa::kScalar)];
-}
+const ArrayKernels& array_kernels() { return tables().active(); }
 
 }  // namespace attnsim

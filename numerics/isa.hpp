@@ -4,7 +4,11 @@
 // changes the speed, never a result (tests run both).
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 // Which architecture's kernels this build compiles: x86-64's (AVX2, AVX-512, AMX) or AArch64's
@@ -60,5 +64,39 @@ bool parse_isa(const std::string& name, Isa* out);
 bool has_isa_feature(const char* feature);
 // Whether this CPU has the feature, whatever the cap (for building the dispatch tables).
 bool cpu_has_feature(const char* feature);
+
+// One set of kernels K per level (scalar, neon, avx2, avx512, amx), built once per process: the
+// array kernels' table (numerics/dispatch.hpp) and the attention stages' (sim/pipeline/stages/
+// kernels.hpp). `at` builds a level; `find` returns a built level or null; `active` the level in
+// use (active_isa), the scalar set when that level was not built.
+template <class K>
+struct LevelTables {
+  static constexpr std::size_t kLevels = std::size_t(Isa::kAmx) + 1;
+  std::array<K, kLevels> set;
+  std::array<bool, kLevels> built{};
+
+  K& at(Isa i) {
+    built[std::size_t(i)] = true;
+    return set[std::size_t(i)];
+  }
+  const K* find(Isa i) const {
+    const int n = int(i);
+    return n < 0 || n >= int(kLevels) || !built[std::size_t(n)] ? nullptr : &set[std::size_t(n)];
+  }
+  const K& active() const {
+    const K* k = find(active_isa());
+    return k ? *k : set[std::size_t(Isa::kScalar)];
+  }
+};
+
+// The names of a set's own kernels (attnsim info): those of the (name, differs from the set
+// below) entries that differ.
+inline std::vector<const char*> own_kernel_names(
+    std::initializer_list<std::pair<const char*, bool>> entries) {
+  std::vector<const char*> out;
+  for (const auto& [name, own] : entries)
+    if (own) out.push_back(name);
+  return out;
+}
 
 }  // namespace attnsim

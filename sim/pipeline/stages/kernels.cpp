@@ -13,7 +13,7 @@ namespace attnsim {
 namespace {
 
 std::vector<const char*> own_entries(const StageKernels& k, const StageKernels& b) {
-  const std::pair<const char*, bool> entries[] = {
+  return own_kernel_names({
       {"scores", k.scores != b.scores},
       {"softmax_step", k.softmax_step != b.softmax_step},
       {"row_sum", k.row_sum != b.row_sum},
@@ -21,27 +21,13 @@ std::vector<const char*> own_entries(const StageKernels& k, const StageKernels& 
       {"add_chunk", k.add_chunk != b.add_chunk},
       {"epilogue", k.epilogue != b.epilogue},
       {"cuda_core", k.cuda_core != b.cuda_core},
-      {"exp_rows, p_cast_rows", k.array_rows != b.array_rows}};
-  std::vector<const char*> out;
-  for (const auto& [name, own] : entries)
-    if (own) out.push_back(name);
-  return out;
+      {"exp_rows, p_cast_rows", k.array_rows != b.array_rows}});
 }
 
-// Indexed by the level (numerics/isa.hpp: scalar, neon, avx2, avx512, amx).
-constexpr std::size_t kLevels = 5;
-struct Tables {
-  std::array<StageKernels, kLevels> set;
-  std::array<bool, kLevels> built{};
-};
-
-const Tables& tables() {
-  static const Tables t = [] {
-    Tables r;
-    auto at = [&](Isa i) -> StageKernels& {
-      r.built[std::size_t(i)] = true;
-      return r.set[std::size_t(i)];
-    };
+const LevelTables<StageKernels>& tables() {
+  static const LevelTables<StageKernels> t = [] {
+    LevelTables<StageKernels> r;
+    auto at = [&](Isa i) -> StageKernels& { return r.at(i); };
     StageKernels& scalar = at(Isa::kScalar);
     scalar.isa = Isa::kScalar;
     scalar.own = {"references"};
@@ -94,15 +80,8 @@ const Tables& tables() {
 
 }  // namespace
 
-const StageKernels* stage_kernels_for(Isa isa) {
-  const int i = int(isa);
-  if (i < 0 || i >= int(tables().set.size()) || !tables().built[std::size_t(i)]) return nullptr;
-  return &tables().set[std::size_t(i)];
-}
+const StageKernels* stage_kernels_for(Isa isa) { return tables().find(isa); }
 
-const StageKernels& stage_kernels() {
-  const StageKernels* k = stage_kernels_for(active_isa());
-  return k ? *k : tables().set[std::size_t(Isa::kScalar)];
-}
+const StageKernels& stage_kernels() { return tables().active(); }
 
 }  // namespace attnsim
