@@ -163,6 +163,9 @@ inline void check_softmax_step(Values& g, Tally& t) {
   st.fma = g.chance(0.7);
   st.base = g.chance(0.2) ? ExpKind::kExp : ExpKind::kExp2;
   st.max_offset = g.chance(0.3) ? 8.807 : 0.0;
+  // Triton's M = 0 carry (vLLM) and a block without the FMA contraction (FlexAttention's).
+  st.empty_max = g.chance(0.3) ? EmptyMax::kZero : EmptyMax::kKeep;
+  c.b.fuse = g.chance(0.8);
   static const MaxRound kRounds[] = {MaxRound::kNone, MaxRound::kNone, MaxRound::kCeil,
                                      MaxRound::kNearest};
   const MaxRound mr = kRounds[g.uniform(0, 3)];
@@ -178,6 +181,7 @@ inline void check_softmax_step(Values& g, Tally& t) {
     for (int j = 0; j < c.b.bk; ++j) {
       s[j] = kind == 0 ? (g.chance(0.5) ? 0.0f : -0.0f) : g.draw(g.chance(0.05) ? sprinkle : base);
       if (kind == 1 && j > c.b.cols / 2) s[j] = -std::numeric_limits<float>::infinity();
+      if (kind == 3) s[j] = -std::numeric_limits<float>::infinity();  // a fully masked row
       if (kind == 2 && j > c.b.cols / 3) s[j] = -5e6f;
       if (kind == 0 && g.chance(0.2)) s[j] = -std::abs(g.draw(base));
     }
@@ -197,6 +201,36 @@ inline void check_softmax_step(Values& g, Tally& t) {
   t.check(ref.alpha_arg.data(), got.alpha_arg.data(), ref.alpha_arg.size(), w + " alpha_arg");
   t.check(sref.m.data(), sgot.m.data(), sref.m.size(), w + " m");
   EXPECT_EQ(ref.first, got.first) << w;
+}
+
+// The exp stage: exp_stage (the array kernels of the active set) against exp_ref for the exp models
+// it has array forms of (ex2.approx{.ftz}, Triton's tl.exp = ex2.approx of fl(x·log2 e), exact),
+// over arguments of any mix, -inf (masked keys) and the subnormal-result range.
+inline void check_exp(Values& g, Tally& t) {
+  BlockCase c = random_block(g);
+  static const ExpFn kFns[] = {ExpFn::kEx2ApproxFtz, ExpFn::kEx2Approx, ExpFn::kEx2ApproxLog2e,
+                               ExpFn::kExact};
+  ExpStage st;
+  st.fn = kFns[g.uniform(0, 3)];
+  const ExpKind base = st.fn == ExpFn::kEx2ApproxLog2e || (st.fn == ExpFn::kExact && g.chance(0.5))
+                           ? ExpKind::kExp
+                           : ExpKind::kExp2;
+  TileBuffers<float> ref;
+  ref.size(c.b.rows, c.b.bk, c.in.shape.head_dim_v);
+  const Mix base_mix = g.chance(0.5) ? Mix::kNormal : g.any_mix();
+  for (float& x : ref.x) {
+    x = -std::abs(g.draw(base_mix)) * (g.chance(0.1) ? 64.0f : 1.0f);
+    if (g.chance(0.05)) x = -std::numeric_limits<float>::infinity();
+    if (g.chance(0.05)) x = -float(g.uniform(120, 160));  // subnormal and zero results
+  }
+  for (float& a : ref.alpha_arg) a = -std::abs(g.draw(base_mix));
+  for (float& p : ref.p) p = 96.0f;
+  TileBuffers<float> got = ref;
+  exp_ref(st, base, c.b, ref);
+  exp_stage(st, base, c.b, got);
+  const std::string w = where(c, "exp", std::to_string(int(st.fn)).c_str());
+  t.check(ref.p.data(), got.p.data(), ref.p.size(), w + " p");
+  t.check(ref.alpha.data(), got.alpha.data(), ref.alpha.size(), w + " alpha");
 }
 
 // The row sum: row_sum_avx512 / _avx2 against row_sum_ref for every model but the tensor core's.

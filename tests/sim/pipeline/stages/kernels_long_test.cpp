@@ -90,6 +90,7 @@ TEST(StageKernelsLong, PvCudaCoreNeon) {
 void softmax_case(Values& g, Tally& t) {
   stagetest::check_scores(g, t);
   stagetest::check_softmax_step(g, t);
+  stagetest::check_exp(g, t);
   stagetest::check_row_sum(g, t);
   stagetest::check_rescale(g, t);
   stagetest::check_epilogue(g, t);

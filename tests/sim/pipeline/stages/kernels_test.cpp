@@ -73,6 +73,10 @@ TEST(StageKernels, SoftmaxStepEqualsReference) {
   isa_cases(4, 600, softmax, [](Values& g, Tally& t) { stagetest::check_softmax_step(g, t); });
 }
 
+TEST(StageKernels, ExpEqualsReference) {
+  isa_cases(8, 600, softmax, [](Values& g, Tally& t) { stagetest::check_exp(g, t); });
+}
+
 TEST(StageKernels, RowSumEqualsReference) {
   isa_cases(5, 600, softmax, [](Values& g, Tally& t) { stagetest::check_row_sum(g, t); });
 }
