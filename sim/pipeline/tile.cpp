@@ -193,13 +193,13 @@ std::vector<SparseVisit> sparse_visits(const PreparedInput& in, const Pipeline& 
   return v;
 }
 
-// Block `step` of the tile's range [lo, hi) in the pipeline's order (q_begin: the tile's first
-// query row, for KvOrder::kSparse).
-void set_block(const PreparedInput& in, const Pipeline& p, int q_begin, int lo, int hi, int step,
-               BlockView& b) {
+// Block `step` of the tile's range [lo, hi) in the pipeline's order (`visits`: the tile's
+// sparse_visits, computed once per tile, for KvOrder::kSparse).
+void set_block(const PreparedInput& in, const Pipeline& p, const std::vector<SparseVisit>& visits,
+               int lo, int hi, int step, BlockView& b) {
   b.fuse = true;
   if (p.tile.kv_order == KvOrder::kSparse) {
-    const SparseVisit v = sparse_visits(in, p, q_begin)[std::size_t(lo + step)];
+    const SparseVisit v = visits[std::size_t(lo + step)];
     b.nb = v.nb;
     if (p.softmax.fma_blocks == FmaBlocks::kFullDivisible)
       b.fuse = v.full && in.shape.len_q % 128 == 0 && in.shape.len_kv % 128 == 0;
@@ -257,8 +257,11 @@ void attend_tile(const PreparedInput& in, const Pipeline& p, const Tile& t, int 
   BlockView b = block_view_of(in, p, t);
   buf.size(std::max(t.rows, 1), b.bk, in.shape.head_dim_v);
   const int lo = std::max(kv_block_begin, 0), hi = std::min(kv_block_end, b.n_blocks);
+  const std::vector<SparseVisit> visits = p.tile.kv_order == KvOrder::kSparse
+                                              ? sparse_visits(in, p, t.q_begin)
+                                              : std::vector<SparseVisit>{};
   for (int step = 0; step < hi - lo; ++step) {
-    set_block(in, p, t.q_begin, lo, hi, step, b);
+    set_block(in, p, visits, lo, hi, step, b);
     buf.kv_key = next_mma_tile_key();  // this block's K and V, seen by this tile only
     attend_block(in, p, ti, b, kc, state, ws);
   }
@@ -305,6 +308,7 @@ void attend_tiles(const PreparedInput& in, const Pipeline& p, const Tile* tiles,
     BlockView b;
     int hi;
     std::uint64_t q_key;
+    std::vector<SparseVisit> visits;  // KvOrder::kSparse
   };
   std::vector<One> all(static_cast<std::size_t>(n));
   int rows = 1, steps = 0;
@@ -313,6 +317,7 @@ void attend_tiles(const PreparedInput& in, const Pipeline& p, const Tile* tiles,
     o.ti = tile_index(in, p, tiles[k]);
     o.b = block_view_of(in, p, tiles[k]);
     o.hi = o.b.n_blocks;
+    if (p.tile.kv_order == KvOrder::kSparse) o.visits = sparse_visits(in, p, tiles[k].q_begin);
     o.q_key = next_mma_tile_key();
     rows = std::max(rows, tiles[k].rows);
     steps = std::max(steps, o.hi);
@@ -324,7 +329,7 @@ void attend_tiles(const PreparedInput& in, const Pipeline& p, const Tile* tiles,
     for (int k = 0; k < n; ++k) {
       One& o = all[std::size_t(k)];
       if (step >= o.hi) continue;
-      set_block(in, p, o.ti.q_begin, 0, o.hi, step, o.b);
+      set_block(in, p, o.visits, 0, o.hi, step, o.b);
       if (shared_key == 0 || o.b.nb != shared_nb || o.ti.skv != shared_skv) {
         shared_key = next_mma_tile_key();
         shared_nb = o.b.nb;
