@@ -18,7 +18,15 @@ def splitmix64(z):
 def lattice_tensor(seed, tensor, shape):
     """tests/hw/sage_inputs.hpp lattice_value(seed, tensor, i) for every flat index i."""
     n = int(np.prod(shape))
-    idx = np.arange(n, dtype=np.uint64)
+    return lattice_at(seed, tensor, np.arange(n, dtype=np.uint64)).reshape(shape)
+
+
+def lattice_at(seed, tensor, idx):
+    """lattice_value(seed, tensor, i) for the flat indices idx (any shape): a slice of a large
+    lattice tensor without computing the rest."""
+    idx = np.asarray(idx, dtype=np.uint64)
+    shape, n = idx.shape, idx.size
+    idx = idx.reshape(-1)
     base = np.uint64((seed * 0x9E3779B97F4A7C15 ^ (tensor << 40)) & M64)
     acc = np.zeros(n, dtype=np.int64)
     with np.errstate(over="ignore"):

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "sim/launch.hpp"
 
 namespace attnsim {
 
@@ -64,6 +67,10 @@ struct AttentionInput {
   // Score soft-capping (Gemma 2, Grok): s -> softcap · tanh(s / softcap) on the scaled score, before
   // the mask; 0: none. How a kernel computes the tanh is its pipeline's (SoftmaxStage::softcap).
   double softcap = 0.0;
+  // The launch this input's sequence runs in (sim/launch.hpp), when the input is one sequence
+  // (batch 1, the launch's target) of a larger launch: the kernels' launch heuristics read it,
+  // the arithmetic reads only this input. Null: the input's own batch is the launch.
+  LaunchRef launch;
 
   double scale() const {
     return sm_scale != 0.0 ? sm_scale : 1.0 / std::sqrt(double(shape.head_dim));
@@ -73,5 +80,42 @@ struct AttentionInput {
     return !causal || (j <= top && (window <= 0 || j > top - window));
   }
 };
+
+// An input with a launch holds the launch's target: batch 1 and the target's lengths. Throws
+// std::invalid_argument (one line) otherwise.
+inline void check_launch_target(const AttentionShape& s, const Launch& l) {
+  if (l.seqs.empty()) throw std::invalid_argument("a launch needs at least one sequence");
+  for (const LaunchSeq& q : l.seqs)
+    if (q.len_q <= 0 || q.len_kv <= 0 || q.len_q > q.len_kv)
+      throw std::invalid_argument("a launch's sequence " + std::to_string(q.len_q) + ":" +
+                                  std::to_string(q.len_kv) +
+                                  " needs 1 <= queries <= keys (its queries are its last tokens)");
+  if (l.sms <= 0) throw std::invalid_argument("a launch needs sms >= 1");
+  if (s.batch != 1 || s.len_q != l.target().len_q || s.len_kv != l.target().len_kv)
+    throw std::invalid_argument(
+        "an input run inside a launch holds the launch's target sequence (batch 1, " +
+        std::to_string(l.target().len_q) + ":" + std::to_string(l.target().len_kv) + "), got batch " +
+        std::to_string(s.batch) + ", " + std::to_string(s.len_q) + ":" + std::to_string(s.len_kv));
+}
+
+// The batch a dense-batch kernel's launch heuristics see (PyTorch SDPA, FlashAttention-3,
+// FlexAttention: one [B, H, N, D] shape per call): the input's own shape without a launch, else
+// the target's shape with batch = the launch's sequence count. Throws std::invalid_argument (one
+// line, naming `kernel`) for a launch whose sequences differ in length.
+inline AttentionShape dense_launch_shape(const AttentionShape& s, const Launch* l,
+                                         const std::string& kernel) {
+  if (!l) return s;
+  check_launch_target(s, *l);
+  if (!l->dense())
+    throw std::invalid_argument(kernel + " takes a dense batch (one [B, H, N, D] shape per call): " +
+                                "the launch " + l->describe() +
+                                " has sequences of different lengths");
+  AttentionShape r = s;
+  r.batch = l->num_seqs();
+  return r;
+}
+
+// The SM count a launch heuristic reads (the H100 SXM's 132 without a launch).
+inline int launch_sms(const Launch* l) { return l ? l->sms : 132; }
 
 }  // namespace attnsim

@@ -348,12 +348,10 @@ def import_vllm(src, work):
     return importlib.import_module("vllm.v1.attention.ops.triton_unified_attention")
 
 
-def record_vllm(w, c, torch, np, mod, kernels_log):
-    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
-    inp = vllm_inputs(c)
-    g = w.create_group(c["name"])
-    for key, val in c.items():
-        g.attrs[key] = json.dumps(val)
+def vllm_call(c, inp, dtype, torch, np, mod):
+    """(out, call, caches): `call()` runs unified_attention on the case's inputs (vllm_inputs'
+    layout) into `out` [T, hq, d]; caches = the e4m3 K/V bytes of an FP8 case, else None. Also
+    used by cuda_check/schedule/record_invariance.py."""
     hq, hkv, d, bs = c["hq"], c["hkv"], c["d"], c["block_size"]
     q = torch.from_numpy(inp["q"]).cuda().to(dtype)               # [T, hq, d]
     k_log = torch.from_numpy(inp["k"]).cuda().to(dtype)           # [sum seq_lens, hkv, d]
@@ -361,12 +359,12 @@ def record_vllm(w, c, torch, np, mod, kernels_log):
     block_table = torch.from_numpy(inp["block_table"]).cuda()     # [num_seqs, max_blocks] int32
     nblocks = int(inp["num_blocks"])
     fp8 = c["kv"] == "e4m3"
+    caches = None
     kv_dtype = torch.float8_e4m3fn if fp8 else dtype
     if fp8:
         k_log = (k_log.float() / c["k_scale"]).to(torch.float8_e4m3fn)
         v_log = (v_log.float() / c["v_scale"]).to(torch.float8_e4m3fn)
-        g.create_dataset("k_e4m3", data=k_log.view(torch.uint8).cpu().numpy(), compression="gzip")
-        g.create_dataset("v_e4m3", data=v_log.view(torch.uint8).cpu().numpy(), compression="gzip")
+        caches = (k_log.view(torch.uint8).cpu().numpy(), v_log.view(torch.uint8).cpu().numpy())
     # Paged caches [num_blocks, block_size, hkv, d]; unused slots hold NaN (16-bit) or 0x7f (fp8
     # NaN), which a correct kernel never reads into a result.
     kc = torch.full((nblocks, bs, hkv, d), float("nan"), device="cuda", dtype=dtype).to(kv_dtype)
@@ -412,6 +410,20 @@ def record_vllm(w, c, torch, np, mod, kernels_log):
             softmax_segm_output=segm_o, softmax_segm_max=segm_m, softmax_segm_expsum=segm_l,
             sinks=sinks, kv_quant_mode=kvq)
 
+    return out, call, caches
+
+
+def record_vllm(w, c, torch, np, mod, kernels_log):
+    dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
+    inp = vllm_inputs(c)
+    g = w.create_group(c["name"])
+    for key, val in c.items():
+        g.attrs[key] = json.dumps(val)
+    out, call, caches = vllm_call(c, inp, dtype, torch, np, mod)
+    if caches is not None:
+        k_e4m3, v_e4m3 = caches
+        g.create_dataset("k_e4m3", data=k_e4m3, compression="gzip")
+        g.create_dataset("v_e4m3", data=v_e4m3, compression="gzip")
     call()
     torch.cuda.synchronize()
     ob = bits16(out)

@@ -20,6 +20,8 @@ void add_quantize_command(CLI::App& app);
 void add_attribute_command(CLI::App& app);
 void add_lean_command(CLI::App& app);
 void add_verify_command(CLI::App& app);
+void add_schedule_command(CLI::App& app);
+void add_invariance_command(CLI::App& app);
 
 // Appends to every subcommand's --help the exit codes it can return (main.cpp documents them).
 void add_exit_code_footers(CLI::App& app);

@@ -12,6 +12,9 @@ void add_exit_code_footers(CLI::App& app) {
     if (n == "verify")
       codes = "Exit codes: 0 the kernel's output is bit-identical to the method's; 1 it differs but "
               "within the band; 3 outside the band (a likely bug; the report names the worst rows)";
+    if (n == "invariance")
+      codes += "; 1 some compared row of the target differs between the situations (predicted "
+               "from the schedules, or computed with --ulp)";
     if (n == "compare") codes += "; 1 the files differ (the report is on stdout)";
     if (n == "gate") codes += "; 1 a regression against the baseline (the report is on stdout)";
     codes +=

@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
       "attnsim: bit-exact CPU reference simulator for quantized and approximate attention.\n"
       "Exit codes: 0 success; 1 `compare` found differences or `gate` found regressions; 2 usage "
       "or input error (one line `attnsim: error: ...` on stderr, no output written); 3 `sweep` "
-      "stopped by --max-points (finish with --resume); `verify`: 1 within the band, 3 outside it. `attnsim COMMAND --help` for each "
+      "stopped by --max-points (finish with --resume); `verify`: 1 within the band, 3 outside it; `invariance`: 1 the target's bits differ. `attnsim COMMAND --help` for each "
       "command's options, defaults and exit codes."};
   app.require_subcommand(1);
   // The instruction set of the fast stage kernels (numerics/isa.hpp), for every command: results
@@ -103,6 +103,8 @@ int main(int argc, char** argv) {
   attnsim::add_attribute_command(app);
   attnsim::add_lean_command(app);
   attnsim::add_verify_command(app);
+  attnsim::add_schedule_command(app);
+  attnsim::add_invariance_command(app);
   attnsim::add_exit_code_footers(app);
   try {
     app.parse(argc, argv);

@@ -80,6 +80,11 @@ struct MethodSpec {
   // Optional: a split schedule's CTAs per output row (output order; the CTAs whose partial
   // results the row merges, in split order), for `attnsim verify`'s concentration table.
   std::function<std::vector<std::vector<int>>(const MethodValues&, const AttentionInput&)> row_ctas;
+  // Optional: the schedule the kernel's host code chooses for the launch `in` runs in
+  // (AttentionInput::launch, or its own batch; sim/launch.hpp): `attnsim schedule` and
+  // `attnsim invariance`. `in` may hold no data (its shape, mask, dtype and launch only). A
+  // method without it has no modelled launch-time schedule.
+  std::function<KernelSchedule(const MethodValues&, const AttentionInput&)> schedule;
 };
 
 // A method with every parameter resolved (defaults filled in).
@@ -149,6 +154,13 @@ auto usage_errors(F&& f) -> decltype(f()) {
 // The input's shape, or `fallback` for a preset asked about before any input (parse-time checks).
 inline AttentionShape shape_or(const AttentionInput& in, const AttentionShape& fallback) {
   return in.shape.valid() ? in.shape : fallback;
+}
+// The batch a dense-batch kernel's launch heuristics see for `in` (its own shape, or its launch's
+// sequences: sim/problem.hpp dense_launch_shape), a UsageError for a launch of mixed lengths.
+inline AttentionShape launch_shape_or(const AttentionInput& in, const AttentionShape& fallback,
+                                      const std::string& kernel) {
+  return usage_errors(
+      [&] { return dense_launch_shape(shape_or(in, fallback), in.launch.get(), kernel); });
 }
 // A dtype=auto|fp16|bf16 option: auto is a 16-bit dump's own dtype, else bf16 (an FP32 input is
 // rounded to it, RNE).

@@ -61,7 +61,8 @@ MethodSpec flex_spec() {
   };
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
     return usage_errors([&] {
-      return flex_pipeline(flex_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
+      return flex_pipeline(flex_options(v, in.dtype), launch_shape_or(in, kNoInputShape, "flex"),
+                           in.causal, launch_sms(in.launch.get()));
     });
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
@@ -70,6 +71,12 @@ MethodSpec flex_spec() {
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
     return flex_unverified(flex_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
+  };
+  m.schedule = [](const MethodValues& v, const AttentionInput& in) {
+    return usage_errors([&] {
+      return flex_schedule(flex_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal,
+                           in.launch.get());
+    });
   };
   return m;
 }

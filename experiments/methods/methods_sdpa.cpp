@@ -68,20 +68,33 @@ MethodSpec sdpa_spec() {
   };
   m.check = [](const MethodValues& v) { (void)sdpa_options(v, "float32"); };
   m.preset = [](const MethodValues& v, const AttentionInput& in) {
-    return usage_errors(
-        [&] { return sdpa_pipeline(sdpa_options(v, in.dtype), shape_or(in, kNoInputShape)); });
+    return usage_errors([&] {
+      return sdpa_pipeline(sdpa_options(v, in.dtype), launch_shape_or(in, kNoInputShape, "sdpa"),
+                           launch_sms(in.launch.get()));
+    });
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     const SdpaOptions o = sdpa_options(v, in.dtype);
-    return usage_errors(
-        [&] { return output(sdpa_attention(in, o, p), p, sdpa_num_splits(o, in.shape)); });
+    return usage_errors([&] {
+      return output(sdpa_attention(in, o, p), p,
+                    sdpa_num_splits(o, launch_shape_or(in, in.shape, "sdpa"),
+                                    launch_sms(in.launch.get())));
+    });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
-    return split_outside(sdpa_num_splits(sdpa_options(v, in.dtype), shape_or(in, kNoInputShape)),
+    return split_outside(sdpa_num_splits(sdpa_options(v, in.dtype),
+                                         launch_shape_or(in, kNoInputShape, "sdpa"),
+                                         launch_sms(in.launch.get())),
                          "flash_fwd_splitkv_combine_kernel (libdevice expf/logf)");
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
-    return sdpa_unverified(sdpa_options(v, in.dtype), shape_or(in, kNoInputShape));
+    return sdpa_unverified(sdpa_options(v, in.dtype), launch_shape_or(in, kNoInputShape, "sdpa"));
+  };
+  m.schedule = [](const MethodValues& v, const AttentionInput& in) {
+    return usage_errors([&] {
+      return sdpa_schedule(sdpa_options(v, in.dtype), shape_or(in, kNoInputShape),
+                           in.launch.get());
+    });
   };
   return m;
 }
@@ -113,16 +126,27 @@ MethodSpec fa3_spec() {
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     const Fa3Options o = fa3_options(v, in.dtype);
-    return usage_errors(
-        [&] { return output(fa3_attention(in, o, p), p, fa3_num_splits(o, in.shape, in.causal)); });
+    return usage_errors([&] {
+      return output(fa3_attention(in, o, p), p,
+                    fa3_num_splits(o, launch_shape_or(in, in.shape, "fa3"), in.causal,
+                                   launch_sms(in.launch.get())));
+    });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
-    return split_outside(
-        fa3_num_splits(fa3_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal),
-        "FlashAttnFwdCombine (fast math)");
+    return split_outside(fa3_num_splits(fa3_options(v, in.dtype),
+                                        launch_shape_or(in, kNoInputShape, "fa3"), in.causal,
+                                        launch_sms(in.launch.get())),
+                         "FlashAttnFwdCombine (fast math)");
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
-    return fa3_unverified(fa3_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
+    return fa3_unverified(fa3_options(v, in.dtype), launch_shape_or(in, kNoInputShape, "fa3"),
+                          in.causal);
+  };
+  m.schedule = [](const MethodValues& v, const AttentionInput& in) {
+    return usage_errors([&] {
+      return fa3_schedule(fa3_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal,
+                          in.launch.get());
+    });
   };
   return m;
 }

@@ -42,15 +42,15 @@ VllmOptions vllm_options(const MethodValues& v, const std::string& dump_dtype) {
     throw UsageError("vllm_triton: k_scale/v_scale apply to an e4m3 KV cache only (kv=e4m3)");
   o.k_scale = float(ks);
   o.v_scale = float(vs);
+  o.batch_invariant = v.at("batch_invariant") == "1";
   return o;
 }
 
-// The launcher's choice for the input as one batch: `batch` sequences of len_q queries each.
+// The launcher's choice for the input's launch (AttentionInput::launch), or for the input as one
+// batch: `batch` sequences of len_q queries each.
 VllmLaunch launch_of(const VllmOptions& o, const AttentionInput& in) {
   const AttentionShape s = shape_or(in, kNoInputShape);
-  return usage_errors([&] {
-    return vllm_launch(o, s.heads_q, s.heads_kv, s.head_dim, s.len_q, s.batch, in.window);
-  });
+  return usage_errors([&] { return vllm_launch(o, s, in.window, in.launch.get()); });
 }
 
 MethodSpec vllm_spec() {
@@ -74,6 +74,10 @@ MethodSpec vllm_spec() {
        "by (x / scale).to(float8_e4m3fn), dequantized in the kernel)"},
       {"k_scale", {}, "1", "kv=e4m3: K's per-tensor scale (layer._k_scale)", 1, true},
       {"v_scale", {}, "1", "kv=e4m3: V's per-tensor scale (layer._v_scale)", 1, true},
+      {"batch_invariant",
+       {"0", "1"},
+       "0",
+       "VLLM_BATCH_INVARIANT=1: the launcher takes the 2D kernel for every batch (no 3D split)"},
       {"window",
        {},
        "0",
@@ -132,6 +136,11 @@ MethodSpec vllm_spec() {
           "the e4m3 KV cache: (x / scale).to(float8_e4m3fn), dequantized by "
           "_cast_kv_tile to bf16(fl(f32(e4m3) · scale)) before the MMAs");
     return r;
+  };
+  m.schedule = [](const MethodValues& v, const AttentionInput& in) {
+    const VllmOptions o = vllm_options(v, in.dtype);
+    return usage_errors(
+        [&] { return vllm_schedule(o, shape_or(in, kNoInputShape), in.window, in.launch.get()); });
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
     const VllmOptions o = vllm_options(v, in.dtype);

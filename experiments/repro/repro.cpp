@@ -19,6 +19,7 @@ const std::vector<Reproduction>& repro_registry() {
     register_lean_repros(r);
     register_turbo_repros(r);
     register_failure_repros(r);
+    register_invariance_repros(r);
     return r;
   }();
   return registry;

@@ -72,6 +72,7 @@ void register_amla_repros(std::vector<Reproduction>& registry);
 void register_lean_repros(std::vector<Reproduction>& registry);
 void register_turbo_repros(std::vector<Reproduction>& registry);
 void register_failure_repros(std::vector<Reproduction>& registry);
+void register_invariance_repros(std::vector<Reproduction>& registry);
 
 // The first n tokens of every head, queries and keys alike (n <= 0 or past both lengths: the
 // input itself): the repros' shorter runs of real dumps (sage, turbo).

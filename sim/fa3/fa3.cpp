@@ -47,7 +47,7 @@ void fa3_tile(const Fa3Options& o, int d, bool causal, int* block_m, int* block_
   }
 }
 
-int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal) {
+int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms) {
   if (o.num_splits > 0) return o.num_splits;
   int bm = 0, bn = 0;
   fa3_tile(o, s.head_dim, causal, &bm, &bn);
@@ -56,7 +56,7 @@ int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal) {
   const int m_blocks = (s.len_q * s.group() + bm - 1) / bm;
   const long long bytes = fp8(o) ? 1 : 2;
   const long long size_one_kv_head = (long long)s.len_kv * (s.head_dim + s.head_dim_v) * bytes;
-  return fa3_num_splits_heuristic(s.batch * s.heads_kv * m_blocks, 132, n_blocks, m_blocks,
+  return fa3_num_splits_heuristic(s.batch * s.heads_kv * m_blocks, sms, n_blocks, m_blocks,
                                   size_one_kv_head, causal, 128);
 }
 
@@ -110,7 +110,9 @@ Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal)
 }
 
 PipelineResult fa3_attention(const PreparedInput& in, const Fa3Options& o, const Pipeline& p) {
-  const int splits = fa3_num_splits(o, in.shape, in.causal);
+  const Launch* l = in.launch.get();
+  const int splits =
+      fa3_num_splits(o, dense_launch_shape(in.shape, l, "fa3"), in.causal, launch_sms(l));
   if (splits <= 1) return run_pipeline(in, p);
   // The combine takes no head-dim-dependent order (one split per lane).
   return split_kv_attention(in, p, splits, SplitCombine::kFa3, in.shape.head_dim);
@@ -133,6 +135,7 @@ PreparedInput fa3_prepare_fp8(const AttentionInput& in, const Pipeline& p,
   PreparedInput r;
   r.shape = s;
   r.causal = in.causal;
+  r.launch = in.launch;
   r.sm_scale = in.scale();
   // One scale per slice (GroupMap per tensor): Q's slices are query heads, each takes its KV
   // head's descale.
@@ -159,9 +162,51 @@ std::vector<std::string> fa3_unverified(const Fa3Options& o, const AttentionShap
                            : "128") +
                 " kernel zero-padded; only head dims 64 and 128 were built and recorded "
                 "(UNVERIFIED)");
-  if (fa3_num_splits(o, s, causal) > 32)
+  if (fa3_num_splits(o, s, causal, 132) > 32)
     r.push_back("fa3: more than 32 splits: the combine's lanes past 32 are UNVERIFIED");
   return r;
+}
+
+KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& target, bool causal,
+                            const Launch* launch) {
+  const AttentionShape s = dense_launch_shape(target, launch, "fa3");
+  const int sms = launch_sms(launch);
+  int bm = 0, bn = 0;
+  fa3_tile(o, s.head_dim, causal, &bm, &bn);
+  const int splits = fa3_num_splits(o, s, causal, sms);
+  KernelSchedule k;
+  k.family = "fa3";
+  k.kernel = "flash::FlashAttnFwdSm90";
+  k.items.push_back({"batch", std::to_string(s.batch), false,
+                     "the launch's sequences (flash_attn_func: one dense shape)"});
+  k.items.push_back({"tile", std::to_string(bm) + "x" + std::to_string(bn), true,
+                     "tile_size.h tile_size_fwd_sm90 (head dim, causal, dtype)"});
+  if (o.num_splits == 0) {
+    const int m_blocks = (s.len_q * s.group() + bm - 1) / bm;
+    const int n_blocks = (s.len_kv + bn - 1) / bn;
+    k.items.push_back({"blocks",
+                       std::to_string(s.batch) + "x" + std::to_string(s.heads_kv) + "x" +
+                           std::to_string(m_blocks) + " = " +
+                           std::to_string(s.batch * s.heads_kv * m_blocks),
+                       false, "batch x heads_kv x ceil(len_q·group / kBlockM) (PackGQA)"});
+    k.items.push_back({"n_blocks", std::to_string(n_blocks), false,
+                       "ceil(len_kv / " + std::to_string(bn) + ")"});
+  }
+  k.items.push_back({"splits", std::to_string(splits), true,
+                     o.num_splits == 0
+                         ? "heuristics.h num_splits_heuristic(blocks, " + std::to_string(sms) +
+                               " SMs, n_blocks, ...): 1 when blocks >= 0.8 x SMs (L2 rule "
+                               "aside), else the fewest splits within 85% of the best"
+                         : std::string("num_splits given")});
+  if (splits > 1)
+    k.items.push_back({"combine", "flash::FlashAttnFwdCombine", true,
+                       "the splits merged by their LSEs (PackGQA rows in the split kernel)"});
+  k.unverified = fa3_unverified(o, s, causal);
+  if (o.num_splits == 0)
+    k.unverified.push_back(
+        "fa3: the heuristic's choice was recorded at a few shapes (data/hw/h100/fa3 'heuristic'), "
+        "not over batch sizes (UNVERIFIED as a batch-invariance prediction)");
+  return k;
 }
 
 }  // namespace attnsim

@@ -32,14 +32,21 @@ void fa3_tile(const Fa3Options& o, int head_dim, bool causal, int* block_m, int*
 
 // The split count the kernel runs: num_splits, or for 0 FA3's heuristic (flash_api get_num_splits,
 // heuristics.h num_splits_heuristic; split kernels pack a GQA group's rows: PackGQA).
-int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal);
+// s: the launch's dense shape; sms: the GPU's SM count (the H100's 132).
+int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms = 132);
+
+// What flash_attn_func's host code chooses for the launch an input runs in (`launch`: null = the
+// input's own batch; dense only): the tile, the heuristic's inputs and the split count, for
+// `attnsim schedule`. Throws std::invalid_argument (one line) for a launch it cannot take.
+KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& s, bool causal,
+                            const Launch* launch);
 
 // The pipeline for a shape. Throws std::invalid_argument (one line) for a dtype or head dim the
 // build does not have (head_dim > 128: RescaleOBeforeGemm, not modelled; head_dim_v != head_dim).
 Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal);
 
-// The kernel on a prepared input: the pipeline, or with more than one split the split schedule and
-// FA3's combine (sim/lean split_kv_attention).
+// The kernel on a prepared input: the pipeline, or with more than one split (of the input's
+// launch) the split schedule and FA3's combine (sim/lean split_kv_attention).
 PipelineResult fa3_attention(const PreparedInput& in, const Fa3Options& o, const Pipeline& p);
 PipelineResult fa3_attention(const AttentionInput& in, const Fa3Options& o, const Pipeline& p);
 

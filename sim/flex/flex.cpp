@@ -16,10 +16,10 @@ DotModel mma(MmaInstr i) { return DotModel{DotModel::kMma, i, 0}; }
 
 }  // namespace
 
-int flex_decode_splits(const AttentionShape& s) {
-  // flex_decoding.py get_split_k: 2 per SM over batch x KV heads, at least 1 (132 SMs).
+int flex_decode_splits(const AttentionShape& s, int sms) {
+  // flex_decoding.py get_split_k: 2 per SM over batch x KV heads, at least 1.
   const int bh = std::max(s.batch * s.heads_kv, 1);
-  return std::max(132 / bh * 2, 1);
+  return std::max(sms / bh * 2, 1);
 }
 
 void flex_decode_tile(const AttentionShape& s, int* block_m, int* block_n) {
@@ -41,7 +41,7 @@ bool flex_uses_decode(const AttentionShape& s) {
   return s.len_q < 128 && g > 0 && (g & (g - 1)) == 0;
 }
 
-Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causal) {
+Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causal, int sms) {
   if (o.dtype != Encoding::kFp16 && o.dtype != Encoding::kBf16)
     fail("flex: dtype must be fp16 or bf16");
   if (s.head_dim_v != s.head_dim)
@@ -50,10 +50,10 @@ Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causa
     fail("flex: head_dim must be a multiple of 16 up to 256 (QK_HEAD_DIM_ROUNDED = the power of "
          "two Triton pads to is not modelled), got " + std::to_string(s.head_dim));
   const bool decode = flex_uses_decode(s);
-  if (decode && causal && s.len_q > 64 && flex_decode_splits(s) > 1)
+  if (decode && causal && s.len_q > 64 && flex_decode_splits(s, sms) > 1)
     fail("flex: len_q " + std::to_string(s.len_q) +
          " (65..127) under a block mask takes the decode template's real split-KV (SPLIT_KV " +
-         std::to_string(flex_decode_splits(s)) +
+         std::to_string(flex_decode_splits(s, sms)) +
          ": keys beyond the first 64 in a second split, merged by Inductor's autotuned reduction "
          "kernels), which is not modelled");
   Pipeline p;
@@ -122,6 +122,40 @@ std::vector<std::string> flex_unverified(const FlexOptions& o, const AttentionSh
     r.push_back("flex: no mask with both lengths multiples of 128 (the exponent's FMA contraction "
                 "there is assumed from the causal full blocks; no recording)");
   return r;
+}
+
+KernelSchedule flex_schedule(const FlexOptions& o, const AttentionShape& target, bool causal,
+                             const Launch* launch) {
+  const AttentionShape s = dense_launch_shape(target, launch, "flex");
+  const int sms = launch_sms(launch);
+  const Pipeline p = flex_pipeline(o, s, causal, sms);  // throws for what is not modelled
+  const bool decode = flex_uses_decode(s);
+  KernelSchedule k;
+  k.family = "flex";
+  k.kernel = decode ? "triton flex_decoding" : "triton flex_attention";
+  k.items.push_back({"batch", std::to_string(s.batch), false,
+                     "the launch's sequences (flex_attention: one dense shape)"});
+  k.items.push_back({"template", decode ? "decode" : "prefill", true,
+                     "_use_flex_decoding: len_q < 128 and a power-of-two GQA ratio"});
+  k.items.push_back({"tile", std::to_string(p.tile.block_q) + "x" + std::to_string(p.tile.block_kv),
+                     true,
+                     decode ? "BLOCK_M max(next_pow2(len_q·G), 16), BLOCK_N 64"
+                            : "Inductor's sm_90 configuration for the head dim"});
+  if (decode) {
+    const int splits = flex_decode_splits(s, sms);
+    k.items.push_back({"split_kv_ctas", std::to_string(splits), false,
+                       "get_split_k: max(2 x (" + std::to_string(sms) +
+                           " // (batch x heads_kv)), 1) CTAs per (batch, KV head)"});
+    // Without a mask the one 2^30-key block puts every key in split 0; under a mask (<= 64
+    // queries) TILE_KV = 64 keys per split covers every visible key in split 0: one pass either
+    // way (flex.hpp flex_uses_decode, flex_decode_splits).
+    k.items.push_back({"keys_split", "split 0 holds every key", true,
+                       causal ? "the block mask's TILE_KV: the visible keys of <= 64 queries lie "
+                                "in split 0"
+                              : "no block mask: one 2^30-key block, so split 0 walks every key"});
+  }
+  k.unverified = flex_unverified(o, s, causal);
+  return k;
 }
 
 }  // namespace attnsim

@@ -33,15 +33,22 @@ bool flex_uses_decode(const AttentionShape& s);
 // With a block mask (causal or a window: top-left, so the rows see only keys below len_q) the
 // template's TILE_KV is cdiv(cdiv(128, SPLIT_KV), 64)·64 = 64 keys per split when SPLIT_KV > 1:
 // for len_q <= 64 every visible key is in split 0 and the merge is again exact (one pass); longer
-// short queries under a mask have a real two-split merge: refused. SPLIT_KV = max(2·(132 //
-// (batch·heads_kv)), 1) (get_split_k, the H100's 132 SMs).
-int flex_decode_splits(const AttentionShape& s);
+// short queries under a mask have a real two-split merge: refused. SPLIT_KV = max(2·(sms //
+// (batch·heads_kv)), 1) (get_split_k; the H100 has 132 SMs).
+int flex_decode_splits(const AttentionShape& s, int sms = 132);
 // The decode template's BLOCK_M (max(next_pow2(len_q · G), 16)) and BLOCK_N (64).
 void flex_decode_tile(const AttentionShape& s, int* block_m, int* block_n);
 
 // The pipeline for a shape; throws std::invalid_argument (one line) for what the preset cannot run
 // (a query length the decode template would take, head_dim_v != head_dim, a dtype).
-Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causal);
+// s: the launch's dense shape (its batch reaches only the split count).
+Pipeline flex_pipeline(const FlexOptions& o, const AttentionShape& s, bool causal, int sms = 132);
+
+// What torch's flex_attention lowering chooses for the launch an input runs in (`launch`: null =
+// the input's own batch; dense only): the template, its tile and SPLIT_KV, for `attnsim
+// schedule`. Throws std::invalid_argument (one line) for what the preset cannot run.
+KernelSchedule flex_schedule(const FlexOptions& o, const AttentionShape& s, bool causal,
+                             const Launch* launch);
 
 // One line per part of the call no recording verifies; empty when covered.
 std::vector<std::string> flex_unverified(const FlexOptions& o, const AttentionShape& s,

@@ -580,6 +580,7 @@ struct PreparedInput {
   bool causal = false;
   int window = 0;        // AttentionInput::window
   double softcap = 0.0;  // AttentionInput::softcap
+  LaunchRef launch;      // AttentionInput::launch
   double sm_scale = 0;  // the softmax scale the pipeline uses (SoftmaxStage::sm_scale)
   PreparedOperand q, k, v;
   // ΔS of a block-mean-smoothed Q: [batch·heads_q][q_mean_blocks][len_kv], FP32; empty if none.

@@ -368,6 +368,7 @@ PreparedInput prepare_queries(const AttentionInput& in, const Pipeline& p) {
   r.causal = in.causal;
   r.window = in.window;
   r.softcap = in.softcap;
+  r.launch = in.launch;
   r.sm_scale = pipeline_sm_scale(in, p);
   r.q = prepare_operand("q", in.q, s.batch * s.heads_q, s.len_q, s.head_dim, p.q, r.sm_scale,
                         k_step_bits(p, Operand::kQ), nullptr);
@@ -439,6 +440,7 @@ PreparedInput prepare(const AttentionInput& in, const Pipeline& p) {
   r.causal = in.causal;
   r.window = in.window;
   r.softcap = in.softcap;
+  r.launch = in.launch;
   r.sm_scale = pipeline_sm_scale(in, p);
   std::vector<float> k_centered;
   r.q = prepare_operand("q", in.q, s.batch * s.heads_q, s.len_q, s.head_dim, p.q, r.sm_scale,

@@ -148,18 +148,27 @@ int sdpa_kernel_head_dim(SdpaBackend b, int d) {
   return d;
 }
 
-int sdpa_num_splits(const SdpaOptions& o, const AttentionShape& s) {
+namespace {
+
+// mha_fwd's seqlenq_ngroups_swapped: a one-query GQA call runs the group's query heads as rows.
+bool gqa_swapped(const AttentionShape& s) {
+  return s.len_q == 1 && s.heads_q > s.heads_kv && s.head_dim % 8 == 0;
+}
+
+}  // namespace
+
+int sdpa_num_splits(const SdpaOptions& o, const AttentionShape& s, int sms) {
   if (o.backend != SdpaBackend::kFlash) return 1;
   // mha_fwd: seqlenq_ngroups_swapped (decode with GQA: the group's query heads become the rows).
-  const bool swapped = s.len_q == 1 && s.heads_q > s.heads_kv && s.head_dim % 8 == 0;
+  const bool swapped = gqa_swapped(s);
   const int heads = swapped ? s.heads_kv : s.heads_q;
   const int len_q = swapped ? s.heads_q / s.heads_kv : s.len_q;
   const int kd = sdpa_kernel_head_dim(o.backend, s.head_dim);
   const int block_n = kd <= 64 ? 256 : (kd <= 128 ? 128 : 64);
   const int n_blocks = (s.len_kv + block_n - 1) / block_n;
   const int m_blocks = (len_q + 63) / 64;
-  // The H100's 132 SMs; the heuristic is given twice that (flash_api.cpp).
-  return fa2_num_splits_heuristic(s.batch * heads * m_blocks, 2 * 132, n_blocks, 128);
+  // The heuristic is given twice the SM count (flash_api.cpp: 128 threads per block).
+  return fa2_num_splits_heuristic(s.batch * heads * m_blocks, 2 * sms, n_blocks, 128);
 }
 
 void validate(const SdpaOptions& o, const AttentionInput& in) {
@@ -178,7 +187,7 @@ void validate(const SdpaOptions& o, const AttentionInput& in) {
     fail("sdpa:backend=flash takes head dims up to 256");
 }
 
-Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s) {
+Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s, int sms) {
   if (o.dtype != Encoding::kFp16 && o.dtype != Encoding::kBf16)
     fail("sdpa: dtype must be fp16 or bf16");
   Pipeline p;
@@ -193,7 +202,7 @@ Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s) {
       cudnn_stages(p, o);
       break;
     case SdpaBackend::kFlash:
-      flash_stages(p, o, kd, sdpa_num_splits(o, s) > 1);
+      flash_stages(p, o, kd, sdpa_num_splits(o, s, sms) > 1);
       break;
     case SdpaBackend::kEfficient:
       efficient_stages(p, o, kd);
@@ -207,7 +216,8 @@ Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s) {
 }
 
 PipelineResult sdpa_attention(const PreparedInput& in, const SdpaOptions& o, const Pipeline& p) {
-  const int splits = sdpa_num_splits(o, in.shape);
+  const Launch* l = in.launch.get();
+  const int splits = sdpa_num_splits(o, dense_launch_shape(in.shape, l, "sdpa"), launch_sms(l));
   if (splits <= 1) return run_pipeline(in, p);
   return split_kv_attention(in, p, splits, SplitCombine::kFa2,
                             sdpa_kernel_head_dim(o.backend, in.shape.head_dim));
@@ -257,6 +267,80 @@ std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionSh
   if (!recorded_head_dim(o.backend, d))
     r.push_back(b + "head_dim " + std::to_string(d) + " was not recorded (UNVERIFIED)");
   return r;
+}
+
+}  // namespace attnsim
+
+namespace attnsim {
+
+KernelSchedule sdpa_schedule(const SdpaOptions& o, const AttentionShape& target,
+                             const Launch* launch) {
+  const AttentionShape s = dense_launch_shape(target, launch, "sdpa");
+  const int sms = launch_sms(launch);
+  const Pipeline p = sdpa_pipeline(o, s, sms);
+  const std::string tile =
+      std::to_string(p.tile.block_q) + "x" + std::to_string(p.tile.block_kv);
+  KernelSchedule k;
+  k.family = std::string("sdpa:") + sdpa_backend_name(o.backend);
+  k.items.push_back({"batch", std::to_string(s.batch), false,
+                     "the launch's sequences (SDPA takes one dense [B, H, N, D] shape)"});
+  const int kd = sdpa_kernel_head_dim(o.backend, s.head_dim);
+  switch (o.backend) {
+    case SdpaBackend::kFlash: {
+      const bool swapped = gqa_swapped(s);
+      const int heads = swapped ? s.heads_kv : s.heads_q;
+      const int rows = swapped ? s.group() : s.len_q;
+      const int splits = sdpa_num_splits(o, s, sms);
+      const int m_blocks = (rows + 63) / 64;
+      const int block_n = kd <= 64 ? 256 : (kd <= 128 ? 128 : 64);
+      const int n_blocks = (s.len_kv + block_n - 1) / block_n;
+      k.kernel = splits > 1 ? "pytorch_flash::flash_fwd_splitkv_kernel" : "pytorch_flash::flash_fwd_kernel";
+      k.items.push_back({"gqa_swap", swapped ? "yes" : "no", false,
+                         "mha_fwd seqlenq_ngroups_swapped: one query, heads_q > heads_kv: the "
+                         "group's query heads are the rows"});
+      k.items.push_back({"head_dim", std::to_string(kd), true, "round_multiple(d, 32)"});
+      k.items.push_back({"blocks", std::to_string(s.batch) + "x" + std::to_string(heads) + "x" +
+                                       std::to_string(m_blocks) + " = " +
+                                       std::to_string(s.batch * heads * m_blocks),
+                         false, "batch x heads x ceil(rows / 64), the heuristic's work count"});
+      k.items.push_back({"n_blocks", std::to_string(n_blocks), false,
+                         "ceil(len_kv / " + std::to_string(block_n) + ") (set_params_splitkv)"});
+      k.items.push_back({"splits", std::to_string(splits), true,
+                         "num_splits_heuristic(blocks, 2 x " + std::to_string(sms) +
+                             " SMs, n_blocks, 128): 1 when blocks >= 0.8 x " +
+                             std::to_string(2 * sms) +
+                             ", else the fewest splits within 85% of the best wave efficiency"});
+      k.items.push_back({"tile", tile, true,
+                         splits > 1 ? "Flash_fwd_kernel_traits<d, 64, block_n, 4> "
+                                      "(run_mha_fwd_splitkv_dispatch)"
+                                    : "run_mha_fwd_hdim" + std::to_string(kd) + " (sm_90)"});
+      if (splits > 1)
+        k.items.push_back({"combine", "flash_fwd_splitkv_combine_kernel", true,
+                           "the splits' partial outputs merged by their LSEs"});
+      break;
+    }
+    case SdpaBackend::kCudnn:
+      k.kernel = s.len_q == 1 ? "cudnn sm80 flash_fprop_wmma (decode)" : "cudnn sm90 flash_fprop_wgmma";
+      k.items.push_back({"tile", tile, true, "cuDNN 9.19's runtime-compiled kernel"});
+      break;
+    case SdpaBackend::kEfficient:
+      k.kernel = "fmha_cutlassF_sm80";
+      k.items.push_back({"tile", tile, true, "kernel_forward.h kQueriesPerBlock x kKeysPerBlock"});
+      break;
+    case SdpaBackend::kMath:
+      k.kernel = "cuBLAS GEMMs + softmax_warp_forward";
+      k.items.push_back({"tile", "one row", true, "the softmax kernel sees the whole row"});
+      break;
+  }
+  if (o.backend != SdpaBackend::kFlash)
+    k.items.push_back({"launch_dependence", "none modelled", false,
+                       "no split or tile choice reads the batch in this backend's model"});
+  k.unverified = sdpa_unverified(o, s);
+  if (o.backend == SdpaBackend::kMath)
+    k.unverified.push_back(
+        "sdpa:backend=math: cuBLAS chooses its GEMM algorithm from the batched shape; a "
+        "batch-dependent choice is not modelled (UNVERIFIED)");
+  return k;
 }
 
 }  // namespace attnsim

@@ -34,15 +34,23 @@ const char* sdpa_backend_name(SdpaBackend b);
 // model sees).
 int sdpa_kernel_head_dim(SdpaBackend b, int head_dim);
 
-// The flash backend's num_splits (flash_api.cpp set_params_splitkv: num_splits_heuristic over
-// batch·heads·ceil(len_q / 64) blocks, 2 x 132 SMs, n blocks of 256 / 128 / 64 keys by head dim,
-// with mha_fwd's GQA decode swap: len_q 1 and heads_q > heads_kv make the group the rows); 1 for
-// the other backends.
-int sdpa_num_splits(const SdpaOptions& o, const AttentionShape& s);
+// The flash backend's num_splits for a launch of shape s (flash_api.cpp set_params_splitkv:
+// num_splits_heuristic over batch·heads·ceil(len_q / 64) blocks, 2 x `sms` (the H100's 132), n
+// blocks of 256 / 128 / 64 keys by head dim, with mha_fwd's GQA decode swap: len_q 1 and heads_q >
+// heads_kv make the group the rows); 1 for the other backends.
+int sdpa_num_splits(const SdpaOptions& o, const AttentionShape& s, int sms = 132);
 
-// The pipeline of a backend for a shape (tiles by head dim and split; math: one KV block holding
-// the row). Throws std::invalid_argument (one line) for a dtype or shape the backend refuses.
-Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s);
+// The pipeline of a backend for a launch of shape s (tiles by head dim and split; math: one KV
+// block holding the row). Throws std::invalid_argument (one line) for a dtype or shape the
+// backend refuses.
+Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s, int sms = 132);
+
+// What the backend's host code chooses for the launch an input runs in (`launch`: null = the
+// input's own batch; dense only, as SDPA takes one [B, H, N, D] shape), for `attnsim schedule`:
+// the kernel, its tile, the GQA swap and the split count with its rule. Throws
+// std::invalid_argument (one line) for a launch SDPA cannot take.
+KernelSchedule sdpa_schedule(const SdpaOptions& o, const AttentionShape& s,
+                             const Launch* launch);
 
 // Throws std::invalid_argument (one line) for what PyTorch refuses: a dtype other than fp16/bf16,
 // head_dim_v != head_dim, flash with is_causal and len_q != len_kv (SDPA's causal mask is
@@ -50,8 +58,8 @@ Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s);
 void validate(const SdpaOptions& o, const AttentionInput& in);
 
 // The whole call on a prepared input with a given pipeline (the preset's or a counterfactual):
-// the pipeline, or for the flash backend with num_splits > 1 the split-KV schedule and FA2's
-// combine (sim/lean split_kv_attention).
+// the pipeline, or for the flash backend with num_splits > 1 (of the input's launch) the split-KV
+// schedule and FA2's combine (sim/lean split_kv_attention).
 PipelineResult sdpa_attention(const PreparedInput& in, const SdpaOptions& o, const Pipeline& p);
 PipelineResult sdpa_attention(const AttentionInput& in, const SdpaOptions& o, const Pipeline& p);
 

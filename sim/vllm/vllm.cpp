@@ -57,7 +57,7 @@ VllmLaunch vllm_launch(const VllmOptions& o, int heads_q, int heads_kv, int head
   // The 3D kernel when every query is one token and the batch is small: max_seqlen_q <= 1 and
   // num_seqs <= seq_threshold_3D (128 // num_kv_heads in vLLM's Triton backend).
   const int threshold = o.seq_threshold_3d > 0 ? o.seq_threshold_3d : 128 / heads_kv;
-  l.use_3d = max_seqlen_q <= 1 && num_seqs <= threshold;
+  l.use_3d = max_seqlen_q <= 1 && num_seqs <= threshold && !o.batch_invariant;
   // _get_tile_size: prefill 32; decode 16 for a 2-byte Q, 32 for Gemma 3's signature (sliding
   // window 1024 with head size 128 or 256).
   const bool gemma3 = window == 1024 && (head_dim == 128 || head_dim == 256);
@@ -65,6 +65,15 @@ VllmLaunch vllm_launch(const VllmOptions& o, int heads_q, int heads_kv, int head
   l.tile = l.use_3d ? tile_decode : 32;
   l.segments = l.use_3d ? o.num_segments : 1;
   return l;
+}
+
+VllmLaunch vllm_launch(const VllmOptions& o, const AttentionShape& s, int window,
+                       const Launch* launch) {
+  if (!launch)
+    return vllm_launch(o, s.heads_q, s.heads_kv, s.head_dim, s.len_q, s.batch, window);
+  check_launch_target(s, *launch);
+  return vllm_launch(o, s.heads_q, s.heads_kv, s.head_dim, launch->max_len_q(),
+                     launch->num_seqs(), window);
 }
 
 Pipeline vllm_pipeline(const VllmOptions& o, const VllmLaunch& l, const AttentionShape& s) {
@@ -295,6 +304,40 @@ std::vector<std::string> vllm_unverified(const VllmOptions& o, const VllmLaunch&
     r.push_back("vllm_triton: the running max 0 carried by rows whose first KV tiles are all "
                 "masked (empty_max=zero, read from the PTX; no recorded row depends on it)");
   return r;
+}
+
+KernelSchedule vllm_schedule(const VllmOptions& o, const AttentionShape& s, int window,
+                             const Launch* launch) {
+  const VllmLaunch l = vllm_launch(o, s, window, launch);
+  (void)vllm_pipeline(o, l, s);  // throws for what is not modelled
+  const int num_seqs = launch ? launch->num_seqs() : s.batch;
+  const int max_q = launch ? launch->max_len_q() : s.len_q;
+  const int threshold = o.seq_threshold_3d > 0 ? o.seq_threshold_3d : 128 / s.heads_kv;
+  KernelSchedule k;
+  k.family = "vllm_triton";
+  k.kernel = l.use_3d ? "kernel_unified_attention_3d + reduce_segments"
+                      : "kernel_unified_attention_2d";
+  k.items.push_back({"num_seqs", std::to_string(num_seqs), false, "the launch's sequences"});
+  k.items.push_back({"max_seqlen_q", std::to_string(max_q), false, "the longest query"});
+  std::string rule = "3D when max_seqlen_q <= 1 and num_seqs <= " + std::to_string(threshold) +
+                     " (seq_threshold_3D = 128 // heads_kv)";
+  if (o.batch_invariant) rule += "; VLLM_BATCH_INVARIANT=1: always 2D";
+  k.items.push_back({"path", l.use_3d ? "3d" : "2d", true, rule});
+  k.items.push_back({"block_m", std::to_string(l.block_m) + " (" + std::to_string(l.block_q) +
+                                    " tokens x " + std::to_string(l.qpk) + " heads)",
+                     false, "BLOCK_M = max(16, next_pow2(heads per KV head)); rows' arithmetic "
+                            "does not depend on their program"});
+  k.items.push_back({"tile", std::to_string(l.tile), true,
+                     l.use_3d ? "TILE_SIZE_DECODE (_get_tile_size)" : "TILE_SIZE_PREFILL (32)"});
+  if (l.use_3d) {
+    const int tps = (s.len_kv + l.segments * l.tile - 1) / (l.segments * l.tile);
+    k.items.push_back({"segments", std::to_string(l.segments) + " of " + std::to_string(tps) +
+                                       " tiles",
+                       true, "NUM_SEGMENTS_PER_SEQ, cdiv(seq_len, 16 x TILE) tiles each, merged by "
+                             "reduce_segments"});
+  }
+  k.unverified = vllm_unverified(o, l, s, window, 0.0);
+  return k;
 }
 
 }  // namespace attnsim

@@ -25,6 +25,8 @@ struct VllmOptions {
   float k_scale = 1.0f, v_scale = 1.0f;
   int num_segments = 16;     // NUM_SEGMENTS_PER_SEQ of the 3D kernel (the only value vLLM uses)
   int seq_threshold_3d = 0;  // 0: vLLM's 128 // heads_kv (triton_attn.py)
+  // VLLM_BATCH_INVARIANT=1 (is_batch_invariant): the launcher takes the 2D kernel for every batch.
+  bool batch_invariant = false;
   // Attention sinks (gpt-oss): one logit per query head that enters the softmax's denominator
   // only (M starts at the sink, L at 1: triton_attention_helpers.py). Empty: none.
   std::vector<float> sinks;
@@ -42,6 +44,16 @@ struct VllmLaunch {
 };
 VllmLaunch vllm_launch(const VllmOptions& o, int heads_q, int heads_kv, int head_dim,
                        int max_seqlen_q, int num_seqs, int window);
+// The same for a launch of varlen sequences (sim/launch.hpp; null: `batch` sequences of the
+// target's shape s, the input's own batch).
+VllmLaunch vllm_launch(const VllmOptions& o, const AttentionShape& s, int window,
+                       const Launch* launch);
+
+// What the launcher chooses for the launch an input's sequence runs in, for `attnsim schedule`:
+// the path (2D / 3D) with its rule, the tiles, the target's segments. Throws
+// std::invalid_argument (one line) for what the kernel does not build.
+KernelSchedule vllm_schedule(const VllmOptions& o, const AttentionShape& s, int window,
+                             const Launch* launch);
 
 // The pipeline of the kernel's tile loop for a launch (block_q = the program's tokens, block_kv =
 // TILE). Throws std::invalid_argument (one line) for what the kernel does not build.

@@ -30,7 +30,7 @@ __all__ = [
     "AttnsimWarning", "AttnsimNote", "AttentionResult", "QuantizeResult", "SyntheticInput", "attention", "golden", "metrics",
     "attribute", "methods", "canonical", "describe", "synthetic", "convert", "quantize", "mma",
     "mma_instructions", "special", "set_num_threads", "get_num_threads", "set_memory_limit",
-    "memory_limit", "ULP_BUCKETS", "verify",
+    "memory_limit", "ULP_BUCKETS", "verify", "schedule", "invariance",
 ]
 
 # The wheel ships the H100 tables of the approximate special functions next to the module; an
@@ -232,6 +232,88 @@ def verify(q, k, v, o, method=None, causal: bool = False, sm_scale=None, *, band
                             float(band), bool(counters), report)
     finally:
         close()
+
+
+def _heads(heads) -> tuple[int, int]:
+    if isinstance(heads, str):
+        parts = heads.split("/")
+    elif isinstance(heads, (tuple, list)):
+        parts = list(heads)
+    else:
+        parts = [heads]
+    try:
+        vals = [int(x) for x in parts]
+    except (TypeError, ValueError):
+        raise ValueError(f"heads must be HQ, (HQ, HKV) or 'HQ/HKV', got {heads!r}") from None
+    if len(vals) == 1:
+        vals = vals * 2
+    if len(vals) != 2:
+        raise ValueError(f"heads must be HQ, (HQ, HKV) or 'HQ/HKV', got {heads!r}")
+    return vals[0], vals[1]
+
+
+def schedule(method: str, situation: str, *, heads=None, head_dim: int | None = None,
+             head_dim_v: int | None = None, causal: bool = False, sms: int = 132) -> dict:
+    """``attnsim schedule``: the schedule ``method``'s kernel (sdpa, fa3, flex, vllm_triton) takes
+    for a launch ``situation`` ("Q:K" sequences joined by '+', each optionally "xN", the target
+    first: "1:4096x16", "1:500+1:300x3+9:9") of sequences with ``heads`` (HQ, (HQ, HKV) or
+    "HQ/HKV") and ``head_dim``. Returns a dict: ``kernel``, ``items`` [(key, value, arithmetic,
+    why)], ``arithmetic_key`` (equal keys, equal target bits), ``unverified``, ``text`` (what the
+    command prints). Bad input raises the command's one-line error."""
+    if heads is None or head_dim is None:
+        raise ValueError("schedule needs heads= and head_dim=")
+    hq, hkv = _heads(heads)
+    return _core.schedule(str(method), str(situation), hq, hkv, int(head_dim),
+                          int(head_dim_v or 0), bool(causal), int(sms))
+
+
+def invariance(method: str, a: str, b: str, *, heads=None, head_dim: int | None = None,
+               head_dim_v: int | None = None, causal: bool = False, sms: int = 132, n=None,
+               ulp: bool = False, q=None, k=None, v=None, seed: int = 0,
+               dist: str = "normal"):
+    """``attnsim invariance``: whether a target sequence's rows keep their bits between launches
+    ``a`` and ``b`` (situations as :func:`schedule` takes them). Without ``ulp`` the schedules
+    alone answer (``predicted_identical``: the same arithmetic); with ``ulp=True`` (or the target's
+    tokens ``q``, ``k``, ``v``: [1, heads, tokens, d], its queries the last tokens) both are
+    computed: ``identical_rows``, ``max_ulp``, ``max_err_a``/``max_err_b`` against FP64 golden,
+    ``first_diverging`` (head, position), ``per_row`` [(head, position, identical, ulp, err_a,
+    err_b)]. ``n``: an iterable of integers substituted for "{n}" in a and b; then a dict with
+    ``table`` (one dict per n), ``first_break`` (the first n whose rows differ, or None) and
+    ``text``. The synthetic target (without q, k, v) is ``dist`` with ``seed``."""
+    given = [x is not None for x in (q, k, v)]
+    if any(given) and not all(given):
+        raise ValueError("give q, k and v together (the target sequence's tokens)")
+    table = n is not None
+    ns = [int(x) for x in n] if table else [0]
+    if table and not ns:
+        raise ValueError("n is empty")
+    if not table and ("{n}" in a or "{n}" in b):
+        raise ValueError('"{n}" in a situation needs n=')
+    tags = []
+    qa = ka = va = None
+    if all(given):
+        (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
+        tags = [qt, kt, vt]
+        hq = hkv = d = dv = 0
+    else:
+        if heads is None or head_dim is None:
+            raise ValueError("invariance needs heads= and head_dim= (or q, k, v)")
+        hq, hkv = _heads(heads)
+        d, dv = int(head_dim), int(head_dim_v or head_dim)
+    length = 0
+    if ulp and not all(given):
+        for x in ns:
+            for sit in (a, b):
+                first = sit.replace("{n}", str(x)).split("+")[0].strip()
+                try:
+                    length = max(length, int(first.split(":")[1].split("x")[0]))
+                except (IndexError, ValueError):
+                    length = max(length, 1)  # the core names the bad situation
+    spec = (f"{dist}:hq={hq},hkv={hkv},nq={length},nkv={length},d={d},dv={dv},seed={int(seed)}"
+            if ulp and not all(given) else "")
+    return _core.invariance(str(method), str(a), str(b), hq, hkv, d, dv if not all(given) else 0,
+                            bool(causal), int(sms), ns, table, bool(ulp) or all(given), qa, ka,
+                            va, tags, spec)
 
 
 def golden(q, k, v, causal=False, sm_scale=None, *,
@@ -604,6 +686,6 @@ def __dir__():
 
 # Every public function relays the warnings and notes its call produced.
 for _name in ("attention", "golden", "verify", "attribute", "metrics", "convert", "quantize", "mma",
-              "special", "synthetic"):
+              "special", "synthetic", "schedule", "invariance"):
     globals()[_name] = _relaying(globals()[_name])
 del _name

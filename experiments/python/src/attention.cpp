@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "arrays.hpp"
 #include "bindings.hpp"
 #include "experiments/analysis/attribute.hpp"
+#include "experiments/analysis/invariance.hpp"
 #include "experiments/analysis/verify.hpp"
 #include "experiments/common/memory_limit.hpp"
 #include "experiments/io/input_checks.hpp"
@@ -447,6 +449,143 @@ nb::dict verify(const AnyArray& q, const AnyArray& k, const AnyArray& v,
   return out;
 }
 
+nb::dict schedule_dict(const KernelSchedule& k) {
+  nb::dict d;
+  d["family"] = k.family;
+  d["kernel"] = k.kernel;
+  nb::list items;
+  for (const ScheduleItem& i : k.items) items.append(nb::make_tuple(i.key, i.value, i.arithmetic, i.why));
+  d["items"] = items;
+  d["unverified"] = k.unverified;
+  d["arithmetic_key"] = k.arithmetic_key();
+  return d;
+}
+
+InvarianceProblem invariance_problem(int heads_q, int heads_kv, int head_dim, int head_dim_v,
+                                     bool causal, int sms) {
+  InvarianceProblem p;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.head_dim = head_dim;
+  p.head_dim_v = head_dim_v > 0 ? head_dim_v : head_dim;
+  p.causal = causal;
+  p.sms = sms;
+  return p;
+}
+
+// attnsim.schedule: the schedule a kernel takes for a launch.
+nb::dict schedule_py(const std::string& method, const std::string& situation, int heads_q,
+                     int heads_kv, int head_dim, int head_dim_v, bool causal, int sms) {
+  KernelSchedule k;
+  std::string text, canonical;
+  {
+    nb::gil_scoped_release release;
+    const MethodConfig m = parse_method(method);
+    k = method_schedule(m, invariance_problem(heads_q, heads_kv, head_dim, head_dim_v, causal, sms),
+                        parse_situation(situation));
+    canonical = m.canonical();
+    text = format_schedule(canonical, situation, k);
+  }
+  nb::dict d = schedule_dict(k);
+  d["method"] = canonical;
+  d["situation"] = situation;
+  d["text"] = text;
+  return d;
+}
+
+nb::dict report_dict(const InvarianceReport& r, bool with_rows) {
+  nb::dict d;
+  d["method"] = r.method;
+  d["a"] = r.a;
+  d["b"] = r.b;
+  d["schedule_a"] = schedule_dict(r.sched_a);
+  d["schedule_b"] = schedule_dict(r.sched_b);
+  d["differs_in"] = r.differs_in;
+  d["predicted_identical"] = r.predicted_identical;
+  d["positions"] = nb::make_tuple(r.first_position, r.first_position + r.positions);
+  d["rows"] = r.rows;
+  d["computed"] = r.computed;
+  d["identical"] = r.identical();
+  if (r.computed) {
+    d["identical_rows"] = r.identical_rows;
+    d["max_ulp"] = r.max_ulp;
+    d["max_err_a"] = r.max_err_a;
+    d["max_err_b"] = r.max_err_b;
+    d["first_diverging"] = r.first_diverging_position >= 0
+                               ? nb::object(nb::make_tuple(r.first_diverging_head,
+                                                           r.first_diverging_position))
+                               : nb::none();
+    if (with_rows) {
+      nb::list rows;
+      for (const InvarianceRow& w : r.per_row)
+        rows.append(nb::make_tuple(w.head, w.position, w.identical, w.ulp, w.err_a, w.err_b));
+      d["per_row"] = rows;
+    }
+  }
+  return d;
+}
+
+// attnsim.invariance: situations A and B (or a table over ns), schedules only or computed.
+nb::object invariance_py(const std::string& method, const std::string& a, const std::string& b,
+                         int heads_q, int heads_kv, int head_dim, int head_dim_v, bool causal,
+                         int sms, const std::vector<int>& ns, bool table, bool compute,
+                         const nb::object& q, const nb::object& k, const nb::object& v,
+                         const std::vector<std::string>& tags, const std::string& synthetic) {
+  InvarianceProblem p = invariance_problem(heads_q, heads_kv, head_dim, head_dim_v, causal, sms);
+  std::unique_ptr<PendingInput> pend;
+  AnyArray qa, ka, va;
+  if (!q.is_none()) {
+    qa = nb::cast<AnyArray>(q);
+    ka = nb::cast<AnyArray>(k);
+    va = nb::cast<AnyArray>(v);
+    pend = std::make_unique<PendingInput>(pending_input(qa, ka, va, tags, false, 0.0, false));
+    const AttentionShape& s = pend->in.shape;
+    if (s.batch != 1) throw UsageError("q, k, v hold the target sequence: batch 1");
+    p.heads_q = s.heads_q, p.heads_kv = s.heads_kv, p.head_dim = s.head_dim,
+    p.head_dim_v = s.head_dim_v, p.dtype = pend->in.dtype;
+  }
+  std::vector<InvarianceReport> rs;
+  std::string text;
+  {
+    nb::gil_scoped_release release;
+    const MethodConfig m = parse_method(method);
+    TargetData data;
+    if (pend) {
+      pend->fill();
+      data.data = std::move(pend->in);
+    } else if (compute) {
+      data.data = make_synthetic(synthetic);
+    }
+    const TargetData* dp = pend || compute ? &data : nullptr;
+    if (table) {
+      rs = invariance_table(m, p, a, b, ns, dp);
+      text = format_invariance_table(ns, rs);
+    } else {
+      rs.push_back(invariance(m, p, a, b, dp));
+      text = format_invariance(rs[0], 10);
+    }
+  }
+  if (!table) {
+    nb::dict d = report_dict(rs[0], true);
+    d["text"] = text;
+    return d;
+  }
+  nb::list out;
+  for (std::size_t i = 0; i < rs.size(); ++i) {
+    nb::dict d = report_dict(rs[i], false);
+    d["n"] = ns[i];
+    out.append(d);
+  }
+  nb::dict t;
+  t["table"] = out;
+  t["text"] = text;
+  int first = -1;
+  for (std::size_t i = 0; i < rs.size() && first < 0; ++i)
+    if (!rs[i].identical()) first = ns[i];
+  t["first_break"] = first >= 0 ? nb::object(nb::int_(first)) : nb::none();
+  return t;
+}
+
 }  // namespace
 
 void bind_attention(nb::module_& m) {
@@ -462,6 +601,14 @@ void bind_attention(nb::module_& m) {
   m.def("attribute", &attribute, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
         nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
         nb::arg("input"), nb::arg("progress") = nb::none());
+  m.def("schedule", &schedule_py, nb::arg("method"), nb::arg("situation"), nb::arg("heads_q"),
+        nb::arg("heads_kv"), nb::arg("head_dim"), nb::arg("head_dim_v"), nb::arg("causal"),
+        nb::arg("sms"));
+  m.def("invariance", &invariance_py, nb::arg("method"), nb::arg("a"), nb::arg("b"),
+        nb::arg("heads_q"), nb::arg("heads_kv"), nb::arg("head_dim"), nb::arg("head_dim_v"),
+        nb::arg("causal"), nb::arg("sms"), nb::arg("ns"), nb::arg("table"), nb::arg("compute"),
+        nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("tags"),
+        nb::arg("synthetic"));
   m.def("methods", &methods);
   m.def("canonical", [](const std::string& text) { return parse_method(text).canonical(); });
   m.def("describe", &describe_text, nb::arg("method"), nb::arg("head_dim"), nb::arg("dtype"));
