@@ -67,9 +67,10 @@ struct AttentionInput {
   // Score soft-capping (Gemma 2, Grok): s -> softcap · tanh(s / softcap) on the scaled score, before
   // the mask; 0: none. How a kernel computes the tanh is its pipeline's (SoftmaxStage::softcap).
   double softcap = 0.0;
-  // The launch this input's sequence runs in (sim/launch.hpp), when the input is one sequence
-  // (batch 1, the launch's target) of a larger launch: the kernels' launch heuristics read it,
-  // the arithmetic reads only this input. Null: the input's own batch is the launch.
+  // The launch this input's sequences run in (sim/launch.hpp), when they are part of a larger
+  // launch: its first `batch` sequences, the first the target (check_launch_target). The
+  // kernels' launch heuristics read it, the arithmetic reads only this input. Null: the input's
+  // own batch is the launch.
   LaunchRef launch;
 
   double scale() const {
@@ -81,7 +82,8 @@ struct AttentionInput {
   }
 };
 
-// An input with a launch holds the launch's target: batch 1 and the target's lengths. Throws
+// An input with a launch holds the launch's first `batch` sequences, all of the input's lengths
+// (the target, and for batch > 1 the neighbours like it that the input also holds). Throws
 // std::invalid_argument (one line) otherwise.
 inline void check_launch_target(const AttentionShape& s, const Launch& l) {
   if (l.seqs.empty()) throw std::invalid_argument("a launch needs at least one sequence");
@@ -91,11 +93,16 @@ inline void check_launch_target(const AttentionShape& s, const Launch& l) {
                                   std::to_string(q.len_kv) +
                                   " needs 1 <= queries <= keys (its queries are its last tokens)");
   if (l.sms <= 0) throw std::invalid_argument("a launch needs sms >= 1");
-  if (s.batch != 1 || s.len_q != l.target().len_q || s.len_kv != l.target().len_kv)
+  bool ok = s.batch >= 1 && s.batch <= l.num_seqs();
+  for (int b = 0; ok && b < s.batch; ++b)
+    ok = l.seqs[std::size_t(b)] == LaunchSeq{s.len_q, s.len_kv};
+  if (!ok)
     throw std::invalid_argument(
-        "an input run inside a launch holds the launch's target sequence (batch 1, " +
-        std::to_string(l.target().len_q) + ":" + std::to_string(l.target().len_kv) + "), got batch " +
-        std::to_string(s.batch) + ", " + std::to_string(s.len_q) + ":" + std::to_string(s.len_kv));
+        "an input run inside the launch " + l.describe() + " holds its first sequences, of the "
+        "input's lengths: the input has batch " + std::to_string(s.batch) + " of " +
+        std::to_string(s.len_q) + ":" + std::to_string(s.len_kv) +
+        " (queries:keys), so the launch must start with " + std::to_string(s.len_q) + ":" +
+        std::to_string(s.len_kv) + "x" + std::to_string(s.batch));
 }
 
 // The batch a dense-batch kernel's launch heuristics see (PyTorch SDPA, FlashAttention-3,

@@ -285,6 +285,27 @@ std::vector<LaunchSeq> parse_situation(const std::string& text) {
   return r;
 }
 
+void attach_launch(const MethodConfig& m, AttentionInput& in, const std::string& situation,
+                   int sms) {
+  if (situation.empty()) return;
+  if (!m.spec->schedule) {
+    std::string with;
+    for (const MethodSpec& s : method_registry())
+      if (s.schedule) with += (with.empty() ? "" : ", ") + s.name;
+    throw UsageError("--launch: method '" + m.spec->name +
+                     "' has no launch-time schedule, so a launch would change nothing (the "
+                     "kernels with one: " + with + ")");
+  }
+  if (sms < 1) throw UsageError("--sms must be >= 1");
+  auto l = std::make_shared<Launch>();
+  l->seqs = parse_situation(situation);
+  l->sms = sms;
+  usage_errors([&] { check_launch_target(in.shape, *l); });
+  in.launch = l;
+  // The method's own checks on this launch (a dense-batch kernel and a launch of mixed lengths).
+  (void)m.spec->schedule(m.values, m.problem(in));
+}
+
 std::string substitute_n(const std::string& text, int n) {
   std::string r = text;
   for (std::size_t at = r.find("{n}"); at != std::string::npos; at = r.find("{n}", at))

@@ -22,6 +22,13 @@ namespace attnsim {
 // sequences.
 std::vector<LaunchSeq> parse_situation(const std::string& text);
 
+// `--launch SITUATION` of run / verify and attention(launch=): the launch the input's sequences
+// are the first of. Sets in.launch after checking that `m` has a schedule model (a launch would
+// change nothing otherwise: refused, not ignored) and that the input's batch is the launch's
+// first sequences of its lengths (UsageError, one line). An empty situation leaves `in` alone.
+void attach_launch(const MethodConfig& m, AttentionInput& in, const std::string& situation,
+                   int sms);
+
 // "{n}" in `text` replaced by n.
 std::string substitute_n(const std::string& text, int n);
 // A --range value "a..b" or "a,b,c" (integers >= 0), in order; UsageError (one line) otherwise.

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/analysis/invariance.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/common/error.hpp"
 #include "experiments/common/memory_limit.hpp"
@@ -31,7 +32,8 @@ namespace attnsim {
 namespace {
 
 struct RunOptions {
-  std::string method, input, synthetic, group, output;
+  std::string method, input, synthetic, group, output, launch;
+  int sms = 132;
   bool allow_nonfinite = false, quiet = false, counters = false;
 };
 
@@ -124,9 +126,10 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
                                                         std::to_string(prefixes.size()) + "): "
                                                   : std::string();
     set_stage(where + "reading");
-    const AttentionInput in = opt.input.empty()
-                                  ? make_synthetic(opt.synthetic)
-                                  : read_attention_dump(opt.input, prefix, opt.allow_nonfinite);
+    AttentionInput in = opt.input.empty()
+                            ? make_synthetic(opt.synthetic)
+                            : read_attention_dump(opt.input, prefix, opt.allow_nonfinite);
+    attach_launch(method, in, opt.launch, opt.sms);
     const std::string name =
         opt.input.empty()
             ? "synthetic:" + opt.synthetic
@@ -188,6 +191,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       w->attr_string(o, "resolved", row.resolved);
       // The causal mask of the golden the metrics were taken against (the kernel's own).
       w->attr_string(o, "golden_mask", causal_mask_name(method, in));
+      if (in.launch) w->attr_string(o, "launch", in.launch->describe());
       for (const auto& [key, value] : out.resolved) w->attr_string(o, "resolved_" + key, value);
       if (opt.counters) {
         // [stage][event] counts; the names as attributes (counters.hpp).
@@ -236,6 +240,13 @@ void add_run_command(CLI::App& app) {
                 "count the silent failures per stage (saturations, overflows, underflows, NaNs, "
                 "vanished P, ...): printed, and written as GROUP/counters; runs the stage "
                 "references");
+  cmd->add_option("--launch", opt->launch,
+                  "the launch the input's sequences are the first of (a situation as `attnsim "
+                  "invariance` takes it, \"1:4096x16\"): the kernel's schedule is that launch's "
+                  "(methods with a schedule model: sdpa, fa3, flex, vllm_triton)")
+      ->check(non_empty());
+  cmd->add_option("--sms", opt->sms, "the GPU's SM count for --launch (the H100's 132)")
+      ->default_val(132);
   add_max_memory_option(cmd);
   cmd->callback([opt]() { run_one(*opt, command_line()); });
 }

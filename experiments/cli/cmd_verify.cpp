@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "experiments/analysis/invariance.hpp"
 #include "experiments/analysis/verify.hpp"
 #include "experiments/cli/commands.hpp"
 #include "experiments/common/error.hpp"
@@ -22,7 +23,8 @@ namespace attnsim {
 namespace {
 
 struct VerifyCliOptions {
-  std::string input, group, kernel_output, method, out;
+  std::string input, group, kernel_output, method, out, launch;
+  int sms = 132;
   double band = 2.0;
   int worst = 5;
   bool counters = false, allow_nonfinite = false, quiet = false;
@@ -66,7 +68,12 @@ void run_verify(const VerifyCliOptions& opt, const std::string& command_line) {
   if (prefixes.size() != 1)
     throw UsageError("'" + opt.input + "' has " + std::to_string(prefixes.size()) +
                      " layer groups: name one with --group");
-  const AttentionInput in = read_attention_dump(opt.input, prefixes[0], opt.allow_nonfinite);
+  AttentionInput in = read_attention_dump(opt.input, prefixes[0], opt.allow_nonfinite);
+  if (!opt.launch.empty()) {
+    if (opt.method.empty())
+      throw UsageError("--launch needs --method (the kernel whose schedule the launch sets)");
+    attach_launch(parse_method(opt.method), in, opt.launch, opt.sms);
+  }
   const KernelOutput k = read_kernel_output(opt.kernel_output, prefixes[0]);
   {
     const AttentionShape& s = in.shape;
@@ -194,6 +201,11 @@ void add_verify_command(CLI::App& app) {
       ->default_val(2.0);
   cmd->add_option("--worst", opt->worst, "rows named in the report")->default_val(5);
   cmd->add_flag("--counters", opt->counters, "the method's silent-failure counters per stage");
+  cmd->add_option("--launch", opt->launch,
+                  "the launch the dump's sequences ran as the first of (\"1:4096x16\"; "
+                  "`attnsim invariance`'s situations): the method's schedule is that launch's")
+      ->check(non_empty());
+  cmd->add_option("--sms", opt->sms, "the GPU's SM count for --launch")->default_val(132);
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite,
                 "accept NaN/Inf in the inputs and the kernel output");
   cmd->add_flag("--quiet", opt->quiet, "print nothing but errors");

@@ -181,7 +181,8 @@ class AttentionResult:
 
 
 def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm_scale=None, *,
-              allow_nonfinite: bool = False, counters: bool = False) -> AttentionResult:
+              allow_nonfinite: bool = False, counters: bool = False, launch: str | None = None,
+              sms: int = 132) -> AttentionResult:
     """Runs one method (``attnsim methods`` / :func:`methods` lists them and their options) on
     q [batch, heads_q, len_q, head_dim], k [batch, heads_kv, len_kv, head_dim] and
     v [batch, heads_kv, len_kv, head_dim_v] (GQA/MQA: heads_q a multiple of heads_kv; MLA: a
@@ -193,15 +194,19 @@ def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm
     refused, as by the command line. sm_scale: None for 1/sqrt(head_dim). NaN/Inf inputs are
     refused unless allow_nonfinite. counters: the silent failures per stage in ``r.counters``
     (saturations, overflows, underflows, NaNs by cause, vanished P, ...; computed with the stage
-    references, so slower)."""
-    return _attention(q, k, v, method, _causal(causal)[0], sm_scale, allow_nonfinite, counters)
+    references, so slower). launch: the serving launch the input's sequences are the first of
+    (a situation of :func:`invariance`, "1:4096x16"; ``sms`` the GPU's SM count): the kernel's
+    schedule is that launch's (methods with a schedule model only)."""
+    return _attention(q, k, v, method, _causal(causal)[0], sm_scale, allow_nonfinite, counters,
+                      launch, sms)
 
 
-def _attention(q, k, v, method, causal: bool, sm_scale, allow_nonfinite, counters):
+def _attention(q, k, v, method, causal: bool, sm_scale, allow_nonfinite, counters, launch=None,
+               sms=132):
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
     o, fmt, lse, canonical_method, cnt, mask = _core.attention(
         qa, ka, va, [qt, kt, vt], str(method), bool(causal), _scale(sm_scale),
-        bool(allow_nonfinite), bool(counters))
+        bool(allow_nonfinite), bool(counters), "" if launch is None else str(launch), int(sms))
     if fmt in ("bf16", "fp16", "e4m3fn", "e5m2"):
         o = o.view(_FORMAT_DTYPE[fmt])
     return AttentionResult(o, lse, canonical_method, fmt, cnt, mask)

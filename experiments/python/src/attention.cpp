@@ -197,7 +197,8 @@ nb::dict counter_dict(const StageCounters& c) {
 
 nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                     const std::vector<std::string>& tags, const std::string& method, bool causal,
-                    double sm_scale, bool allow_nonfinite, bool counters) {
+                    double sm_scale, bool allow_nonfinite, bool counters,
+                    const std::string& launch, int sms) {
   PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
   MethodOutput out;
   std::string canonical, mask;
@@ -212,6 +213,7 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     check_memory_here(input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) +
                           fixed_memory_bytes(m),
                       "attention of " + m.short_name() + " on the input");
+    attach_launch(m, p.in, launch, sms);
     p.fill();
     CounterScope scope(counters ? &cnt : nullptr);
     out = m.run(p.in);
@@ -595,7 +597,7 @@ void bind_attention(nb::module_& m) {
         nb::arg("progress") = nb::none());
   m.def("attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
         nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
-        nb::arg("counters") = false);
+        nb::arg("counters") = false, nb::arg("launch") = "", nb::arg("sms") = 132);
   m.def("metrics", &metrics, nb::arg("out"), nb::arg("out_tag"), nb::arg("ref"), nb::arg("ref_tag"),
         nb::arg("format"), nb::arg("blocks"));
   m.def("attribute", &attribute, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
