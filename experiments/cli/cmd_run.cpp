@@ -20,6 +20,7 @@
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/io/varlen.hpp"
 #include "experiments/methods/memory_estimate.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/sweep/sweep_metrics.hpp"
@@ -129,11 +130,43 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
     AttentionInput in = opt.input.empty()
                             ? make_synthetic(opt.synthetic)
                             : read_attention_dump(opt.input, prefix, opt.allow_nonfinite);
-    attach_launch(method, in, opt.launch, opt.sms);
     const std::string name =
         opt.input.empty()
             ? "synthetic:" + opt.synthetic
             : dump_input_name(opt.input, prefix);
+    const std::vector<LaunchSeq> seqs =
+        opt.input.empty() ? std::vector<LaunchSeq>{} : dump_varlen(opt.input, prefix);
+    if (!seqs.empty()) {
+      // A varlen dump: every sequence a row of its own, run inside the launch of them all; o
+      // packed as the queries are.
+      if (!opt.launch.empty())
+        throw UsageError("--launch: " + name + " is a varlen dump, its own launch (cu_seqlens)");
+      if (opt.counters) throw UsageError("--counters takes dense inputs (not a varlen dump)");
+      MethodOutput packed;
+      packed.o.assign(in.shape.o_size(), 0.0);
+      for (int sq = 0; sq < int(seqs.size()); ++sq) {
+        set_stage(where + "sequence " + std::to_string(sq + 1) + "/" + std::to_string(seqs.size()));
+        const AttentionInput one = varlen_sequence(in, seqs, sq, opt.sms);
+        Goldens goldens(one);
+        const MethodOutput out = method.run(one);
+        varlen_place(packed.o, in.shape, seqs, sq, out.o);
+        packed.format = out.format;
+        table.add(measure_point(std::int64_t(i), method, name + "#seq" + std::to_string(sq), 0,
+                                one, out, goldens));
+      }
+      if (w) {
+        const AttentionShape& s = in.shape;
+        write_output(*w, prefix + "o",
+                     {1, std::uint64_t(s.heads_q), std::uint64_t(s.len_q),
+                      std::uint64_t(s.head_dim_v)},
+                     packed);
+        w->attr_string(prefix + "o", "method", method.canonical());
+        w->attr_string(prefix + "o", "input", name);
+        w->attr_string(prefix + "o", "launch", Launch{seqs, opt.sms}.describe());
+      }
+      continue;
+    }
+    attach_launch(method, in, opt.launch, opt.sms);
     set_stage(where + "golden");
     Goldens goldens(in);
     goldens.for_method(method);
@@ -226,7 +259,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--method", opt->method, "method configuration (see `attnsim methods`)")
       ->required();
   cmd->add_option("--input", opt->input,
-                  "HDF5 dump with q, k, v (every layer_NN group unless --group)");
+                  "HDF5 dump with q, k, v (every layer_NN group unless --group); with "
+                  "cu_seqlens_q/cu_seqlens_k a varlen batch: each sequence a row, run inside "
+                  "the launch of all");
   cmd->add_option("--synthetic", opt->synthetic, "synthetic input spec instead of a dump");
   cmd->add_option("--group", opt->group, "one layer group of the dump, e.g. layer_03")
       ->check(non_empty());

@@ -1,5 +1,6 @@
 // Attention tensor dumps in HDF5.
 #include "experiments/io/dump.hpp"
+#include "experiments/io/varlen.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -28,6 +29,22 @@ std::vector<std::string> dump_prefixes(const std::string& path) {
   }
   if (out.empty()) throw UsageError("'" + path + "' has no dataset 'q' (nor groups with one)");
   return out;
+}
+
+std::vector<LaunchSeq> dump_varlen(const std::string& path, const std::string& prefix) {
+  H5Reader r(path);
+  const std::string where = "'" + path + "'" + (prefix.empty() ? "" : " group " + prefix);
+  const bool hq = r.exists(prefix + "cu_seqlens_q"), hk = r.exists(prefix + "cu_seqlens_k");
+  if (!hq && !hk) return {};
+  if (hq != hk) throw UsageError(where + " has one of cu_seqlens_q and cu_seqlens_k: a varlen dump needs both");
+  std::vector<std::uint64_t> dims[3];
+  for (int t = 0; t < 3; ++t) dims[t] = r.dataset_info(prefix + "qkv"[t]).dims;
+  const AttentionShape s = attention_shape_of(dims, where);
+  if (s.batch != 1)
+    throw UsageError(where + ": a varlen dump packs its sequences along the tokens of batch 1, "
+                     "got batch " + std::to_string(s.batch));
+  return varlen_sequences(r.read_i64(prefix + "cu_seqlens_q"), r.read_i64(prefix + "cu_seqlens_k"),
+                          s.len_q, s.len_kv, where);
 }
 
 AttentionInput read_attention_dump(const std::string& path, const std::string& prefix,

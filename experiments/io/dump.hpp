@@ -26,6 +26,11 @@ struct DumpInfo {
 AttentionInput read_attention_dump(const std::string& path, const std::string& prefix,
                                    bool allow_nonfinite, DumpInfo* info = nullptr);
 
+// A varlen dump (experiments/io/varlen.hpp): the sequences its datasets cu_seqlens_q and
+// cu_seqlens_k (int, [num_seqs + 1], beside q, k, v of batch 1) describe; empty when it has none.
+// UsageError (one line) for one without the other, batch > 1 or lengths that do not add up.
+std::vector<LaunchSeq> dump_varlen(const std::string& path, const std::string& prefix);
+
 // Reads the inputs `prefixes` of `path` one at a time and drops them: a command that computes input
 // by input calls it first, so that a bad layer group deep in a file is refused before anything is
 // computed, printed or checkpointed (read_attention_dump's errors).

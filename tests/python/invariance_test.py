@@ -76,3 +76,61 @@ def test_bad_input_raises_one_line(call):
     with pytest.raises(ValueError) as e:
         call()
     assert "\n" not in str(e.value)
+
+
+def _varlen(seqs, hq=8, hkv=2, d=64, seed=4):
+    rng = np.random.default_rng(seed)
+    tq, tk = sum(a for a, _ in seqs), sum(b for _, b in seqs)
+    q = rng.standard_normal((1, hq, tq, d), dtype=np.float32)
+    k = rng.standard_normal((1, hkv, tk, d), dtype=np.float32)
+    v = rng.standard_normal((1, hkv, tk, d), dtype=np.float32)
+    cu_q = np.cumsum([0] + [a for a, _ in seqs])
+    cu_k = np.cumsum([0] + [b for _, b in seqs])
+    return q, k, v, cu_q, cu_k
+
+
+def test_varlen_batch_runs_each_sequence_inside_the_launch(exe, tmp_path):
+    import h5py
+    seqs = [(1, 300), (1, 120), (5, 5), (1, 77)]
+    q, k, v, cu_q, cu_k = _varlen(seqs, d=128)
+    r = attnsim.attention(q, k, v, "vllm_triton", causal=True, cu_seqlens_q=cu_q,
+                          cu_seqlens_k=cu_k)
+    assert r.o.shape == (1, 8, 8, 128)
+    # Sequence s alone with the launch of all (s first): the same bits.
+    for s, (lq, lk) in enumerate(seqs):
+        rest = "+".join(f"{a}:{b}" for i, (a, b) in enumerate(seqs) if i != s)
+        one = attnsim.attention(q[:, :, cu_q[s]:cu_q[s + 1]], k[:, :, cu_k[s]:cu_k[s + 1]],
+                                v[:, :, cu_k[s]:cu_k[s + 1]], "vllm_triton", causal=True,
+                                launch=f"{lq}:{lk}+{rest}")
+        assert np.array_equal(one.o.view(np.uint16),
+                              r.o[:, :, cu_q[s]:cu_q[s + 1]].view(np.uint16)), s
+    # The 5-token prefill puts the launch on the 2D kernel: the first sequence alone takes 3D.
+    alone = attnsim.attention(q[:, :, :1], k[:, :, :300], v[:, :, :300], "vllm_triton",
+                              causal=True)
+    assert not np.array_equal(alone.o.view(np.uint16), r.o[:, :, :1].view(np.uint16))
+    # The command line on the same dump: one row per sequence, o packed, the same bits.
+    dump, out = tmp_path / "varlen.h5", tmp_path / "o.h5"
+    with h5py.File(dump, "w") as f:
+        f["q"], f["k"], f["v"] = q, k, v
+        f["cu_seqlens_q"], f["cu_seqlens_k"] = cu_q, cu_k
+        f.attrs["causal"] = 1
+    p = subprocess.run([exe, "run", "--method", "vllm_triton", "--input", str(dump), "--out",
+                        str(out)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("#seq") == 4
+    with h5py.File(out) as f:
+        assert np.array_equal(f["o"][:], r.o.view(np.uint16))
+
+
+@pytest.mark.parametrize("cu_q,cu_k", [
+    ([0, 1, 2], [0, 10]),        # unequal counts
+    ([1, 2], [0, 10]),           # not from 0
+    ([0, 3], [0, 2]),            # more queries than keys
+    ([0, 1, 1], [0, 5, 10]),     # an empty sequence
+    ([0, 1], [0, 9]),            # totals that do not match q, k
+])
+def test_bad_cu_seqlens_raise(cu_q, cu_k):
+    q, k, v, _, _ = _varlen([(1, 5), (1, 5)])
+    with pytest.raises(ValueError) as e:
+        attnsim.attention(q, k, v, "flex", cu_seqlens_q=np.array(cu_q), cu_seqlens_k=np.array(cu_k))
+    assert "\n" not in str(e.value)

@@ -182,7 +182,7 @@ class AttentionResult:
 
 def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm_scale=None, *,
               allow_nonfinite: bool = False, counters: bool = False, launch: str | None = None,
-              sms: int = 132) -> AttentionResult:
+              sms: int = 132, cu_seqlens_q=None, cu_seqlens_k=None) -> AttentionResult:
     """Runs one method (``attnsim methods`` / :func:`methods` lists them and their options) on
     q [batch, heads_q, len_q, head_dim], k [batch, heads_kv, len_kv, head_dim] and
     v [batch, heads_kv, len_kv, head_dim_v] (GQA/MQA: heads_q a multiple of heads_kv; MLA: a
@@ -196,17 +196,32 @@ def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm
     (saturations, overflows, underflows, NaNs by cause, vanished P, ...; computed with the stage
     references, so slower). launch: the serving launch the input's sequences are the first of
     (a situation of :func:`invariance`, "1:4096x16"; ``sms`` the GPU's SM count): the kernel's
-    schedule is that launch's (methods with a schedule model only)."""
+    schedule is that launch's (methods with a schedule model only). cu_seqlens_q, cu_seqlens_k:
+    a varlen batch (FlashAttention's varlen layout): q [1, heads_q, total_q, d] and k, v [1,
+    heads_kv, total_kv, d] pack the sequences along the tokens, sequence s owning queries
+    cu_seqlens_q[s]:cu_seqlens_q[s+1] (the last of its keys cu_seqlens_k[s]:cu_seqlens_k[s+1]);
+    each runs inside the launch of all, O and LSE packed the same way."""
+    given = (cu_seqlens_q is not None, cu_seqlens_k is not None)
+    if given[0] != given[1]:
+        raise ValueError("give cu_seqlens_q and cu_seqlens_k together")
+    cu = [[], []]
+    if all(given):
+        for i, c in enumerate((cu_seqlens_q, cu_seqlens_k)):
+            a = np.asarray(c)
+            if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+                raise ValueError("cu_seqlens_q and cu_seqlens_k are 1-D integer arrays")
+            cu[i] = [int(x) for x in a]
     return _attention(q, k, v, method, _causal(causal)[0], sm_scale, allow_nonfinite, counters,
-                      launch, sms)
+                      launch, sms, cu[0], cu[1])
 
 
 def _attention(q, k, v, method, causal: bool, sm_scale, allow_nonfinite, counters, launch=None,
-               sms=132):
+               sms=132, cu_q=(), cu_k=()):
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
     o, fmt, lse, canonical_method, cnt, mask = _core.attention(
         qa, ka, va, [qt, kt, vt], str(method), bool(causal), _scale(sm_scale),
-        bool(allow_nonfinite), bool(counters), "" if launch is None else str(launch), int(sms))
+        bool(allow_nonfinite), bool(counters), "" if launch is None else str(launch), int(sms),
+        list(cu_q), list(cu_k))
     if fmt in ("bf16", "fp16", "e4m3fn", "e5m2"):
         o = o.view(_FORMAT_DTYPE[fmt])
     return AttentionResult(o, lse, canonical_method, fmt, cnt, mask)

@@ -20,6 +20,7 @@
 #include "experiments/common/memory_limit.hpp"
 #include "experiments/io/input_checks.hpp"
 #include "experiments/io/synthetic.hpp"
+#include "experiments/io/varlen.hpp"
 #include "experiments/methods/memory_estimate.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/sweep/measure.hpp"
@@ -198,7 +199,8 @@ nb::dict counter_dict(const StageCounters& c) {
 nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                     const std::vector<std::string>& tags, const std::string& method, bool causal,
                     double sm_scale, bool allow_nonfinite, bool counters,
-                    const std::string& launch, int sms) {
+                    const std::string& launch, int sms, const std::vector<std::int64_t>& cu_q,
+                    const std::vector<std::int64_t>& cu_k) {
   PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
   MethodOutput out;
   std::string canonical, mask;
@@ -213,10 +215,20 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     check_memory_here(input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) +
                           fixed_memory_bytes(m),
                       "attention of " + m.short_name() + " on the input");
+    std::vector<LaunchSeq> seqs;
+    if (!cu_q.empty() || !cu_k.empty()) {
+      if (!launch.empty())
+        throw UsageError("launch= and cu_seqlens: a varlen batch is its own launch");
+      if (counters) throw UsageError("counters=True takes dense inputs (not a varlen batch)");
+      if (p.in.shape.batch != 1)
+        throw UsageError("a varlen batch packs its sequences along the tokens of batch 1");
+      seqs = varlen_sequences(cu_q, cu_k, p.in.shape.len_q, p.in.shape.len_kv,
+                              "cu_seqlens_q, cu_seqlens_k");
+    }
     attach_launch(m, p.in, launch, sms);
     p.fill();
     CounterScope scope(counters ? &cnt : nullptr);
-    out = m.run(p.in);
+    out = seqs.empty() ? m.run(p.in) : run_varlen(m, p.in, seqs, sms);
     mask = causal_mask_name(m, p.in);
   }
   const AttentionShape& s = p.in.shape;
@@ -597,7 +609,8 @@ void bind_attention(nb::module_& m) {
         nb::arg("progress") = nb::none());
   m.def("attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
         nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
-        nb::arg("counters") = false, nb::arg("launch") = "", nb::arg("sms") = 132);
+        nb::arg("counters") = false, nb::arg("launch") = "", nb::arg("sms") = 132,
+        nb::arg("cu_q") = std::vector<std::int64_t>{}, nb::arg("cu_k") = std::vector<std::int64_t>{});
   m.def("metrics", &metrics, nb::arg("out"), nb::arg("out_tag"), nb::arg("ref"), nb::arg("ref_tag"),
         nb::arg("format"), nb::arg("blocks"));
   m.def("attribute", &attribute, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
