@@ -17,6 +17,7 @@
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/hdf5_io.hpp"
+#include "experiments/io/varlen.hpp"
 
 namespace attnsim {
 
@@ -96,6 +97,48 @@ void run_verify(const VerifyCliOptions& opt, const std::string& command_line) {
   vo.worst = opt.worst;
   vo.counters = opt.counters;
   vo.allow_nonfinite = opt.allow_nonfinite;
+  // A varlen dump (cu_seqlens): every sequence judged on its own rows of the packed output,
+  // computed inside the launch of all; the exit code is the worst sequence's verdict.
+  const std::vector<LaunchSeq> seqs = dump_varlen(opt.input, prefixes[0]);
+  if (!seqs.empty()) {
+    if (opt.method.empty())
+      throw UsageError("a varlen dump needs --method (the kernel whose launch it ran in)");
+    if (!opt.launch.empty())
+      throw UsageError("--launch: a varlen dump is its own launch (cu_seqlens)");
+    if (!opt.out.empty())
+      throw UsageError("--out takes a dense dump; a varlen dump's report is per sequence on stdout");
+    Verdict worst = Verdict::kIdentical;
+    std::size_t q0 = 0;
+    const std::size_t dv = std::size_t(in.shape.head_dim_v), tq = std::size_t(in.shape.len_q);
+    for (int sq = 0; sq < int(seqs.size()); ++sq) {
+      const AttentionInput one = varlen_sequence(in, seqs, sq, opt.sms);
+      const std::size_t lq = std::size_t(seqs[std::size_t(sq)].len_q);
+      KernelOutput ks;
+      ks.format = k.format;
+      for (int h = 0; h < in.shape.heads_q; ++h) {
+        const auto at = k.o.begin() + std::ptrdiff_t((std::size_t(h) * tq + q0) * dv);
+        ks.o.insert(ks.o.end(), at, at + std::ptrdiff_t(lq * dv));
+        if (!k.lse.empty()) {
+          const auto l = k.lse.begin() + std::ptrdiff_t(std::size_t(h) * tq + q0);
+          ks.lse.insert(ks.lse.end(), l, l + std::ptrdiff_t(lq));
+        }
+      }
+      q0 += lq;
+      const VerifyReport r = verify_kernel(one, ks, vo);
+      if (int(r.verdict) > int(worst)) worst = r.verdict;
+      if (!opt.quiet) {
+        std::printf("sequence %d (%d:%d):\n", sq, seqs[std::size_t(sq)].len_q,
+                    seqs[std::size_t(sq)].len_kv);
+        std::fputs(format_verify_report(r, opt.worst).c_str(), stdout);
+      }
+    }
+    if (worst == Verdict::kWithinBand)
+      throw UsageError("verify: some sequence differs from " + opt.method + " within the band", 1);
+    if (worst == Verdict::kOutsideBand)
+      throw UsageError("verify: some sequence is outside the band of " + opt.method +
+                       " (a likely bug; worst rows above)", 3);
+    return;
+  }
   // On a terminal: which candidate of how many runs now (without --method, about 20 of them).
   std::mutex mu;
   std::string now;

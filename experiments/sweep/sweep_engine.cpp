@@ -22,6 +22,7 @@
 #include "experiments/common/warning.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
+#include "experiments/io/varlen.hpp"
 #include "experiments/methods/memory_estimate.hpp"
 #include "experiments/sweep/mpi_env.hpp"
 #include "sim/golden/golden.hpp"
@@ -193,7 +194,14 @@ SweepPlan make_plan(const std::vector<std::string>& method_lists,
       }
       if (const auto shape = dump_shape(sel.file, prefix))
         check_causal_rows(*shape, dump_causal(sel.file, prefix), name);
-      plan.cases.push_back({name, "dump", sel.file, prefix, "", 0});
+      // A varlen dump: a case per sequence (named FILE#seqN, as `attnsim run` names its rows).
+      const std::vector<LaunchSeq> seqs = dump_varlen(sel.file, prefix);
+      if (seqs.empty()) {
+        plan.cases.push_back({name, "dump", sel.file, prefix, "", 0});
+      } else {
+        for (int q = 0; q < int(seqs.size()); ++q)
+          plan.cases.push_back({name + "#seq" + std::to_string(q), "dump", sel.file, prefix, "", 0, q});
+      }
     }
   }
   std::vector<std::string> specs;
@@ -481,6 +489,9 @@ SweepOutcome run_plan(const SweepPlan& plan, const SweepRunOptions& opt) {
       if (c.kind != "dump") continue;
       try {
         inputs[std::size_t(k)] = read_attention_dump(c.file, c.prefix, opt.allow_nonfinite);
+        if (c.seq >= 0)
+          inputs[std::size_t(k)] = varlen_sequence(inputs[std::size_t(k)],
+                                                   dump_varlen(c.file, c.prefix), c.seq, 132);
       } catch (const UsageError& e) {
         capture(e.what(), e.code());
       } catch (const std::exception& e) {

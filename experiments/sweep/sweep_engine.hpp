@@ -18,6 +18,9 @@ struct SweepCase {
   std::string kind;  // dump | synthetic
   std::string file, prefix, spec;
   std::uint64_t seed = 0;
+  // A varlen dump's sequence (experiments/io/varlen.hpp): its index, run inside the launch of
+  // every sequence of the dump; -1 for a dense input.
+  int seq = -1;
 };
 
 // --grid KEY=V1,V2,...: every method that has KEY is run at each value.

@@ -120,6 +120,20 @@ def test_varlen_batch_runs_each_sequence_inside_the_launch(exe, tmp_path):
     assert p.stdout.count("#seq") == 4
     with h5py.File(out) as f:
         assert np.array_equal(f["o"][:], r.o.view(np.uint16))
+    # verify on the varlen dump: every sequence judged on its rows of the packed output.
+    p = subprocess.run([exe, "verify", "--input", str(dump), "--kernel-output", str(out),
+                        "--method", "vllm_triton"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.count("verdict: bit-identical") == 4
+    # The first sequence's rows as it computes alone (the 3D kernel): no longer bit-identical.
+    with h5py.File(out, "a") as f:
+        o = f["o"][:]
+        o[:, :, :1] = alone.o.view(np.uint16)
+        f["o"][...] = o
+    p = subprocess.run([exe, "verify", "--input", str(dump), "--kernel-output", str(out),
+                        "--method", "vllm_triton"], capture_output=True, text=True)
+    assert p.returncode in (1, 3), p.stdout + p.stderr
+    assert p.stdout.count("verdict: bit-identical") == 3
 
 
 @pytest.mark.parametrize("cu_q,cu_k", [
