@@ -1,4 +1,4 @@
-// The launch a kernel call belongs to (issue 40): a serving batch's sequences, the device's SM
+// The launch a kernel call belongs to: a serving batch's sequences, the device's SM
 // count, and the schedule a kernel family's host code chooses from them. A kernel's launch
 // heuristics (FA2's num_splits, FA3's, FlexAttention's SPLIT_KV, vLLM's 2D/3D choice) read the
 // whole launch, so one sequence's bits can depend on its neighbours; attnsim computes a

@@ -1,4 +1,4 @@
-"""The cases of the batch-invariance recordings (record_invariance.py, issue 40) and their inputs,
+"""The cases of the batch-invariance recordings (record_invariance.py) and their inputs,
 numpy only, so that the checks can replay them without torch or a GPU.
 
 A case is one target sequence of `length` tokens (head-major Q [hq, length, d], K and V [hkv,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Records one target sequence's output inside launches that change the kernel's schedule
-(issue 40: batch invariance), for attnsim's schedule models and `attnsim invariance` to be checked
+(batch invariance), for attnsim's schedule models and `attnsim invariance` to be checked
 against without a GPU.
 
 For every case of invariance_cases.py (PyTorch SDPA's flash, efficient and cuDNN backends,

@@ -1,4 +1,4 @@
-// `attnsim schedule` and `attnsim invariance` (issue 40): the schedule a kernel's host code takes
+// `attnsim schedule` and `attnsim invariance`: the schedule a kernel's host code takes
 // for a described launch, and whether one target sequence's output rows stay bit-identical
 // between two serving situations (launches). The schedule is computed from the kernel family's
 // launch heuristics (MethodSpec::schedule, written beside each preset in sim/); the attention is

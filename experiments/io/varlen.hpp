@@ -1,4 +1,4 @@
-// Varlen (ragged) batches (issue 40): the sequences of one launch packed along the token axis, as
+// Varlen (ragged) batches: the sequences of one launch packed along the token axis, as
 // FlashAttention's varlen API and vLLM lay them out: q [1, heads_q, total_q, d], k and v [1,
 // heads_kv, total_kv, d(v)], cu_seqlens_q and cu_seqlens_k [num_seqs + 1] (sequence s owns
 // queries cu_seqlens_q[s] .. cu_seqlens_q[s+1] - 1 and keys cu_seqlens_k[s] ..; its queries are the

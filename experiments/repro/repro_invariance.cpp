@@ -1,4 +1,4 @@
-// `attnsim repro batch-invariance` (issue 40): one sequence's output inside launches that change
+// `attnsim repro batch-invariance`: one sequence's output inside launches that change
 // the kernel's schedule, computed with the simulated kernels (experiments/analysis/invariance):
 // FlashAttention-2's num_splits heuristic as PyTorch's flash backend runs it (a decode and a
 // prefill in batches of growing size), vLLM's Triton unified attention when a neighbouring

@@ -1,4 +1,4 @@
-// Batch invariance against what the H100 recorded (issue 40): the pairs of data/hw/h100/serving/
+// Batch invariance against what the H100 recorded: the pairs of data/hw/h100/serving/
 // in which one sequence ran in two launches. vLLM's unified attention: a 500-key decode first in
 // a batch of 4 (the 3D kernel) and of 70 (2D), and a 200-token sequence's prefill against the
 // decode step of its last token; FlexAttention's decode template: the first of 1 and of 16

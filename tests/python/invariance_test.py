@@ -1,4 +1,4 @@
-"""`attnsim.schedule`, `attnsim.invariance` and `attention(launch=)` (issue 40): the same answers
+"""`attnsim.schedule`, `attnsim.invariance` and `attention(launch=)`: the same answers
 as the command line, a table over batch sizes with the first n that breaks invariance, the
 target computed inside a launch equal to the same sequence inside a real dense batch, and bad
 input raising the command's one-line error."""
