@@ -21,14 +21,17 @@ struct LaunchSeq {
   bool operator==(const LaunchSeq& o) const { return len_q == o.len_q && len_kv == o.len_kv; }
 };
 
-// Every sequence of one kernel launch, the target first; the heads, head dims, dtype and mask are
-// the input's (one per launch). sms: the GPU's SM count (the H100 SXM's 132).
+// Every sequence of one kernel launch in launch order, the target at `target_index` (the first
+// by default; the order matters to partitions that deal the launch's tiles in order, as
+// LeanAttention's stream-K); the heads, head dims, dtype and mask are the input's (one per
+// launch). sms: the GPU's SM count (the H100 SXM's 132).
 struct Launch {
   std::vector<LaunchSeq> seqs;
   int sms = 132;
+  int target_index = 0;
 
   int num_seqs() const { return int(seqs.size()); }
-  const LaunchSeq& target() const { return seqs.front(); }
+  const LaunchSeq& target() const { return seqs[std::size_t(target_index)]; }
   int max_len_q() const {
     int m = 0;
     for (const LaunchSeq& s : seqs) m = std::max(m, s.len_q);
@@ -50,14 +53,16 @@ struct Launch {
       if (!(s == seqs.front())) return false;
     return true;
   }
-  // "Q:K" per sequence, runs of equal ones as "Q:KxN", joined by '+' (the situation syntax of
-  // `attnsim invariance`).
+  // "Q:K" per sequence, runs of equal ones as "Q:KxN", joined by '+', the target marked '*'
+  // unless it is the first (the situation syntax of `attnsim invariance`).
   std::string describe() const {
     std::string r;
     for (std::size_t i = 0; i < seqs.size();) {
-      std::size_t j = i;
-      while (j < seqs.size() && seqs[j] == seqs[i]) ++j;
+      std::size_t j = i + 1;
+      // A run never crosses the target: it starts a part of its own.
+      while (j < seqs.size() && seqs[j] == seqs[i] && int(j) != target_index) ++j;
       if (!r.empty()) r += '+';
+      if (int(i) == target_index && target_index != 0) r += '*';
       r += std::to_string(seqs[i].len_q) + ":" + std::to_string(seqs[i].len_kv);
       if (j - i > 1) r += "x" + std::to_string(j - i);
       i = j;

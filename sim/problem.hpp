@@ -82,9 +82,9 @@ struct AttentionInput {
   }
 };
 
-// An input with a launch holds the launch's first `batch` sequences, all of the input's lengths
-// (the target, and for batch > 1 the neighbours like it that the input also holds). Throws
-// std::invalid_argument (one line) otherwise.
+// An input with a launch holds `batch` sequences of the launch from its target on, all of the
+// input's lengths (the target, and for batch > 1 the neighbours like it that the input also
+// holds). Throws std::invalid_argument (one line) otherwise.
 inline void check_launch_target(const AttentionShape& s, const Launch& l) {
   if (l.seqs.empty()) throw std::invalid_argument("a launch needs at least one sequence");
   for (const LaunchSeq& q : l.seqs)
@@ -93,15 +93,17 @@ inline void check_launch_target(const AttentionShape& s, const Launch& l) {
                                   std::to_string(q.len_kv) +
                                   " needs 1 <= queries <= keys (its queries are its last tokens)");
   if (l.sms <= 0) throw std::invalid_argument("a launch needs sms >= 1");
-  bool ok = s.batch >= 1 && s.batch <= l.num_seqs();
+  if (l.target_index < 0 || l.target_index >= l.num_seqs())
+    throw std::invalid_argument("a launch's target index is outside its sequences");
+  bool ok = s.batch >= 1 && l.target_index + s.batch <= l.num_seqs();
   for (int b = 0; ok && b < s.batch; ++b)
-    ok = l.seqs[std::size_t(b)] == LaunchSeq{s.len_q, s.len_kv};
+    ok = l.seqs[std::size_t(l.target_index + b)] == LaunchSeq{s.len_q, s.len_kv};
   if (!ok)
     throw std::invalid_argument(
-        "an input run inside the launch " + l.describe() + " holds its first sequences, of the "
-        "input's lengths: the input has batch " + std::to_string(s.batch) + " of " +
+        "an input run inside the launch " + l.describe() + " holds its sequences from the target "
+        "on, of the input's lengths: the input has batch " + std::to_string(s.batch) + " of " +
         std::to_string(s.len_q) + ":" + std::to_string(s.len_kv) +
-        " (queries:keys), so the launch must start with " + std::to_string(s.len_q) + ":" +
+        " (queries:keys), so the launch's target must be " + std::to_string(s.len_q) + ":" +
         std::to_string(s.len_kv) + "x" + std::to_string(s.batch));
 }
 

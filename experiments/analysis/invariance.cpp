@@ -50,14 +50,13 @@ bool same_bits(double a, double b) {
 // The input of the target in a launch: shape, mask and launch (no data unless `data` is given:
 // then its rows [K - Q, K) and first K tokens).
 AttentionInput target_input(const MethodConfig& m, const InvarianceProblem& p,
-                            const std::vector<LaunchSeq>& seqs, const TargetData* data) {
-  const LaunchSeq t = seqs.front();
+                            const Launch& launch, const TargetData* data) {
+  const LaunchSeq t = launch.target();
   AttentionInput in;
   in.shape = AttentionShape{1, p.heads_q, p.heads_kv, t.len_q, t.len_kv, p.head_dim, p.head_dim_v};
   in.causal = p.causal;
   in.dtype = p.dtype;
-  auto l = std::make_shared<Launch>();
-  l->seqs = seqs;
+  auto l = std::make_shared<Launch>(launch);
   l->sms = p.sms;
   in.launch = l;
   if (data) {
@@ -140,9 +139,10 @@ InvarianceReport compare(const MethodConfig& m, const InvarianceProblem& p, cons
   r.method = m.canonical();
   r.a = a;
   r.b = b;
-  const std::vector<LaunchSeq> sa = parse_situation(a), sb = parse_situation(b);
-  r.sched_a = method_schedule(m, p, sa);
-  r.sched_b = method_schedule(m, p, sb);
+  const Launch la = parse_launch(a), lb = parse_launch(b);
+  r.sched_a = method_schedule(m, p, la);
+  r.sched_b = method_schedule(m, p, lb);
+  const LaunchSeq ta = la.target(), tb = lb.target();
   // The arithmetic items, key by key.
   if (r.sched_a.kernel != r.sched_b.kernel)
     r.differs_in.push_back("kernel " + r.sched_a.kernel + " -> " + r.sched_b.kernel);
@@ -159,9 +159,9 @@ InvarianceReport compare(const MethodConfig& m, const InvarianceProblem& p, cons
     }
   r.predicted_identical = r.differs_in.empty();
   // The rows both situations compute with the same visible keys.
-  const AttentionInput ia = target_input(m, p, sa, nullptr), ib = target_input(m, p, sb, nullptr);
-  const int a0 = sa[0].len_kv - sa[0].len_q, b0 = sb[0].len_kv - sb[0].len_q;
-  const int lo = std::max(a0, b0), hi = std::min(sa[0].len_kv, sb[0].len_kv);
+  const AttentionInput ia = target_input(m, p, la, nullptr), ib = target_input(m, p, lb, nullptr);
+  const int a0 = ta.len_kv - ta.len_q, b0 = tb.len_kv - tb.len_q;
+  const int lo = std::max(a0, b0), hi = std::min(ta.len_kv, tb.len_kv);
   std::vector<int> pos;
   for (int x = lo; x < hi; ++x) {
     int l1, h1, l2, h2;
@@ -182,14 +182,14 @@ InvarianceReport compare(const MethodConfig& m, const InvarianceProblem& p, cons
   r.rows = r.positions * p.heads_q;
   if (!data) return r;
   // The outputs (memoized per situation: a table's fixed side is computed once).
-  auto get = [&](const std::string& s, const std::vector<LaunchSeq>& seqs) -> const Computed& {
+  auto get = [&](const std::string& s, const Launch& l) -> const Computed& {
     auto it = memo->find(s);
     if (it == memo->end())
-      it = memo->emplace(s, compute(m, target_input(m, p, seqs, data))).first;
+      it = memo->emplace(s, compute(m, target_input(m, p, l, data))).first;
     return it->second;
   };
-  const Computed& ca = get(a, sa);
-  const Computed& cb = get(b, sb);
+  const Computed& ca = get(a, la);
+  const Computed& cb = get(b, lb);
   r.computed = true;
   const UlpFormat uf = ulp_format_of(ca.out.format);
   const int dv = p.head_dim_v;
@@ -198,8 +198,8 @@ InvarianceReport compare(const MethodConfig& m, const InvarianceProblem& p, cons
       InvarianceRow row;
       row.head = h;
       row.position = x;
-      const std::size_t ra = (std::size_t(h) * sa[0].len_q + (x - a0)) * dv;
-      const std::size_t rb = (std::size_t(h) * sb[0].len_q + (x - b0)) * dv;
+      const std::size_t ra = (std::size_t(h) * ta.len_q + (x - a0)) * dv;
+      const std::size_t rb = (std::size_t(h) * tb.len_q + (x - b0)) * dv;
       for (int j = 0; j < dv; ++j) {
         const double va = ca.out.o[ra + j], vb = cb.out.o[rb + j];
         if (!same_bits(va, vb)) row.identical = false;
@@ -251,16 +251,24 @@ std::string short_schedule(const KernelSchedule& k) {
 
 }  // namespace
 
-std::vector<LaunchSeq> parse_situation(const std::string& text) {
+Launch parse_launch(const std::string& text) {
   const std::string t = trim(text);
   if (t.empty()) throw UsageError("an empty situation (expected sequences Q:K joined by '+')");
-  std::vector<LaunchSeq> r;
+  Launch l;
+  std::vector<LaunchSeq>& r = l.seqs;
+  bool marked = false;
   std::size_t at = 0;
   while (at <= t.size()) {
     std::size_t plus = t.find('+', at);
     if (plus == std::string::npos) plus = t.size();
-    const std::string part = trim(t.substr(at, plus - at));
+    std::string part = trim(t.substr(at, plus - at));
     const std::string where = "situation '" + text + "'";
+    const bool star = !part.empty() && part[0] == '*';
+    if (star) {
+      if (marked) throw UsageError(where + ": more than one part marked '*' (the target)");
+      marked = true;
+      part = trim(part.substr(1));
+    }
     const std::size_t colon = part.find(':');
     if (part.empty() || colon == std::string::npos)
       throw UsageError(where + ": '" + part + "' is not a sequence Q:K or Q:KxN");
@@ -270,20 +278,24 @@ std::vector<LaunchSeq> parse_situation(const std::string& text) {
                                                                             : x - colon - 1),
                                   1, INT32_MAX, where + " (keys)");
     // xN: N >= 1 for the target's part, N >= 0 for neighbours (x0: none, for --range tables).
+    const bool target_part = star || (r.empty() && at == 0);
     const long long n = x == std::string::npos
                             ? 1
-                            : parse_int(part.substr(x + 1), r.empty() ? 1 : 0, kMaxSeqs,
+                            : parse_int(part.substr(x + 1), target_part ? 1 : 0, kMaxSeqs,
                                         where + " (count)");
     if (q > k)
       throw UsageError(where + ": " + std::to_string(q) + ":" + std::to_string(k) +
                        " has more queries than keys (the queries are the sequence's last tokens)");
     if (r.size() + n > std::size_t(kMaxSeqs))
       throw UsageError(where + ": more than " + std::to_string(kMaxSeqs) + " sequences");
+    if (star) l.target_index = int(r.size());
     r.insert(r.end(), std::size_t(n), LaunchSeq{int(q), int(k)});
     at = plus + 1;
   }
-  return r;
+  return l;
 }
+
+std::vector<LaunchSeq> parse_situation(const std::string& text) { return parse_launch(text).seqs; }
 
 void attach_launch(const MethodConfig& m, AttentionInput& in, const std::string& situation,
                    int sms) {
@@ -297,8 +309,7 @@ void attach_launch(const MethodConfig& m, AttentionInput& in, const std::string&
                      "kernels with one: " + with + ")");
   }
   if (sms < 1) throw UsageError("--sms must be >= 1");
-  auto l = std::make_shared<Launch>();
-  l->seqs = parse_situation(situation);
+  auto l = std::make_shared<Launch>(parse_launch(situation));
   l->sms = sms;
   usage_errors([&] { check_launch_target(in.shape, *l); });
   in.launch = l;
@@ -336,7 +347,7 @@ std::vector<int> parse_range(const std::string& text) {
 }
 
 KernelSchedule method_schedule(const MethodConfig& m, const InvarianceProblem& p,
-                               const std::vector<LaunchSeq>& seqs) {
+                               const Launch& launch) {
   if (!m.spec->schedule) {
     std::string with;
     for (const MethodSpec& s : method_registry())
@@ -348,7 +359,7 @@ KernelSchedule method_schedule(const MethodConfig& m, const InvarianceProblem& p
       p.heads_q % p.heads_kv != 0)
     throw UsageError("heads and head dims must be positive, heads_q a multiple of heads_kv");
   if (p.sms <= 0) throw UsageError("--sms must be >= 1");
-  const AttentionInput in = target_input(m, p, seqs, nullptr);
+  const AttentionInput in = target_input(m, p, launch, nullptr);
   return m.spec->schedule(m.values, in);
 }
 
@@ -369,7 +380,7 @@ std::vector<InvarianceReport> invariance_table(const MethodConfig& m, const Inva
 
 MethodOutput run_in_situation(const MethodConfig& m, const InvarianceProblem& p,
                               const std::string& situation, const TargetData& data) {
-  const AttentionInput in = target_input(m, p, parse_situation(situation), &data);
+  const AttentionInput in = target_input(m, p, parse_launch(situation), &data);
   return usage_errors([&] { return m.run(in); });
 }
 

@@ -16,11 +16,14 @@
 
 namespace attnsim {
 
-// A situation: "Q:K" sequences joined by '+', each optionally repeated "xN" ("1:4096x16",
-// "1:500+1:300x3+9:9"); the first sequence is the target, whose queries are the last Q of its
-// first K tokens. Throws UsageError (one line) for bad text, Q < 1, Q > K or more than 2^20
+// A situation: "Q:K" sequences joined by '+' in launch order, each optionally repeated "xN"
+// ("1:4096x16", "1:500+1:300x3+9:9"); the first sequence is the target, or the one of the part
+// marked '*' ("1:300x3+*1:4096"), whose queries are the last Q of its first K tokens. Throws UsageError (one line) for bad text, Q < 1, Q > K or more than 2^20
 // sequences.
 std::vector<LaunchSeq> parse_situation(const std::string& text);
+// The same as a launch: a part written "*Q:K[xN]" is the target (its first sequence; at most one
+// part is marked), else the first sequence is; sms = 132.
+Launch parse_launch(const std::string& text);
 
 // `--launch SITUATION` of run / verify and attention(launch=): the launch the input's sequences
 // are the first of. Sets in.launch after checking that `m` has a schedule model (a launch would
@@ -46,7 +49,7 @@ struct InvarianceProblem {
 // The schedule `m` takes for `seqs` (launch of the problem); UsageError (one line) when the
 // method has no schedule model or the launch is one its kernel cannot run.
 KernelSchedule method_schedule(const MethodConfig& m, const InvarianceProblem& p,
-                               const std::vector<LaunchSeq>& seqs);
+                               const Launch& launch);
 
 // The target sequence's tokens: `data` holds one sequence (batch 1) of len_kv tokens whose last
 // len_q have queries ([1, heads, tokens, d] as a dump); a situation may use its first K tokens

@@ -84,8 +84,7 @@ void run_schedule(const LaunchCliOptions& o) {
   const InvarianceProblem p = problem_of(o, nullptr);
   if (o.situations.size() != 1)
     throw UsageError("schedule takes one situation (sequences Q:K joined by '+', target first)");
-  const std::vector<LaunchSeq> seqs = parse_situation(o.situations[0]);
-  const KernelSchedule k = method_schedule(m, p, seqs);
+  const KernelSchedule k = method_schedule(m, p, parse_launch(o.situations[0]));
   std::fputs(format_schedule(m.canonical(), o.situations[0], k).c_str(), stdout);
 }
 
@@ -112,7 +111,7 @@ AttentionInput target_data(const LaunchCliOptions& o, const std::vector<std::str
     return t;
   }
   int len = 0;
-  for (const std::string& s : situations) len = std::max(len, parse_situation(s).front().len_kv);
+  for (const std::string& s : situations) len = std::max(len, parse_launch(s).target().len_kv);
   const InvarianceProblem p = problem_of(o, nullptr);
   const std::string spec = o.dist + ":hq=" + std::to_string(p.heads_q) + ",hkv=" +
                            std::to_string(p.heads_kv) + ",nq=" + std::to_string(len) + ",nkv=" +

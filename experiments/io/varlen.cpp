@@ -68,9 +68,8 @@ AttentionInput varlen_sequence(const AttentionInput& packed, const std::vector<L
   }
   auto l = std::make_shared<Launch>();
   l->sms = sms;
-  l->seqs.push_back(t);
-  for (std::size_t i = 0; i < seqs.size(); ++i)
-    if (int(i) != s) l->seqs.push_back(seqs[i]);
+  l->seqs = seqs;  // in launch order: partitions that deal tiles in order see it as it ran
+  l->target_index = s;
   in.launch = l;
   return in;
 }

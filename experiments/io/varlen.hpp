@@ -25,7 +25,7 @@ std::vector<LaunchSeq> varlen_sequences(const std::vector<std::int64_t>& cu_q,
                                         int total_kv, const std::string& where);
 
 // Sequence s of a packed input as an input of its own (batch 1) run inside the launch of every
-// sequence (s first, the others in order; `sms` the GPU's SM count).
+// sequence (in order, s the target; `sms` the GPU's SM count).
 AttentionInput varlen_sequence(const AttentionInput& packed, const std::vector<LaunchSeq>& seqs,
                                int s, int sms);
 

@@ -2,6 +2,9 @@
 // partition and reduction) and `splitkv:style=flashdecoding|flashinfer|flashmla` (fixed splits,
 // the peers' merges). The option strings are a contract (issue 14).
 #include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <utility>
 
@@ -58,23 +61,93 @@ std::string method_message(const std::string& method, std::string m) {
   return method + ": " + m;
 }
 
-// The CTAs of each output row under the method's partition (verify's concentration table).
-std::vector<std::vector<int>> row_ctas(const AttentionInput& in, const LeanOptions& o,
+AttentionInput launch_batch(const AttentionInput& in, LeanOptions* o, const std::string& method,
+                            bool with_data);
+
+// The CTAs of each output row under the method's partition (verify's concentration table); inside
+// a launch, the partition of the whole launch, the input's rows first.
+std::vector<std::vector<int>> row_ctas(const AttentionInput& in, LeanOptions o,
                                        const std::string& method) {
+  const AttentionInput b = in.launch ? launch_batch(in, &o, method, false) : in;
   try {
-    return plan_row_ctas(lean_run_plan(in, o), in.shape);
+    std::vector<std::vector<int>> r = plan_row_ctas(lean_run_plan(b, o), b.shape);
+    const std::size_t rows = std::size_t(in.shape.batch) * in.shape.heads_q * in.shape.len_q;
+    const std::size_t at = in.launch ? std::size_t(in.launch->target_index) * rows /
+                                           std::size_t(in.shape.batch)
+                                     : 0;
+    return std::vector<std::vector<int>>(r.begin() + std::ptrdiff_t(at),
+                                         r.begin() + std::ptrdiff_t(at + rows));
   } catch (const std::invalid_argument& e) {
     throw UsageError(method_message(method, e.what()));
   }
 }
 
-MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o, const Pipeline& p,
+// The launch an input runs in (AttentionInput::launch) as the batch the partition sees: the
+// input's sequences first, the others zero-valued (each (batch, head) block is its own problem:
+// no neighbour value reaches the input's rows, only the neighbours' tile counts move the
+// partition), each with its own context length (ragged: o->len_kv_per_batch). Without data
+// (`with_data` false) the shape alone, for the plan.
+AttentionInput launch_batch(const AttentionInput& in, LeanOptions* o, const std::string& method,
+                            bool with_data) {
+  const Launch& l = *in.launch;
+  usage_errors([&] { check_launch_target(in.shape, l); });
+  if (o->sms != l.sms)
+    throw UsageError(method + ": sms=" + std::to_string(o->sms) + " and the launch's SM count " +
+                     std::to_string(l.sms) + " differ (give one: --sms, or sms=)");
+  for (const LaunchSeq& q : l.seqs)
+    if (q.len_q != in.shape.len_q)
+      throw UsageError(method + ": the launch " + l.describe() +
+                       " mixes query counts; the kernel takes one len_q per launch");
+  AttentionInput b;
+  const AttentionShape s = in.shape;
+  b.shape = s;
+  b.shape.batch = l.num_seqs();
+  b.shape.len_kv = l.max_len_kv();
+  b.causal = in.causal;
+  b.sm_scale = in.sm_scale;
+  b.dtype = in.dtype;
+  b.window = in.window;
+  b.softcap = in.softcap;
+  o->len_kv_per_batch.clear();
+  if (!l.dense())
+    for (const LaunchSeq& q : l.seqs) o->len_kv_per_batch.push_back(q.len_kv);
+  if (!with_data) return b;
+  b.q.assign(b.shape.q_size(), 0.0f);
+  b.k.assign(b.shape.k_size(), 0.0f);
+  b.v.assign(b.shape.v_size(), 0.0f);
+  const std::size_t t0 = std::size_t(l.target_index);
+  std::copy(in.q.begin(), in.q.end(),
+            b.q.begin() + std::ptrdiff_t(t0 * s.heads_q * s.len_q * s.head_dim));
+  const std::size_t d = std::size_t(s.head_dim), dv = std::size_t(s.head_dim_v);
+  for (int bi = 0; bi < s.batch; ++bi)
+    for (int h = 0; h < s.heads_kv; ++h) {
+      const std::size_t src = (std::size_t(bi) * s.heads_kv + h) * s.len_kv;
+      const std::size_t dst = ((t0 + std::size_t(bi)) * s.heads_kv + h) * b.shape.len_kv;
+      std::copy_n(in.k.begin() + std::ptrdiff_t(src * d), std::size_t(s.len_kv) * d,
+                  b.k.begin() + std::ptrdiff_t(dst * d));
+      std::copy_n(in.v.begin() + std::ptrdiff_t(src * dv), std::size_t(s.len_kv) * dv,
+                  b.v.begin() + std::ptrdiff_t(dst * dv));
+    }
+  return b;
+}
+
+MethodOutput run_lean(const AttentionInput& in_given, LeanOptions o, const Pipeline& p,
                       const MethodValues& v, const std::string& method) {
+  const AttentionInput batch =
+      in_given.launch ? launch_batch(in_given, &o, method, true) : AttentionInput{};
+  const AttentionInput& in = in_given.launch ? batch : in_given;
   LeanResult r;
   try {
     r = lean_attention(in, o, p);
   } catch (const std::invalid_argument& e) {
     throw UsageError(method_message(method, e.what()));
+  }
+  // Inside a launch: the input's own sequences, from the target's place in the batch on.
+  if (in_given.launch) {
+    const std::size_t per = in_given.shape.o_size() / std::size_t(in_given.shape.batch);
+    const std::size_t at = std::size_t(in_given.launch->target_index) * per;
+    r.o = std::vector<double>(r.o.begin() + std::ptrdiff_t(at),
+                              r.o.begin() + std::ptrdiff_t(at + in_given.shape.o_size()));
   }
   MethodOutput out{std::move(r.o), encoding_name(p.out.enc), {}, {}};
   // What "auto" and the caps resolved to: the splits the blocks ran with (the most any block
@@ -99,6 +172,69 @@ MethodOutput run_lean(const AttentionInput& in, const LeanOptions& o, const Pipe
            "of ceil(n / splits) tiles); the results' `resolved` column has the count");
   }
   return out;
+}
+
+// The partition for the launch an input runs in (its own batch without one), for `attnsim
+// schedule`: the CTAs, the tiles each takes, and how many splits the target's blocks get.
+KernelSchedule lean_schedule(const AttentionInput& in, LeanOptions o, const std::string& method) {
+  const AttentionInput b = in.launch ? launch_batch(in, &o, method, false) : in;
+  LeanPlan plan;
+  try {
+    plan = lean_run_plan(b, o);
+  } catch (const std::invalid_argument& e) {
+    throw UsageError(method_message(method, e.what()));
+  }
+  const int tb = in.launch ? in.launch->target_index : 0;
+  int target_splits = 0, target_ctas_lo = 1 << 30, target_ctas_hi = -1;
+  std::string cuts;
+  for (const LeanSegment& g : plan.segments) {
+    if (g.batch != tb) continue;
+    target_splits = std::max(target_splits, g.split + 1);
+    target_ctas_lo = std::min(target_ctas_lo, g.cta);
+    target_ctas_hi = std::max(target_ctas_hi, g.cta);
+  }
+  // Where the target's first block (head 0, m-block 0) is cut: the n-tile ranges of its splits.
+  std::vector<std::pair<int, std::string>> first;
+  for (const LeanSegment& g : plan.segments)
+    if (g.batch == tb && g.head == 0 && g.m_block == 0)
+      first.push_back({g.split, std::to_string(g.n_begin) + "-" + std::to_string(g.n_end - 1)});
+  std::sort(first.begin(), first.end());
+  for (const auto& [split, range] : first) cuts += (cuts.empty() ? "" : ",") + range;
+  KernelSchedule k;
+  k.family = method;
+  k.kernel = o.style == SplitStyle::kLean ? "lean_fwd_kernel (stream-K)" : "split-KV + combine";
+  k.items.push_back({"batch", std::to_string(b.shape.batch), false,
+                     "the launch's sequences (ragged context lengths: len_kv_per_batch)"});
+  k.items.push_back({"tiles", std::to_string(plan.total_tiles) + " on " +
+                                  std::to_string(plan.grid) + " CTAs",
+                     false, o.style == SplitStyle::kLean
+                                ? "stream-K: every CTA takes an equal share of all n-tiles"
+                                : "one CTA per non-empty split"});
+  k.items.push_back({"tile", std::to_string(plan.block_m) + "x" + std::to_string(plan.block_n),
+                     true, "block_m x block_n of the kernel"});
+  k.items.push_back({"target_splits", std::to_string(target_splits), false,
+                     "the most splits any of the target's blocks is cut into"});
+  k.items.push_back({"target_cuts", cuts, false,
+                     "the n-tile ranges of the target's first block (head 0, m-block 0), by "
+                     "split: where its partial results are cut and merged"});
+  // Every block of the target: its (head, m-block, split, n-tile range), hashed (FNV-1a): equal
+  // hashes, the same cuts in every block, the same arithmetic.
+  std::vector<std::array<int, 5>> all;
+  for (const LeanSegment& g : plan.segments)
+    if (g.batch == tb) all.push_back({g.head, g.m_block, g.split, g.n_begin, g.n_end});
+  std::sort(all.begin(), all.end());
+  std::uint64_t h = 1469598103934665603ull;
+  for (const auto& a : all)
+    for (int x : a) {
+      h ^= std::uint64_t(std::uint32_t(x));
+      h *= 1099511628211ull;
+    }
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%016llx", (unsigned long long)h);
+  k.items.push_back({"target_partition", std::string(buf) + " (" + std::to_string(all.size()) +
+                                             " segments)",
+                     true, "every cut of every block of the target, hashed"});
+  return k;
 }
 
 std::vector<MethodParam> common_params() {
@@ -154,6 +290,9 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
   lean.row_ctas = [](const MethodValues& v, const AttentionInput& in) {
     return row_ctas(in, lean_options(v, in.dtype, SplitStyle::kLean), "lean");
   };
+  lean.schedule = [](const MethodValues& v, const AttentionInput& in) {
+    return lean_schedule(in, lean_options(v, in.dtype, SplitStyle::kLean), "lean");
+  };
   r.push_back(std::move(lean));
   std::vector<MethodParam> sp = common_params();
   sp.insert(sp.begin(),
@@ -187,6 +326,9 @@ void register_lean_methods(std::vector<MethodSpec>& r) {
   split.outside = outside;
   split.row_ctas = [style_of](const MethodValues& v, const AttentionInput& in) {
     return row_ctas(in, lean_options(v, in.dtype, style_of(v)), "splitkv");
+  };
+  split.schedule = [style_of](const MethodValues& v, const AttentionInput& in) {
+    return lean_schedule(in, lean_options(v, in.dtype, style_of(v)), "splitkv");
   };
   r.push_back(std::move(split));
 }

@@ -65,6 +65,9 @@ ReproTable batch_invariance(const ReproOptions& opt) {
       {"vllm-decode-batch", "vllm_triton:dtype=bf16", "1:500", "1:500+1:300x{n}",
        problem(8, 2, 128, true), q ? std::vector<int>{0, 63, 64} : std::vector<int>{0, 1, 15, 31, 62, 63, 64, 65, 127},
        "normal:hq=8,hkv=2,nq=500,nkv=500,d=128,seed=44"},
+      {"lean-decode-batch", "lean:mblocks=all,dtype=bf16", "1:4096", "1:4096x{n}",
+       problem(32, 8, 128, false), q ? std::vector<int>{1, 2, 3, 8} : std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16},
+       "normal:hq=32,hkv=8,nq=4096,nkv=4096,d=128,seed=46"},
       {"fa3-decode", "fa3:dtype=bf16,splits=0", "1:4096", "1:4096x{n}", problem(32, 8, 128, false),
        batches, "normal:hq=32,hkv=8,nq=4096,nkv=4096,d=128,seed=45"},
   };
@@ -119,7 +122,10 @@ ReproTable batch_invariance(const ReproOptions& opt) {
       "mechanism of vllm #51902 (there FA3's scheduler switching 64x192 to 192x128 tiles when a "
       "neighbouring prefill grows from 9 to 10 tokens, in vLLM's FA3 fork, which attnsim does "
       "not model); with VLLM_BATCH_INVARIANT=1 (batch_invariant=1) the 2D kernel runs for every "
-      "batch and the rows do not move. fa3-decode: upstream FA3's heuristic with num_splits = 0 "
+      "batch and the rows do not move. lean-decode-batch: LeanAttention's stream-K partition "
+      "deals all of the launch's n-tiles to the CTAs, so the target's blocks are cut where the launch's "
+      "total work puts the CTA boundaries: unchanged while every CTA takes 2 tiles (up to 2 such "
+      "sequences), cut elsewhere from 3 on. fa3-decode: upstream FA3's heuristic with num_splits = 0 "
       "(its choice over batch sizes is modelled from heuristics.h, recorded only at a few "
       "shapes). Recorded on the H100 and reproduced through the same launch machinery "
       "(tests/hw/invariance_h100_test.cpp): vLLM's 500-key decode in batches of 4 (3D) and 70 "

@@ -8,7 +8,9 @@
 // schedule-only "identical" must never meet different recorded bits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -168,6 +170,65 @@ TEST(InvarianceH100, RecordedPairsReproducedAndTheirIdentityComputedExactly) {
                 p.b.group.c_str(), rec_identical, r.rows,
                 r.predicted_identical ? "identical" : "may differ");
   }
+}
+
+// Our LeanAttention decode kernel's ragged recordings (data/hw/h100/lean/lean_h100.h5: batches of
+// sequences with their own context lengths, one stream-K partition over all of them): every
+// sequence computed alone inside the launch of all (`--launch` with the target marked in place:
+// the partition deals the tiles in launch order) equals its recorded rows bit for bit; the
+// same sequence alone (its own launch) does not always, which is the batch dependence.
+TEST(InvarianceH100, LeanRaggedSequencesBitForBitInsideTheirLaunch) {
+  const H5Reader r(ATTNSIM_DATA_DIR "/hw/h100/lean/lean_h100.h5");
+  int checked = 0, moved = 0;
+  for (const std::string& c : r.members("/")) {
+    if (!r.exists(c + "/lk")) continue;
+    const std::vector<std::int64_t> lk = r.read_i64(c + "/lk");
+    const int B = int(r.attr_f64(c, "batch")), HQ = int(r.attr_f64(c, "hq")),
+              HK = int(r.attr_f64(c, "hk")), D = int(r.attr_f64(c, "d")),
+              LK = int(r.attr_f64(c, "lk_max")), sms = int(r.attr_f64(c, "num_sms"));
+    if (std::all_of(lk.begin(), lk.end(), [&](std::int64_t x) { return x == LK; })) continue;
+    const std::string dt = r.attr_string(c, "dtype");
+    const Encoding e = dt == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
+    const std::vector<std::int64_t> q = r.read_i64(c + "/q"), k = r.read_i64(c + "/k"),
+                                    v = r.read_i64(c + "/v"), o = r.read_i64(c + "/lean/o");
+    const MethodConfig m =
+        parse_method("lean:dtype=" + dt + ",mblocks=all,sms=" + std::to_string(sms));
+    for (int b = 0; b < B; ++b) {
+      AttentionInput in;
+      in.shape = AttentionShape{1, HQ, HK, 1, int(lk[std::size_t(b)]), D, D};
+      in.dtype = dt == "bf16" ? "bfloat16" : "float16";
+      for (int i = 0; i < HQ * D; ++i)
+        in.q.push_back(decode_float_bits(e, std::uint32_t(q[std::size_t(b) * HQ * D + i])));
+      for (int h = 0; h < HK; ++h)
+        for (int t = 0; t < lk[std::size_t(b)]; ++t)
+          for (int j = 0; j < D; ++j) {
+            const std::size_t at = ((std::size_t(b) * HK + h) * LK + t) * D + j;
+            in.k.push_back(decode_float_bits(e, std::uint32_t(k[at])));
+            in.v.push_back(decode_float_bits(e, std::uint32_t(v[at])));
+          }
+      auto l = std::make_shared<Launch>();
+      for (std::int64_t x : lk) l->seqs.push_back({1, int(x)});
+      l->target_index = b;
+      l->sms = sms;
+      AttentionInput inside = in;
+      inside.launch = l;
+      const MethodOutput got = m.run(inside);
+      const MethodOutput alone = m.run(in);
+      std::size_t same = 0, same_alone = 0;
+      for (int i = 0; i < HQ * D; ++i) {
+        const std::uint32_t rec = std::uint32_t(o[std::size_t(b) * HQ * D + i]);
+        same += encode_float_bits(e, float(got.o[std::size_t(i)]), kCudaRn) == rec;
+        same_alone += encode_float_bits(e, float(alone.o[std::size_t(i)]), kCudaRn) == rec;
+      }
+      EXPECT_EQ(same, std::size_t(HQ * D)) << c << " sequence " << b << " in " << l->describe();
+      moved += same_alone != std::size_t(HQ * D);
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 10);
+  EXPECT_GE(moved, 1);  // some sequence's bits depend on its neighbours
+  std::printf("%d ragged sequences reproduced inside their launch; %d differ when run alone\n",
+              checked, moved);
 }
 
 }  // namespace

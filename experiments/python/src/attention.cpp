@@ -496,7 +496,7 @@ nb::dict schedule_py(const std::string& method, const std::string& situation, in
     nb::gil_scoped_release release;
     const MethodConfig m = parse_method(method);
     k = method_schedule(m, invariance_problem(heads_q, heads_kv, head_dim, head_dim_v, causal, sms),
-                        parse_situation(situation));
+                        parse_launch(situation));
     canonical = m.canonical();
     text = format_schedule(canonical, situation, k);
   }

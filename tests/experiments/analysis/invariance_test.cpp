@@ -45,6 +45,14 @@ TEST(Invariance, ParsesSituations) {
   for (const char* bad : {"", "1", "1:", ":4", "a:4", "5:4", "1:4x0", "1:4+", "1:4x-1", "1:4xx2",
                           "1:99999999999", "1:4x2000000", "0:4"})
     EXPECT_THROW(parse_situation(bad), UsageError) << bad;
+  // '*' marks the target where it is not the first.
+  const Launch mid = parse_launch("1:300x2+*1:4096+1:10");
+  EXPECT_EQ(mid.target_index, 2);
+  EXPECT_EQ(mid.target(), (LaunchSeq{1, 4096}));
+  EXPECT_EQ(mid.describe(), "1:300x2+*1:4096+1:10");
+  EXPECT_EQ(parse_launch("1:4096x3").target_index, 0);
+  EXPECT_THROW(parse_launch("*1:4+*1:5"), UsageError);
+  EXPECT_THROW(parse_launch("1:4+*1:5x0"), UsageError);
   EXPECT_EQ(substitute_n("1:4096x{n}+{n}:{n}", 7), "1:4096x7+7:7");
   EXPECT_EQ(parse_range("3..6"), (std::vector<int>{3, 4, 5, 6}));
   EXPECT_EQ(parse_range("1,8, 64"), (std::vector<int>{1, 8, 64}));
@@ -60,7 +68,7 @@ TEST(Invariance, Fa2StopsSplittingADecodeAtTheHeuristicsThreshold) {
   const MethodConfig m = parse_method("sdpa:backend=flash,dtype=bf16");
   const InvarianceProblem p = problem(32, 8, 128);
   for (int b = 1; b <= 64; ++b) {
-    const KernelSchedule k = method_schedule(m, p, parse_situation("1:4096x" + std::to_string(b)));
+    const KernelSchedule k = method_schedule(m, p, parse_launch("1:4096x" + std::to_string(b)));
     const int splits = std::stoi(item(k, "splits"));
     if (b >= 27) {
       EXPECT_EQ(splits, 1) << b;
@@ -72,13 +80,13 @@ TEST(Invariance, Fa2StopsSplittingADecodeAtTheHeuristicsThreshold) {
   }
   // Batch 1: 8 blocks, 32 n blocks of 128 keys: 32 splits fill 256 of 264 slots (efficiency
   // 0.97, the first k within 85% of the best).
-  EXPECT_EQ(item(method_schedule(m, p, parse_situation("1:4096")), "splits"), "32");
+  EXPECT_EQ(item(method_schedule(m, p, parse_launch("1:4096")), "splits"), "32");
   // A GPU with fewer SMs splits less: 8 blocks >= 0.8 x 2 x 4.
   InvarianceProblem small = p;
   small.sms = 4;
-  EXPECT_EQ(item(method_schedule(m, small, parse_situation("1:4096")), "splits"), "1");
+  EXPECT_EQ(item(method_schedule(m, small, parse_launch("1:4096")), "splits"), "1");
   // SDPA takes one dense shape.
-  EXPECT_THROW(method_schedule(m, p, parse_situation("1:4096+1:100")), UsageError);
+  EXPECT_THROW(method_schedule(m, p, parse_launch("1:4096+1:100")), UsageError);
 }
 
 // vLLM's launcher: the 3D kernel while max_seqlen_q <= 1 and num_seqs <= 128 // heads_kv (64
@@ -86,7 +94,7 @@ TEST(Invariance, Fa2StopsSplittingADecodeAtTheHeuristicsThreshold) {
 TEST(Invariance, VllmTakesThe2dKernelAboveTheThresholdOrWithAPrefillNeighbour) {
   const MethodConfig m = parse_method("vllm_triton:dtype=bf16");
   const InvarianceProblem p = problem(8, 2, 128, true);
-  auto path = [&](const std::string& s) { return item(method_schedule(m, p, parse_situation(s)), "path"); };
+  auto path = [&](const std::string& s) { return item(method_schedule(m, p, parse_launch(s)), "path"); };
   EXPECT_EQ(path("1:500"), "3d");
   EXPECT_EQ(path("1:500+1:300x63"), "3d");
   EXPECT_EQ(path("1:500+1:300x64"), "2d");
@@ -94,9 +102,9 @@ TEST(Invariance, VllmTakesThe2dKernelAboveTheThresholdOrWithAPrefillNeighbour) {
   EXPECT_EQ(path("1:500+1:300x3+2:2"), "2d");
   EXPECT_EQ(path("500:500"), "2d");
   const MethodConfig bi = parse_method("vllm_triton:dtype=bf16,batch_invariant=1");
-  EXPECT_EQ(item(method_schedule(bi, p, parse_situation("1:500")), "path"), "2d");
+  EXPECT_EQ(item(method_schedule(bi, p, parse_launch("1:500")), "path"), "2d");
   // 3D: 16 segments of cdiv(500, 16 x 16) = 2 tiles of 16 keys.
-  EXPECT_EQ(item(method_schedule(m, p, parse_situation("1:500")), "segments"), "16 of 2 tiles");
+  EXPECT_EQ(item(method_schedule(m, p, parse_launch("1:500")), "segments"), "16 of 2 tiles");
 }
 
 // FlexAttention's decode template: SPLIT_KV = max(2 x (132 // (B x heads_kv)), 1) CTAs, but
@@ -104,10 +112,10 @@ TEST(Invariance, VllmTakesThe2dKernelAboveTheThresholdOrWithAPrefillNeighbour) {
 TEST(Invariance, FlexDecodeHasOneArithmeticForEveryBatch) {
   const MethodConfig m = parse_method("flex:dtype=bf16");
   const InvarianceProblem p = problem(8, 8, 128);
-  const KernelSchedule k1 = method_schedule(m, p, parse_situation("1:1000"));
+  const KernelSchedule k1 = method_schedule(m, p, parse_launch("1:1000"));
   EXPECT_EQ(item(k1, "split_kv_ctas"), "32");  // 2 x (132 // 8)
-  EXPECT_EQ(item(method_schedule(m, p, parse_situation("1:1000x9")), "split_kv_ctas"), "2");
-  EXPECT_EQ(item(method_schedule(m, p, parse_situation("1:1000x17")), "split_kv_ctas"), "1");
+  EXPECT_EQ(item(method_schedule(m, p, parse_launch("1:1000x9")), "split_kv_ctas"), "2");
+  EXPECT_EQ(item(method_schedule(m, p, parse_launch("1:1000x17")), "split_kv_ctas"), "1");
   const InvarianceReport r = invariance(m, p, "1:1000", "1:1000x64", nullptr);
   EXPECT_TRUE(r.predicted_identical);
   EXPECT_EQ(r.rows, 8);
@@ -115,9 +123,11 @@ TEST(Invariance, FlexDecodeHasOneArithmeticForEveryBatch) {
 
 // The target run inside a launch of B sequences (AttentionInput::launch) equals the same
 // sequence run as element 0 of a real dense batch of B sequences: the launch only moves the
-// schedule, and the dense batch path takes it from its own shape.
+// schedule, and the dense batch path takes it from its own shape (LeanAttention's stream-K
+// partition and FA2-style split-KV included: their launch path runs a zero-valued batch).
 TEST(Invariance, TargetInALaunchEqualsTheSameSequenceInADenseBatch) {
-  for (const char* method : {"sdpa:backend=flash,dtype=bf16", "flex:dtype=fp16"}) {
+  for (const char* method : {"sdpa:backend=flash,dtype=bf16", "flex:dtype=fp16",
+                             "lean:mblocks=all,dtype=bf16", "splitkv:dtype=fp16"}) {
     const MethodConfig m = parse_method(method);
     for (int b : {1, 3, 30}) {
       const AttentionInput batch = make_synthetic(
@@ -163,6 +173,47 @@ TEST(Invariance, ComputedRowsFollowTheSchedule) {
   EXPECT_EQ(chunk.first_position, 200);
   EXPECT_EQ(chunk.positions, 200);
   EXPECT_EQ(chunk.identical_rows, chunk.rows);
+}
+
+// LeanAttention's stream-K partition deals the launch's n-tiles to the CTAs: a 4,096-key decode
+// (8 KV heads x 32 tiles) keeps its cuts while the launch holds <= 2 tiles per CTA and is cut
+// otherwise from 3 sequences like it on.
+TEST(Invariance, LeanPartitionMovesWithTheLaunchsTiles) {
+  const MethodConfig m = parse_method("lean:mblocks=all");
+  const InvarianceProblem p = problem(32, 8, 128);
+  const std::vector<int> ns{1, 2, 3, 8};
+  const std::vector<InvarianceReport> t = invariance_table(m, p, "1:4096", "1:4096x{n}", ns, nullptr);
+  EXPECT_TRUE(t[0].predicted_identical);
+  EXPECT_TRUE(t[1].predicted_identical);
+  EXPECT_FALSE(t[2].predicted_identical);
+  EXPECT_FALSE(t[3].predicted_identical);
+  // A ragged launch: a long neighbour moves the target's cuts, a short one does not.
+  EXPECT_TRUE(invariance(m, p, "1:4096", "1:4096+1:1000", nullptr).predicted_identical);
+  EXPECT_FALSE(invariance(m, p, "1:4096", "1:4096+1:16384", nullptr).predicted_identical);
+  // Stream-K deals the tiles in launch order: the same launch with the target elsewhere cuts it
+  // elsewhere, and computing it there equals the dense batch's element at that place.
+  EXPECT_FALSE(invariance(m, p, "1:4096x3", "1:4096+*1:4096+1:4096", nullptr).predicted_identical);
+  {
+    const MethodConfig l = parse_method("lean:mblocks=all,dtype=bf16");
+    const AttentionInput batch =
+        make_synthetic("normal:b=3,hq=8,hkv=2,nq=1,nkv=4096,d=64,seed=12");
+    const MethodOutput dense = l.run(batch);
+    AttentionInput t = batch;
+    t.shape.batch = 1;
+    const std::size_t nq = t.shape.q_size(), nk = t.shape.k_size();
+    t.q.assign(batch.q.begin() + std::ptrdiff_t(nq), batch.q.begin() + std::ptrdiff_t(2 * nq));
+    t.k.assign(batch.k.begin() + std::ptrdiff_t(nk), batch.k.begin() + std::ptrdiff_t(2 * nk));
+    t.v.assign(batch.v.begin() + std::ptrdiff_t(nk), batch.v.begin() + std::ptrdiff_t(2 * nk));
+    auto launch = std::make_shared<Launch>(parse_launch("1:4096+*1:4096+1:4096"));
+    t.launch = launch;
+    const MethodOutput mid = l.run(t);
+    const std::size_t no = std::size_t(8 * 64);
+    for (std::size_t i = 0; i < no; ++i) ASSERT_EQ(mid.o[i], dense.o[no + i]) << i;
+  }
+  // The launch's SM count and lean's own sms option must agree.
+  InvarianceProblem other = p;
+  other.sms = 114;
+  EXPECT_THROW(invariance(m, other, "1:4096", "1:4096x2", nullptr), UsageError);
 }
 
 TEST(Invariance, RefusesWhatCannotBeCompared) {
