@@ -30,7 +30,7 @@ struct LaunchCliOptions {
 void add_problem_options(CLI::App* cmd, LaunchCliOptions* o) {
   cmd->add_option("--method", o->method,
                   "the kernel: a method with a launch-time schedule model (sdpa, fa3, flex, "
-                  "vllm_triton; its options as in `attnsim run`)")
+                  "vllm_triton, lean, splitkv; its options as in `attnsim run`)")
       ->required();
   cmd->add_option("--heads", o->heads,
                   "query heads / KV heads of every sequence (\"32/8\"; \"16\" = 16/16); with "

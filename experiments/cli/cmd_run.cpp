@@ -278,7 +278,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--launch", opt->launch,
                   "the launch the input's sequences are the first of (a situation as `attnsim "
                   "invariance` takes it, \"1:4096x16\"): the kernel's schedule is that launch's "
-                  "(methods with a schedule model: sdpa, fa3, flex, vllm_triton)")
+                  "(methods with a schedule model: sdpa, fa3, flex, vllm_triton, lean, splitkv)")
       ->check(non_empty());
   cmd->add_option("--sms", opt->sms, "the GPU's SM count for --launch (the H100's 132)")
       ->default_val(132);

@@ -274,7 +274,7 @@ def _heads(heads) -> tuple[int, int]:
 
 def schedule(method: str, situation: str, *, heads=None, head_dim: int | None = None,
              head_dim_v: int | None = None, causal: bool = False, sms: int = 132) -> dict:
-    """``attnsim schedule``: the schedule ``method``'s kernel (sdpa, fa3, flex, vllm_triton) takes
+    """``attnsim schedule``: the schedule ``method``'s kernel (sdpa, fa3, flex, vllm_triton, lean, splitkv) takes
     for a launch ``situation`` ("Q:K" sequences joined by '+', each optionally "xN", the target
     first: "1:4096x16", "1:500+1:300x3+9:9") of sequences with ``heads`` (HQ, (HQ, HKV) or
     "HQ/HKV") and ``head_dim``. Returns a dict: ``kernel``, ``items`` [(key, value, arithmetic,
