@@ -14,6 +14,7 @@
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
 #include "experiments/io/synthetic.hpp"
+#include "experiments/io/varlen.hpp"
 
 namespace attnsim {
 
@@ -96,6 +97,16 @@ AttentionInput target_data(const LaunchCliOptions& o, const std::vector<std::str
       throw UsageError("'" + o.input + "' has " + std::to_string(prefixes.size()) +
                        " layer groups: name one with --group");
     AttentionInput all = read_attention_dump(o.input, prefixes[0], false);
+    // A varlen dump: --seq picks a packed sequence (its tokens; the situations give the launch).
+    const std::vector<LaunchSeq> seqs = dump_varlen(o.input, prefixes[0]);
+    if (!seqs.empty()) {
+      if (o.seq < 0 || o.seq >= int(seqs.size()))
+        throw UsageError("--seq " + std::to_string(o.seq) + ": the varlen dump has " +
+                         std::to_string(seqs.size()) + " sequence(s)");
+      AttentionInput t = varlen_sequence(all, seqs, o.seq, o.sms);
+      t.launch.reset();
+      return t;
+    }
     const AttentionShape s = all.shape;
     if (o.seq < 0 || o.seq >= s.batch)
       throw UsageError("--seq " + std::to_string(o.seq) + ": the dump has " +

@@ -120,6 +120,12 @@ def test_varlen_batch_runs_each_sequence_inside_the_launch(exe, tmp_path):
     assert p.stdout.count("#seq") == 4
     with h5py.File(out) as f:
         assert np.array_equal(f["o"][:], r.o.view(np.uint16))
+    # invariance on the dump's first sequence: alone (3D) against its launch (2D), computed.
+    p = subprocess.run([exe, "invariance", "--method", "vllm_triton", "--input", str(dump),
+                        "--seq", "0", "1:300", "1:300+1:120+5:5+1:77"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1, p.stderr
+    assert "computed: 0 of 8 rows bit-identical" in p.stdout, p.stdout
     # verify on the varlen dump: every sequence judged on its rows of the packed output.
     p = subprocess.run([exe, "verify", "--input", str(dump), "--kernel-output", str(out),
                         "--method", "vllm_triton"], capture_output=True, text=True)
