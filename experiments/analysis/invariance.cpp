@@ -160,6 +160,10 @@ InvarianceReport compare(const MethodConfig& m, const InvarianceProblem& p, cons
   r.predicted_identical = r.differs_in.empty();
   // The rows both situations compute with the same visible keys.
   const AttentionInput ia = target_input(m, p, la, nullptr), ib = target_input(m, p, lb, nullptr);
+  for (const auto& [in, side] : {std::pair{&ia, "A"}, std::pair{&ib, "B"}})
+    if (p.causal && !in->causal)
+      r.notes.push_back(std::string(side) + ": the one-query target of this top-left causal "
+                        "kernel runs without the mask (it sees its whole cache)");
   const int a0 = ta.len_kv - ta.len_q, b0 = tb.len_kv - tb.len_q;
   const int lo = std::max(a0, b0), hi = std::min(ta.len_kv, tb.len_kv);
   std::vector<int> pos;
@@ -413,6 +417,7 @@ std::string format_invariance(const InvarianceReport& r, int rows) {
                               : "may differ: the arithmetic differs (" + join(r.differs_in, "; ") +
                                     "); --ulp computes which rows do") +
        "\n";
+  for (const std::string& n : r.notes) s += "  mask (" + n + ")\n";
   for (const std::string& u : r.sched_a.unverified) s += "  unverified (A): " + u + "\n";
   for (const std::string& u : r.sched_b.unverified) s += "  unverified (B): " + u + "\n";
   if (!r.computed) return s;

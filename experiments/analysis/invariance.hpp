@@ -76,6 +76,8 @@ struct InvarianceReport {
   std::string a, b;         // the situations as given (after {n})
   KernelSchedule sched_a, sched_b;
   std::vector<std::string> differs_in;  // arithmetic schedule items that differ ("splits 14 -> 1")
+  // Said in the report: a top-left causal kernel's one-query target ran without the mask.
+  std::vector<std::string> notes;
   bool predicted_identical = true;
   int first_position = 0, positions = 0;  // the compared token positions: [first, first + n)
   int rows = 0;                           // positions × query heads

@@ -24,7 +24,7 @@ struct LaunchCliOptions {
   std::string method, heads, input, group, csv, range, dist = "normal";
   int head_dim = 0, head_dim_v = 0, sms = 132, seq = 0, rows = 10;
   unsigned long long seed = 0;
-  bool causal = false, ulp = false, quiet = false;
+  bool causal = false, ulp = false, quiet = false, seed_given = false, dist_given = false;
   std::vector<std::string> situations;
 };
 
@@ -158,6 +158,9 @@ void run_invariance(const LaunchCliOptions& o) {
       (void)parse_situation(all.back());
     }
   const bool need_data = o.ulp || !o.input.empty();
+  if ((o.seed_given || o.dist_given) && (!o.ulp || !o.input.empty()))
+    throw UsageError(std::string(o.seed_given ? "--seed" : "--dist") +
+                     " shapes the synthetic target, which only --ulp without --input computes");
   AttentionInput data_in;
   if (need_data) data_in = target_data(o, all);
   const InvarianceProblem p = problem_of(o, need_data && !o.input.empty() ? &data_in : nullptr);
@@ -223,18 +226,23 @@ void add_invariance_command(CLI::App& app) {
   cmd->add_option("--group", opt->group, "the dump's layer group")->check(non_empty());
   cmd->add_option("--seq", opt->seq, "the dump's sequence (batch index) that is the target")
       ->default_val(0);
-  cmd->add_option("--seed", opt->seed, "synthetic target's seed (without --input)")
-      ->default_val(0);
-  cmd->add_option("--dist", opt->dist,
-                  "synthetic target's distribution (`--synthetic` of run: normal, uniform, "
-                  "kbias, outlier, peaked)")
-      ->default_val("normal");
+  CLI::Option* seed = cmd->add_option("--seed", opt->seed,
+                                      "synthetic target's seed (--ulp without --input)")
+                           ->default_val(0);
+  CLI::Option* dist = cmd->add_option("--dist", opt->dist,
+                                      "synthetic target's distribution (`--synthetic` of run: "
+                                      "normal, uniform, kbias, outlier, peaked)")
+                           ->default_val("normal");
   cmd->add_option("--csv", opt->csv,
                   "write CSV (atomic): per row with --ulp, else per n of the table")
       ->check(output_name());
   cmd->add_option("--rows", opt->rows, "differing rows printed at most")->default_val(10);
   cmd->add_flag("--quiet", opt->quiet, "print nothing but errors (the exit code answers)");
-  cmd->callback([opt]() { run_invariance(*opt); });
+  cmd->callback([opt, seed, dist]() {
+    opt->seed_given = seed->count() > 0;
+    opt->dist_given = dist->count() > 0;
+    run_invariance(*opt);
+  });
 }
 
 }  // namespace attnsim

@@ -34,7 +34,7 @@ namespace {
 
 struct RunOptions {
   std::string method, input, synthetic, group, output, launch;
-  int sms = 132;
+  int sms = 0;  // 0: not given (the H100's 132)
   bool allow_nonfinite = false, quiet = false, counters = false;
 };
 
@@ -96,6 +96,17 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
         check_causal_rows(*shape, dump_causal(opt.input, prefix),
                           dump_input_name(opt.input, prefix));
   }
+  // --sms sets the SM count of a launch's schedule: refused where there is none to set.
+  if (opt.sms < 0) throw UsageError("--sms must be >= 1");
+  if (opt.sms != 0 && opt.launch.empty()) {
+    bool varlen = false;
+    for (const std::string& prefix : prefixes)
+      varlen = varlen || (!opt.input.empty() && !dump_varlen(opt.input, prefix).empty());
+    if (!varlen)
+      throw UsageError("--sms sets the SM count of a launch's schedule: give --launch, or a "
+                       "varlen dump (this run has neither)");
+  }
+  const int sms = opt.sms != 0 ? opt.sms : 132;
   // Then the data of every group, when there is more than one: a group is otherwise read only
   // after the groups before it were computed.
   if (prefixes.size() > 1) check_attention_dumps(opt.input, prefixes, opt.allow_nonfinite);
@@ -146,7 +157,7 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       packed.o.assign(in.shape.o_size(), 0.0);
       for (int sq = 0; sq < int(seqs.size()); ++sq) {
         set_stage(where + "sequence " + std::to_string(sq + 1) + "/" + std::to_string(seqs.size()));
-        const AttentionInput one = varlen_sequence(in, seqs, sq, opt.sms);
+        const AttentionInput one = varlen_sequence(in, seqs, sq, sms);
         Goldens goldens(one);
         const MethodOutput out = method.run(one);
         varlen_place(packed.o, in.shape, seqs, sq, out.o);
@@ -162,11 +173,11 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
                      packed);
         w->attr_string(prefix + "o", "method", method.canonical());
         w->attr_string(prefix + "o", "input", name);
-        w->attr_string(prefix + "o", "launch", Launch{seqs, opt.sms}.describe());
+        w->attr_string(prefix + "o", "launch", Launch{seqs, sms, 0}.describe());
       }
       continue;
     }
-    attach_launch(method, in, opt.launch, opt.sms);
+    attach_launch(method, in, opt.launch, sms);
     set_stage(where + "golden");
     Goldens goldens(in);
     goldens.for_method(method);
@@ -280,8 +291,8 @@ void add_run_command(CLI::App& app) {
                   "invariance` takes it, \"1:4096x16\"): the kernel's schedule is that launch's "
                   "(methods with a schedule model: sdpa, fa3, flex, vllm_triton, lean, splitkv)")
       ->check(non_empty());
-  cmd->add_option("--sms", opt->sms, "the GPU's SM count for --launch (the H100's 132)")
-      ->default_val(132);
+  cmd->add_option("--sms", opt->sms,
+                  "the GPU's SM count for --launch or a varlen dump (default: the H100's 132)");
   add_max_memory_option(cmd);
   cmd->callback([opt]() { run_one(*opt, command_line()); });
 }

@@ -25,7 +25,7 @@ namespace {
 
 struct VerifyCliOptions {
   std::string input, group, kernel_output, method, out, launch;
-  int sms = 132;
+  int sms = 0;  // 0: not given (the H100's 132)
   double band = 2.0;
   int worst = 5;
   bool counters = false, allow_nonfinite = false, quiet = false;
@@ -69,11 +69,17 @@ void run_verify(const VerifyCliOptions& opt, const std::string& command_line) {
   if (prefixes.size() != 1)
     throw UsageError("'" + opt.input + "' has " + std::to_string(prefixes.size()) +
                      " layer groups: name one with --group");
+  const std::vector<LaunchSeq> seqs = dump_varlen(opt.input, prefixes[0]);
+  if (opt.sms < 0) throw UsageError("--sms must be >= 1");
+  if (opt.sms != 0 && opt.launch.empty() && seqs.empty())
+    throw UsageError("--sms sets the SM count of a launch's schedule: give --launch, or a varlen "
+                     "dump (this run has neither)");
+  const int sms = opt.sms != 0 ? opt.sms : 132;
   AttentionInput in = read_attention_dump(opt.input, prefixes[0], opt.allow_nonfinite);
   if (!opt.launch.empty()) {
     if (opt.method.empty())
       throw UsageError("--launch needs --method (the kernel whose schedule the launch sets)");
-    attach_launch(parse_method(opt.method), in, opt.launch, opt.sms);
+    attach_launch(parse_method(opt.method), in, opt.launch, sms);
   }
   const KernelOutput k = read_kernel_output(opt.kernel_output, prefixes[0]);
   {
@@ -99,7 +105,6 @@ void run_verify(const VerifyCliOptions& opt, const std::string& command_line) {
   vo.allow_nonfinite = opt.allow_nonfinite;
   // A varlen dump (cu_seqlens): every sequence judged on its own rows of the packed output,
   // computed inside the launch of all; the exit code is the worst sequence's verdict.
-  const std::vector<LaunchSeq> seqs = dump_varlen(opt.input, prefixes[0]);
   if (!seqs.empty()) {
     if (opt.method.empty())
       throw UsageError("a varlen dump needs --method (the kernel whose launch it ran in)");
@@ -111,7 +116,7 @@ void run_verify(const VerifyCliOptions& opt, const std::string& command_line) {
     std::size_t q0 = 0;
     const std::size_t dv = std::size_t(in.shape.head_dim_v), tq = std::size_t(in.shape.len_q);
     for (int sq = 0; sq < int(seqs.size()); ++sq) {
-      const AttentionInput one = varlen_sequence(in, seqs, sq, opt.sms);
+      const AttentionInput one = varlen_sequence(in, seqs, sq, sms);
       const std::size_t lq = std::size_t(seqs[std::size_t(sq)].len_q);
       KernelOutput ks;
       ks.format = k.format;
@@ -248,7 +253,8 @@ void add_verify_command(CLI::App& app) {
                   "the launch the dump's sequences ran as the first of (\"1:4096x16\"; "
                   "`attnsim invariance`'s situations): the method's schedule is that launch's")
       ->check(non_empty());
-  cmd->add_option("--sms", opt->sms, "the GPU's SM count for --launch")->default_val(132);
+  cmd->add_option("--sms", opt->sms,
+                  "the GPU's SM count for --launch or a varlen dump (default: the H100's 132)");
   cmd->add_flag("--allow-nonfinite", opt->allow_nonfinite,
                 "accept NaN/Inf in the inputs and the kernel output");
   cmd->add_flag("--quiet", opt->quiet, "print nothing but errors");

@@ -143,7 +143,10 @@ MethodSpec vllm_spec() {
   m.schedule = [](const MethodValues& v, const AttentionInput& in) {
     const VllmOptions o = vllm_options(v, in.dtype);
     return usage_errors(
-        [&] { return vllm_schedule(o, shape_or(in, kNoInputShape), in.window, in.launch.get()); });
+        [&] {
+          return vllm_schedule(o, shape_or(in, kNoInputShape), in.window, in.softcap,
+                               in.launch.get());
+        });
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
     const VllmOptions o = vllm_options(v, in.dtype);

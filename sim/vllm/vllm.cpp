@@ -307,7 +307,7 @@ std::vector<std::string> vllm_unverified(const VllmOptions& o, const VllmLaunch&
 }
 
 KernelSchedule vllm_schedule(const VllmOptions& o, const AttentionShape& s, int window,
-                             const Launch* launch) {
+                             double softcap, const Launch* launch) {
   const VllmLaunch l = vllm_launch(o, s, window, launch);
   (void)vllm_pipeline(o, l, s);  // throws for what is not modelled
   const int num_seqs = launch ? launch->num_seqs() : s.batch;
@@ -336,7 +336,7 @@ KernelSchedule vllm_schedule(const VllmOptions& o, const AttentionShape& s, int 
                        true, "NUM_SEGMENTS_PER_SEQ, cdiv(seq_len, 16 x TILE) tiles each, merged by "
                              "reduce_segments"});
   }
-  k.unverified = vllm_unverified(o, l, s, window, 0.0);
+  k.unverified = vllm_unverified(o, l, s, window, softcap);
   return k;
 }
 

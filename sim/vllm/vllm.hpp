@@ -53,7 +53,7 @@ VllmLaunch vllm_launch(const VllmOptions& o, const AttentionShape& s, int window
 // the path (2D / 3D) with its rule, the tiles, the target's segments. Throws
 // std::invalid_argument (one line) for what the kernel does not build.
 KernelSchedule vllm_schedule(const VllmOptions& o, const AttentionShape& s, int window,
-                             const Launch* launch);
+                             double softcap, const Launch* launch);
 
 // The pipeline of the kernel's tile loop for a launch (block_q = the program's tokens, block_kv =
 // TILE). Throws std::invalid_argument (one line) for what the kernel does not build.

@@ -204,6 +204,9 @@ def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm
     given = (cu_seqlens_q is not None, cu_seqlens_k is not None)
     if given[0] != given[1]:
         raise ValueError("give cu_seqlens_q and cu_seqlens_k together")
+    if int(sms) != 132 and launch is None and not all(given):
+        raise ValueError("sms sets the SM count of a launch's schedule: give launch= or "
+                         "cu_seqlens_q/cu_seqlens_k")
     cu = [[], []]
     if all(given):
         for i, c in enumerate((cu_seqlens_q, cu_seqlens_k)):
@@ -303,6 +306,9 @@ def invariance(method: str, a: str, b: str, *, heads=None, head_dim: int | None 
     given = [x is not None for x in (q, k, v)]
     if any(given) and not all(given):
         raise ValueError("give q, k and v together (the target sequence's tokens)")
+    if (int(seed) != 0 or dist != "normal") and (not ulp or all(given)):
+        raise ValueError("seed and dist shape the synthetic target, which only ulp=True without "
+                         "q, k, v computes")
     table = n is not None
     ns = [int(x) for x in n] if table else [0]
     if table and not ns:

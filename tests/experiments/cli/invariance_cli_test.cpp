@@ -76,6 +76,17 @@ TEST_F(InvarianceCli, ExitCodesAnswerTheQuestion) {
   EXPECT_EQ(lines, 64);
 }
 
+// A top-left causal kernel's decode target runs without the mask: the report says so.
+TEST_F(InvarianceCli, TheReportSaysWhenADecodeRowRunsUnmasked) {
+  const CliRun r = run("invariance --method sdpa:backend=efficient,dtype=bf16 --heads 8 "
+                       "--head-dim 64 --causal 256:256 1:256");
+  EXPECT_LE(r.code, 1) << r.err;
+  EXPECT_NE(r.out.find("B: the one-query target of this top-left causal kernel runs without the "
+                       "mask"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(InvarianceCli, BadSituationsGetOneLineAndExit2) {
   const std::string base = "invariance --method vllm_triton --heads 8/2 --head-dim 128 --causal ";
   for (const std::string& bad :
@@ -84,8 +95,12 @@ TEST_F(InvarianceCli, BadSituationsGetOneLineAndExit2) {
         std::string("invariance --method nosuchkernel --heads 8 --head-dim 64 1:10 1:10x2"),
         std::string("invariance --method flash --heads 8 --head-dim 64 1:10 1:10x2"),
         std::string("invariance --method sdpa --heads 8/3 --head-dim 64 1:10 1:10x2"),
-        std::string("schedule --method sdpa --heads 8 --head-dim 64 1:10+1:20")}) {
-    const bool inv = bad.rfind("invariance", 0) == 0;
+        std::string("schedule --method sdpa --heads 8 --head-dim 64 1:10+1:20"),
+        // Options that would change nothing are refused, not ignored.
+        base + "1:500 1:500x2 --seed 3", base + "1:500 1:500x2 --dist uniform",
+        std::string("run --method sdpa --synthetic normal:nq=1,nkv=64 --sms 100"),
+        std::string("run --method flash --synthetic normal:nq=1,nkv=64 --launch 1:64x2")}) {
+    const bool inv = bad.rfind("invariance", 0) == 0;  // run's --out is checked elsewhere
     const CliRun r = run(bad + (inv ? " --csv " + path("x.csv") : std::string()));
     EXPECT_EQ(r.code, 2) << bad << "\n" << r.out << r.err;
     EXPECT_EQ(r.err.find("attnsim: error: "), 0u) << bad << ": " << r.err;
