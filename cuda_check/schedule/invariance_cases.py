@@ -20,7 +20,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from lattice import M64, lattice_at, lattice_tensor, splitmix64  # noqa: E402,F401
+from lattice import lattice_at, lattice_tensor  # noqa: E402
 
 _SEQ = re.compile(r"^(\d+):(\d+)(?:x(\d+))?$")
 
@@ -142,23 +142,3 @@ def _rows(seed, tensor, heads, L, d, lo, hi):
         j = np.arange(d, dtype=np.uint64)[None, None, :]
         _TARGET[key] = lattice_at(seed, tensor, (h * np.uint64(L) + r) * np.uint64(d) + j)
     return _TARGET[key]
-
-
-def paged(seqs_kv, hkv, d, block_size, seed):
-    """A shuffled block table for sequences of the given lengths: (table [n, max_blocks] int32,
-    num_blocks, slot index of every logical token in sequence order)."""
-    nblk = [(L + block_size - 1) // block_size for L in seqs_kv]
-    num_blocks = sum(nblk) + 3
-    with np.errstate(over="ignore"):
-        keys = splitmix64(np.uint64((seed * 0x9E3779B97F4A7C15 ^ 0xB10C) & M64) ^
-                          np.arange(num_blocks, dtype=np.uint64))
-    perm = np.argsort(keys, kind="stable").astype(np.int32)
-    table = np.zeros((len(seqs_kv), max(nblk)), np.int32)
-    at = 0
-    slots = []
-    for s, m in enumerate(nblk):
-        table[s, :m] = perm[at:at + m]
-        at += m
-        j = np.arange(seqs_kv[s])
-        slots.append(table[s, j // block_size].astype(np.int64) * block_size + j % block_size)
-    return table, num_blocks, np.concatenate(slots)

@@ -31,6 +31,7 @@ sys.path.insert(0, os.path.join(HERE, ".."))
 
 import invariance_cases as ic  # noqa: E402
 import record_serving_triton as rst  # noqa: E402
+from serving_cases import block_table  # noqa: E402
 
 T0 = time.time()
 BUDGET = [1e9]
@@ -219,7 +220,7 @@ def vllm_runner(c, seqs, dtype, torch, np, mod):
     v = np.concatenate([p[2].transpose(1, 0, 2) for p in parts])
     kv_lens = [lk for _, lk in seqs]
     q_lens = [lq for lq, _ in seqs]
-    table, num_blocks, _ = ic.paged(kv_lens, c["hkv"], c["d"], 16, c["seed"])
+    table, num_blocks = block_table(kv_lens, 16, c["seed"])
     inp = dict(q=q, k=k, v=v, block_table=table, num_blocks=num_blocks, seq_lens=kv_lens,
                query_lens=q_lens, cu_seqlens_q=np.concatenate([[0], np.cumsum(q_lens)])
                .astype(np.int32), sinks=None)

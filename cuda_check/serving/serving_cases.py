@@ -110,6 +110,23 @@ VLLM_CASES = [
 ]
 
 
+def block_table(seq_lens, block_size, seed):
+    """(table [num_seqs, max_blocks] int32, num_blocks): a shuffled assignment of physical blocks
+    (3 spare) to sequences of the given lengths; spare entries 0."""
+    nblk = [(L + block_size - 1) // block_size for L in seq_lens]
+    num_blocks = sum(nblk) + 3
+    with np.errstate(over="ignore"):
+        keys = splitmix64(np.uint64((seed * 0x9E3779B97F4A7C15 ^ 0xB10C) & M64) ^
+                          np.arange(num_blocks, dtype=np.uint64))
+    perm = np.argsort(keys, kind="stable").astype(np.int32)
+    table = np.zeros((len(seq_lens), max(nblk)), np.int32)
+    at = 0
+    for s, m in enumerate(nblk):
+        table[s, :m] = perm[at:at + m]
+        at += m
+    return table, num_blocks
+
+
 def vllm_inputs(c):
     """q [T, hq, d], k/v [sum seq_lens, hkv, d] (float32 lattice), block_table [num_seqs,
     max_blocks] int32 (a shuffled assignment of physical blocks; spare entries 0),
@@ -126,17 +143,7 @@ def vllm_inputs(c):
     n = sum(slens)
     k = lattice_tensor(seed, 1, (n, hkv, d))
     v = lattice_tensor(seed, 2, (n, hkv, d))
-    nblk = [(L + bs - 1) // bs for L in slens]
-    num_blocks = sum(nblk) + 3
-    with np.errstate(over="ignore"):
-        keys = splitmix64(np.uint64((seed * 0x9E3779B97F4A7C15 ^ 0xB10C) & M64) ^
-                          np.arange(num_blocks, dtype=np.uint64))
-    perm = np.argsort(keys, kind="stable").astype(np.int32)
-    table = np.zeros((len(slens), max(nblk)), np.int32)
-    at = 0
-    for s, m in enumerate(nblk):
-        table[s, :m] = perm[at:at + m]
-        at += m
+    table, num_blocks = block_table(slens, bs, seed)
     cu = np.concatenate([[0], np.cumsum(qlens)]).astype(np.int32)
     sinks = (lattice_tensor(seed, 3, (hq,)) * np.float32(2.0)).astype(np.float32)
     return dict(q=q, k=k, v=v, block_table=table, cu_seqlens_q=cu, seq_lens=slens,

@@ -36,12 +36,6 @@ std::string trim(const std::string& s) {
   return s.substr(a, s.find_last_not_of(" \t") - a + 1);
 }
 
-UlpFormat ulp_format_of(const std::string& f) {
-  if (f == "fp16") return UlpFormat::kFp16;
-  if (f == "bf16") return UlpFormat::kBf16;
-  return UlpFormat::kFp32;
-}
-
 bool same_bits(double a, double b) {
   if (a != a || b != b) return a != a && b != b;
   return a == b && std::signbit(a) == std::signbit(b);
@@ -195,7 +189,7 @@ InvarianceReport compare(const MethodConfig& m, const InvarianceProblem& p, cons
   const Computed& ca = get(a, la);
   const Computed& cb = get(b, lb);
   r.computed = true;
-  const UlpFormat uf = ulp_format_of(ca.out.format);
+  const UlpFormat uf = parse_ulp_format(ca.out.format);
   const int dv = p.head_dim_v;
   for (int h = 0; h < p.heads_q; ++h)
     for (int x : pos) {
@@ -348,6 +342,18 @@ std::vector<int> parse_range(const std::string& text) {
     at = c + 1;
   }
   return r;
+}
+
+InvarianceProblem invariance_problem(int heads_q, int heads_kv, int head_dim, bool causal,
+                                     int head_dim_v, int sms) {
+  InvarianceProblem p;
+  p.heads_q = heads_q;
+  p.heads_kv = heads_kv;
+  p.head_dim = head_dim;
+  p.head_dim_v = head_dim_v > 0 ? head_dim_v : head_dim;
+  p.causal = causal;
+  p.sms = sms;
+  return p;
 }
 
 KernelSchedule method_schedule(const MethodConfig& m, const InvarianceProblem& p,

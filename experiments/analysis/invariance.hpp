@@ -46,6 +46,10 @@ struct InvarianceProblem {
   std::string dtype = "float32";  // the target data's dtype (a dump's)
 };
 
+// A problem of that many heads and head dims (head_dim_v 0: head_dim).
+InvarianceProblem invariance_problem(int heads_q, int heads_kv, int head_dim, bool causal = false,
+                                     int head_dim_v = 0, int sms = 132);
+
 // The schedule `m` takes for `seqs` (launch of the problem); UsageError (one line) when the
 // method has no schedule model or the launch is one its kernel cannot run.
 KernelSchedule method_schedule(const MethodConfig& m, const InvarianceProblem& p,

@@ -25,15 +25,6 @@ struct Case {
   std::string data;  // synthetic spec of the target's tokens
 };
 
-InvarianceProblem problem(int hq, int hkv, int d, bool causal) {
-  InvarianceProblem p;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.head_dim = p.head_dim_v = d;
-  p.causal = causal;
-  return p;
-}
-
 std::string schedule_text(const KernelSchedule& k) {
   std::string r;
   for (const ScheduleItem& i : k.items)
@@ -51,24 +42,24 @@ ReproTable batch_invariance(const ReproOptions& opt) {
   std::vector<int> prefill_batches = q ? std::vector<int>{1, 2, 4} : std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16};
   std::vector<Case> cases = {
       {"fa2-decode", "sdpa:backend=flash,dtype=bf16", "1:4096", "1:4096x{n}",
-       problem(32, 8, 128, false), batches, "normal:hq=32,hkv=8,nq=4096,nkv=4096,d=128,seed=41"},
+       invariance_problem(32, 8, 128, false), batches, "normal:hq=32,hkv=8,nq=4096,nkv=4096,d=128,seed=41"},
       {"fa2-prefill", "sdpa:backend=flash,dtype=bf16", "1024:1024", "1024:1024x{n}",
-       problem(8, 8, 128, true), prefill_batches, "normal:hq=8,hkv=8,nq=1024,nkv=1024,d=128,seed=42"},
+       invariance_problem(8, 8, 128, true), prefill_batches, "normal:hq=8,hkv=8,nq=1024,nkv=1024,d=128,seed=42"},
       {"vllm-neighbour-prefill", "vllm_triton:dtype=bf16", "1:500+1:300x3",
-       "1:500+1:300x3+{n}:{n}", problem(8, 2, 128, true),
+       "1:500+1:300x3+{n}:{n}", invariance_problem(8, 2, 128, true),
        q ? std::vector<int>{1, 2, 9, 10} : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
        "normal:hq=8,hkv=2,nq=500,nkv=500,d=128,seed=43"},
       {"vllm-neighbour-prefill-bi", "vllm_triton:dtype=bf16,batch_invariant=1", "1:500+1:300x3",
-       "1:500+1:300x3+{n}:{n}", problem(8, 2, 128, true),
+       "1:500+1:300x3+{n}:{n}", invariance_problem(8, 2, 128, true),
        q ? std::vector<int>{1, 2, 9, 10} : std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9, 10},
        "normal:hq=8,hkv=2,nq=500,nkv=500,d=128,seed=43"},
       {"vllm-decode-batch", "vllm_triton:dtype=bf16", "1:500", "1:500+1:300x{n}",
-       problem(8, 2, 128, true), q ? std::vector<int>{0, 63, 64} : std::vector<int>{0, 1, 15, 31, 62, 63, 64, 65, 127},
+       invariance_problem(8, 2, 128, true), q ? std::vector<int>{0, 63, 64} : std::vector<int>{0, 1, 15, 31, 62, 63, 64, 65, 127},
        "normal:hq=8,hkv=2,nq=500,nkv=500,d=128,seed=44"},
       {"lean-decode-batch", "lean:mblocks=all,dtype=bf16", "1:4096", "1:4096x{n}",
-       problem(32, 8, 128, false), q ? std::vector<int>{1, 2, 3, 8} : std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16},
+       invariance_problem(32, 8, 128, false), q ? std::vector<int>{1, 2, 3, 8} : std::vector<int>{1, 2, 3, 4, 6, 8, 12, 16},
        "normal:hq=32,hkv=8,nq=4096,nkv=4096,d=128,seed=46"},
-      {"fa3-decode", "fa3:dtype=bf16,splits=0", "1:4096", "1:4096x{n}", problem(32, 8, 128, false),
+      {"fa3-decode", "fa3:dtype=bf16,splits=0", "1:4096", "1:4096x{n}", invariance_problem(32, 8, 128, false),
        batches, "normal:hq=32,hkv=8,nq=4096,nkv=4096,d=128,seed=45"},
   };
   ReproTable t;

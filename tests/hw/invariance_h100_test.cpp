@@ -126,11 +126,7 @@ int len_q_of(const std::string& situation) {
 TEST(InvarianceH100, RecordedPairsReproducedAndTheirIdentityComputedExactly) {
   for (const Pair& p : pairs()) {
     const MethodConfig m = parse_method(p.method);
-    InvarianceProblem prob;
-    prob.heads_q = p.hq;
-    prob.heads_kv = p.hkv;
-    prob.head_dim = prob.head_dim_v = p.d;
-    prob.causal = p.causal;
+    const InvarianceProblem prob = invariance_problem(p.hq, p.hkv, p.d, p.causal);
     std::vector<std::uint32_t> sim[2], rec[2];
     const Side* sides[2] = {&p.a, &p.b};
     for (int s = 0; s < 2; ++s) {

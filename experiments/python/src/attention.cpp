@@ -475,18 +475,6 @@ nb::dict schedule_dict(const KernelSchedule& k) {
   return d;
 }
 
-InvarianceProblem invariance_problem(int heads_q, int heads_kv, int head_dim, int head_dim_v,
-                                     bool causal, int sms) {
-  InvarianceProblem p;
-  p.heads_q = heads_q;
-  p.heads_kv = heads_kv;
-  p.head_dim = head_dim;
-  p.head_dim_v = head_dim_v > 0 ? head_dim_v : head_dim;
-  p.causal = causal;
-  p.sms = sms;
-  return p;
-}
-
 // attnsim.schedule: the schedule a kernel takes for a launch.
 nb::dict schedule_py(const std::string& method, const std::string& situation, int heads_q,
                      int heads_kv, int head_dim, int head_dim_v, bool causal, int sms) {
@@ -495,7 +483,7 @@ nb::dict schedule_py(const std::string& method, const std::string& situation, in
   {
     nb::gil_scoped_release release;
     const MethodConfig m = parse_method(method);
-    k = method_schedule(m, invariance_problem(heads_q, heads_kv, head_dim, head_dim_v, causal, sms),
+    k = method_schedule(m, invariance_problem(heads_q, heads_kv, head_dim, causal, head_dim_v, sms),
                         parse_launch(situation));
     canonical = m.canonical();
     text = format_schedule(canonical, situation, k);
@@ -545,7 +533,7 @@ nb::object invariance_py(const std::string& method, const std::string& a, const 
                          int sms, const std::vector<int>& ns, bool table, bool compute,
                          const nb::object& q, const nb::object& k, const nb::object& v,
                          const std::vector<std::string>& tags, const std::string& synthetic) {
-  InvarianceProblem p = invariance_problem(heads_q, heads_kv, head_dim, head_dim_v, causal, sms);
+  InvarianceProblem p = invariance_problem(heads_q, heads_kv, head_dim, causal, head_dim_v, sms);
   std::unique_ptr<PendingInput> pend;
   AnyArray qa, ka, va;
   if (!q.is_none()) {

@@ -17,15 +17,6 @@
 namespace attnsim {
 namespace {
 
-InvarianceProblem problem(int hq, int hkv, int d, bool causal = false) {
-  InvarianceProblem p;
-  p.heads_q = hq;
-  p.heads_kv = hkv;
-  p.head_dim = p.head_dim_v = d;
-  p.causal = causal;
-  return p;
-}
-
 std::string item(const KernelSchedule& k, const std::string& key) {
   const ScheduleItem* i = k.find(key);
   return i ? i->value : "-";
@@ -66,7 +57,7 @@ TEST(Invariance, ParsesSituations) {
 // i.e. from B = 27; below it the split kernel runs with 64 x 128 tiles.
 TEST(Invariance, Fa2StopsSplittingADecodeAtTheHeuristicsThreshold) {
   const MethodConfig m = parse_method("sdpa:backend=flash,dtype=bf16");
-  const InvarianceProblem p = problem(32, 8, 128);
+  const InvarianceProblem p = invariance_problem(32, 8, 128);
   for (int b = 1; b <= 64; ++b) {
     const KernelSchedule k = method_schedule(m, p, parse_launch("1:4096x" + std::to_string(b)));
     const int splits = std::stoi(item(k, "splits"));
@@ -93,7 +84,7 @@ TEST(Invariance, Fa2StopsSplittingADecodeAtTheHeuristicsThreshold) {
 // for 2 KV heads), the 2D kernel otherwise and always under VLLM_BATCH_INVARIANT.
 TEST(Invariance, VllmTakesThe2dKernelAboveTheThresholdOrWithAPrefillNeighbour) {
   const MethodConfig m = parse_method("vllm_triton:dtype=bf16");
-  const InvarianceProblem p = problem(8, 2, 128, true);
+  const InvarianceProblem p = invariance_problem(8, 2, 128, true);
   auto path = [&](const std::string& s) { return item(method_schedule(m, p, parse_launch(s)), "path"); };
   EXPECT_EQ(path("1:500"), "3d");
   EXPECT_EQ(path("1:500+1:300x63"), "3d");
@@ -111,7 +102,7 @@ TEST(Invariance, VllmTakesThe2dKernelAboveTheThresholdOrWithAPrefillNeighbour) {
 // without a block mask split 0 holds every key: the same arithmetic for every batch.
 TEST(Invariance, FlexDecodeHasOneArithmeticForEveryBatch) {
   const MethodConfig m = parse_method("flex:dtype=bf16");
-  const InvarianceProblem p = problem(8, 8, 128);
+  const InvarianceProblem p = invariance_problem(8, 8, 128);
   const KernelSchedule k1 = method_schedule(m, p, parse_launch("1:1000"));
   EXPECT_EQ(item(k1, "split_kv_ctas"), "32");  // 2 x (132 // 8)
   EXPECT_EQ(item(method_schedule(m, p, parse_launch("1:1000x9")), "split_kv_ctas"), "2");
@@ -153,7 +144,7 @@ TEST(Invariance, TargetInALaunchEqualsTheSameSequenceInADenseBatch) {
 // count gives different rows somewhere. The rows compared are those seeing the same keys.
 TEST(Invariance, ComputedRowsFollowTheSchedule) {
   const MethodConfig m = parse_method("sdpa:backend=flash,dtype=bf16");
-  const InvarianceProblem p = problem(32, 8, 128);
+  const InvarianceProblem p = invariance_problem(32, 8, 128);
   TargetData d{make_synthetic("normal:hq=32,hkv=8,nq=4096,nkv=4096,d=128,seed=5")};
   const InvarianceReport same = invariance(m, p, "1:4096x27", "1:4096x64", &d);
   EXPECT_TRUE(same.predicted_identical);
@@ -168,7 +159,7 @@ TEST(Invariance, ComputedRowsFollowTheSchedule) {
   // Causal prefill vs a chunk of it (vLLM, 2D both): rows 200..399 see the same keys.
   const MethodConfig v = parse_method("vllm_triton:dtype=bf16");
   TargetData dv{make_synthetic("normal:hq=8,hkv=2,nq=500,nkv=500,d=128,seed=6")};
-  const InvarianceReport chunk = invariance(v, problem(8, 2, 128, true), "500:500", "200:400", &dv);
+  const InvarianceReport chunk = invariance(v, invariance_problem(8, 2, 128, true), "500:500", "200:400", &dv);
   EXPECT_TRUE(chunk.predicted_identical);
   EXPECT_EQ(chunk.first_position, 200);
   EXPECT_EQ(chunk.positions, 200);
@@ -180,7 +171,7 @@ TEST(Invariance, ComputedRowsFollowTheSchedule) {
 // otherwise from 3 sequences like it on.
 TEST(Invariance, LeanPartitionMovesWithTheLaunchsTiles) {
   const MethodConfig m = parse_method("lean:mblocks=all");
-  const InvarianceProblem p = problem(32, 8, 128);
+  const InvarianceProblem p = invariance_problem(32, 8, 128);
   const std::vector<int> ns{1, 2, 3, 8};
   const std::vector<InvarianceReport> t = invariance_table(m, p, "1:4096", "1:4096x{n}", ns, nullptr);
   EXPECT_TRUE(t[0].predicted_identical);
@@ -219,17 +210,17 @@ TEST(Invariance, LeanPartitionMovesWithTheLaunchsTiles) {
 TEST(Invariance, RefusesWhatCannotBeCompared) {
   const MethodConfig m = parse_method("sdpa:backend=flash,dtype=bf16");
   // Non-causal rows of different caches see different keys.
-  EXPECT_THROW(invariance(m, problem(8, 8, 64), "1:100", "1:200", nullptr), UsageError);
+  EXPECT_THROW(invariance(m, invariance_problem(8, 8, 64), "1:100", "1:200", nullptr), UsageError);
   // A top-left causal kernel's non-square target.
   EXPECT_THROW(invariance(parse_method("sdpa:backend=efficient,dtype=bf16"),
-                          problem(8, 8, 64, true), "16:100", "16:100x2", nullptr),
+                          invariance_problem(8, 8, 64, true), "16:100", "16:100x2", nullptr),
                UsageError);
   // A method without a schedule model.
-  EXPECT_THROW(invariance(parse_method("flash"), problem(8, 8, 64), "1:100", "1:100x2", nullptr),
+  EXPECT_THROW(invariance(parse_method("flash"), invariance_problem(8, 8, 64), "1:100", "1:100x2", nullptr),
                UsageError);
   // Data too short for a situation.
   TargetData d{make_synthetic("normal:hq=8,hkv=8,nq=100,nkv=100,d=64,seed=1")};
-  EXPECT_THROW(invariance(m, problem(8, 8, 64), "1:200", "1:200x2", &d), UsageError);
+  EXPECT_THROW(invariance(m, invariance_problem(8, 8, 64), "1:200", "1:200x2", &d), UsageError);
 }
 
 }  // namespace
