@@ -10,6 +10,7 @@
 #include <memory>
 
 #include "experiments/common/error.hpp"
+#include "experiments/io/synthetic.hpp"
 #include "numerics/metrics.hpp"
 #include "sim/golden/golden.hpp"
 
@@ -386,6 +387,17 @@ std::vector<InvarianceReport> invariance_table(const MethodConfig& m, const Inva
   std::vector<InvarianceReport> r;
   for (int n : ns) r.push_back(compare(m, p, substitute_n(a, n), substitute_n(b, n), data, &memo));
   return r;
+}
+
+TargetData synthetic_target(const InvarianceProblem& p, const std::vector<std::string>& situations,
+                            const std::string& dist, std::uint64_t seed) {
+  int len = 0;
+  for (const std::string& s : situations) len = std::max(len, parse_launch(s).target().len_kv);
+  return TargetData{make_synthetic(dist + ":hq=" + std::to_string(p.heads_q) + ",hkv=" +
+                                   std::to_string(p.heads_kv) + ",nq=" + std::to_string(len) +
+                                   ",nkv=" + std::to_string(len) + ",d=" +
+                                   std::to_string(p.head_dim) + ",dv=" +
+                                   std::to_string(p.head_dim_v) + ",seed=" + std::to_string(seed))};
 }
 
 MethodOutput run_in_situation(const MethodConfig& m, const InvarianceProblem& p,

@@ -67,6 +67,11 @@ struct TargetData {
 MethodOutput run_in_situation(const MethodConfig& m, const InvarianceProblem& p,
                               const std::string& situation, const TargetData& data);
 
+// A synthetic target long enough for every situation (the longest target's keys): `dist` of
+// `--synthetic` (normal, uniform, ...) with `seed`, the problem's heads and head dims.
+TargetData synthetic_target(const InvarianceProblem& p, const std::vector<std::string>& situations,
+                            const std::string& dist, std::uint64_t seed);
+
 // One output row (query head, token position) compared between the two situations.
 struct InvarianceRow {
   int head = 0, position = 0;

@@ -13,7 +13,6 @@
 #include "experiments/common/option_checks.hpp"
 #include "experiments/io/dump.hpp"
 #include "experiments/io/file_io.hpp"
-#include "experiments/io/synthetic.hpp"
 #include "experiments/io/varlen.hpp"
 
 namespace attnsim {
@@ -121,14 +120,7 @@ AttentionInput target_data(const LaunchCliOptions& o, const std::vector<std::str
     t.v.assign(all.v.begin() + o.seq * nv, all.v.begin() + (o.seq + 1) * nv);
     return t;
   }
-  int len = 0;
-  for (const std::string& s : situations) len = std::max(len, parse_launch(s).target().len_kv);
-  const InvarianceProblem p = problem_of(o, nullptr);
-  const std::string spec = o.dist + ":hq=" + std::to_string(p.heads_q) + ",hkv=" +
-                           std::to_string(p.heads_kv) + ",nq=" + std::to_string(len) + ",nkv=" +
-                           std::to_string(len) + ",d=" + std::to_string(p.head_dim) + ",dv=" +
-                           std::to_string(p.head_dim_v) + ",seed=" + std::to_string(o.seed);
-  return make_synthetic(spec);
+  return synthetic_target(problem_of(o, nullptr), situations, o.dist, o.seed).data;
 }
 
 void run_invariance(const LaunchCliOptions& o) {

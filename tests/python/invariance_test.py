@@ -158,3 +158,10 @@ def test_bad_cu_seqlens_raise(cu_q, cu_k):
     with pytest.raises(ValueError) as e:
         attnsim.attention(q, k, v, "flex", cu_seqlens_q=np.array(cu_q), cu_seqlens_k=np.array(cu_k))
     assert "\n" not in str(e.value)
+
+
+def test_marked_target_sizes_the_synthetic_tokens():
+    # The target is the '*' part (4,096 keys), not the first: the synthetic target is that long.
+    r = attnsim.invariance("lean:mblocks=all", "1:100+*1:4096", "1:4096", heads="32/8",
+                           head_dim=128, ulp=True)
+    assert r["computed"] and r["rows"] == 32 and r["positions"] == (4095, 4096)

@@ -326,20 +326,9 @@ def invariance(method: str, a: str, b: str, *, heads=None, head_dim: int | None 
             raise ValueError("invariance needs heads= and head_dim= (or q, k, v)")
         hq, hkv = _heads(heads)
         d, dv = int(head_dim), int(head_dim_v or head_dim)
-    length = 0
-    if ulp and not all(given):
-        for x in ns:
-            for sit in (a, b):
-                first = sit.replace("{n}", str(x)).split("+")[0].strip()
-                try:
-                    length = max(length, int(first.split(":")[1].split("x")[0]))
-                except (IndexError, ValueError):
-                    length = max(length, 1)  # the core names the bad situation
-    spec = (f"{dist}:hq={hq},hkv={hkv},nq={length},nkv={length},d={d},dv={dv},seed={int(seed)}"
-            if ulp and not all(given) else "")
     return _core.invariance(str(method), str(a), str(b), hq, hkv, d, dv if not all(given) else 0,
                             bool(causal), int(sms), ns, table, bool(ulp) or all(given), qa, ka,
-                            va, tags, spec)
+                            va, tags, str(dist), int(seed))
 
 
 def golden(q, k, v, causal=False, sm_scale=None, *,

@@ -532,7 +532,8 @@ nb::object invariance_py(const std::string& method, const std::string& a, const 
                          int heads_q, int heads_kv, int head_dim, int head_dim_v, bool causal,
                          int sms, const std::vector<int>& ns, bool table, bool compute,
                          const nb::object& q, const nb::object& k, const nb::object& v,
-                         const std::vector<std::string>& tags, const std::string& synthetic) {
+                         const std::vector<std::string>& tags, const std::string& dist,
+                         std::uint64_t seed) {
   InvarianceProblem p = invariance_problem(heads_q, heads_kv, head_dim, causal, head_dim_v, sms);
   std::unique_ptr<PendingInput> pend;
   AnyArray qa, ka, va;
@@ -556,7 +557,10 @@ nb::object invariance_py(const std::string& method, const std::string& a, const 
       pend->fill();
       data.data = std::move(pend->in);
     } else if (compute) {
-      data.data = make_synthetic(synthetic);
+      std::vector<std::string> sits;
+      for (int n : ns)
+        for (const std::string& s : {a, b}) sits.push_back(table ? substitute_n(s, n) : s);
+      data = synthetic_target(p, sits, dist, seed);
     }
     const TargetData* dp = pend || compute ? &data : nullptr;
     if (table) {
@@ -611,7 +615,7 @@ void bind_attention(nb::module_& m) {
         nb::arg("heads_q"), nb::arg("heads_kv"), nb::arg("head_dim"), nb::arg("head_dim_v"),
         nb::arg("causal"), nb::arg("sms"), nb::arg("ns"), nb::arg("table"), nb::arg("compute"),
         nb::arg("q").none(), nb::arg("k").none(), nb::arg("v").none(), nb::arg("tags"),
-        nb::arg("synthetic"));
+        nb::arg("dist"), nb::arg("seed"));
   m.def("methods", &methods);
   m.def("canonical", [](const std::string& text) { return parse_method(text).canonical(); });
   m.def("describe", &describe_text, nb::arg("method"), nb::arg("head_dim"), nb::arg("dtype"));
