@@ -153,18 +153,14 @@ void run_one(const RunOptions& opt, const std::string& command_line) {
       if (!opt.launch.empty())
         throw UsageError("--launch: " + name + " is a varlen dump, its own launch (cu_seqlens)");
       if (opt.counters) throw UsageError("--counters takes dense inputs (not a varlen dump)");
-      MethodOutput packed;
-      packed.o.assign(in.shape.o_size(), 0.0);
-      for (int sq = 0; sq < int(seqs.size()); ++sq) {
-        set_stage(where + "sequence " + std::to_string(sq + 1) + "/" + std::to_string(seqs.size()));
-        const AttentionInput one = varlen_sequence(in, seqs, sq, sms);
-        Goldens goldens(one);
-        const MethodOutput out = method.run(one);
-        varlen_place(packed.o, in.shape, seqs, sq, out.o);
-        packed.format = out.format;
-        table.add(measure_point(std::int64_t(i), method, name + "#seq" + std::to_string(sq), 0,
-                                one, out, goldens));
-      }
+      set_stage(where + std::to_string(seqs.size()) + " sequences");
+      const MethodOutput packed = run_varlen(
+          method, in, seqs, sms,
+          [&](int sq, const AttentionInput& one, const MethodOutput& out) {
+            Goldens goldens(one);
+            table.add(measure_point(std::int64_t(i), method, name + "#seq" + std::to_string(sq),
+                                    0, one, out, goldens));
+          });
       if (w) {
         const AttentionShape& s = in.shape;
         write_output(*w, prefix + "o",

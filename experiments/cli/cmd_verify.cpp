@@ -113,22 +113,14 @@ void run_verify(const VerifyCliOptions& opt, const std::string& command_line) {
     if (!opt.out.empty())
       throw UsageError("--out takes a dense dump; a varlen dump's report is per sequence on stdout");
     Verdict worst = Verdict::kIdentical;
-    std::size_t q0 = 0;
-    const std::size_t dv = std::size_t(in.shape.head_dim_v), tq = std::size_t(in.shape.len_q);
+    AttentionShape lse_shape = in.shape;
+    lse_shape.head_dim_v = 1;
     for (int sq = 0; sq < int(seqs.size()); ++sq) {
       const AttentionInput one = varlen_sequence(in, seqs, sq, sms);
-      const std::size_t lq = std::size_t(seqs[std::size_t(sq)].len_q);
       KernelOutput ks;
       ks.format = k.format;
-      for (int h = 0; h < in.shape.heads_q; ++h) {
-        const auto at = k.o.begin() + std::ptrdiff_t((std::size_t(h) * tq + q0) * dv);
-        ks.o.insert(ks.o.end(), at, at + std::ptrdiff_t(lq * dv));
-        if (!k.lse.empty()) {
-          const auto l = k.lse.begin() + std::ptrdiff_t(std::size_t(h) * tq + q0);
-          ks.lse.insert(ks.lse.end(), l, l + std::ptrdiff_t(lq));
-        }
-      }
-      q0 += lq;
+      ks.o = varlen_take(k.o, in.shape, seqs, sq);
+      if (!k.lse.empty()) ks.lse = varlen_take(k.lse, lse_shape, seqs, sq);
       const VerifyReport r = verify_kernel(one, ks, vo);
       if (int(r.verdict) > int(worst)) worst = r.verdict;
       if (!opt.quiet) {

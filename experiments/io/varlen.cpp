@@ -83,15 +83,31 @@ void varlen_place(std::vector<double>& packed_o, const AttentionShape& packed,
                 packed_o.begin() + std::ptrdiff_t((std::size_t(h) * packed.len_q + q0) * dv));
 }
 
-MethodOutput run_varlen(const MethodConfig& m, const AttentionInput& packed,
-                        const std::vector<LaunchSeq>& seqs, int sms) {
+std::vector<double> varlen_take(const std::vector<double>& packed_o, const AttentionShape& packed,
+                                const std::vector<LaunchSeq>& seqs, int s) {
+  const std::size_t q0 = offset(seqs, s, false), dv = std::size_t(packed.head_dim_v);
+  const std::size_t lq = std::size_t(seqs[std::size_t(s)].len_q);
+  std::vector<double> o;
+  for (int h = 0; h < packed.heads_q; ++h) {
+    const auto at = packed_o.begin() + std::ptrdiff_t((std::size_t(h) * packed.len_q + q0) * dv);
+    o.insert(o.end(), at, at + std::ptrdiff_t(lq * dv));
+  }
+  return o;
+}
+
+MethodOutput run_varlen(
+    const MethodConfig& m, const AttentionInput& packed, const std::vector<LaunchSeq>& seqs,
+    int sms,
+    const std::function<void(int s, const AttentionInput&, const MethodOutput&)>& each) {
   const AttentionShape& p = packed.shape;
   MethodOutput out;
   out.o.assign(std::size_t(p.heads_q) * p.len_q * p.head_dim_v, 0.0);
   bool lse = true;
   std::vector<double> packed_lse(std::size_t(p.heads_q) * p.len_q, 0.0);
   for (int s = 0; s < int(seqs.size()); ++s) {
-    const MethodOutput o = m.run(varlen_sequence(packed, seqs, s, sms));
+    const AttentionInput one = varlen_sequence(packed, seqs, s, sms);
+    const MethodOutput o = m.run(one);
+    if (each) each(s, one, o);
     varlen_place(out.o, p, seqs, s, o.o);
     out.format = o.format;
     out.resolved = o.resolved;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,18 @@ AttentionInput varlen_sequence(const AttentionInput& packed, const std::vector<L
 void varlen_place(std::vector<double>& packed_o, const AttentionShape& packed,
                   const std::vector<LaunchSeq>& seqs, int s, const std::vector<double>& o);
 
+// Sequence s's rows [1, heads_q, len_q, dv] of a packed output [1, heads_q, total_q, dv] (dv = 1
+// for an LSE), varlen_place's inverse.
+std::vector<double> varlen_take(const std::vector<double>& packed_o, const AttentionShape& packed,
+                                const std::vector<LaunchSeq>& seqs, int s);
+
 // The method on every sequence of a packed input: O packed as the queries are (format and the
 // last sequence's resolved values), LSE packed [heads_q, total_q] when the method gives one.
-MethodOutput run_varlen(const MethodConfig& m, const AttentionInput& packed,
-                        const std::vector<LaunchSeq>& seqs, int sms);
+// `each`, when given, sees every sequence's input and output as it is computed (per-sequence
+// metrics).
+MethodOutput run_varlen(
+    const MethodConfig& m, const AttentionInput& packed, const std::vector<LaunchSeq>& seqs,
+    int sms,
+    const std::function<void(int s, const AttentionInput&, const MethodOutput&)>& each = {});
 
 }  // namespace attnsim
