@@ -8,11 +8,11 @@
 //    scales, two B vectors and a broadcast);
 //  - lane masks are compare results (all-ones lanes) and blends instead of mask registers;
 //  - the RZ conversion of the exact int32 sum to FP32 (AVX-512's embedded {rz-sae}) is the RNE
-//    conversion stepped one ulp toward zero where it rounded away, decided exactly in FP64 (every
-//    int32 and every FP32 value is an FP64 value);
+//    conversion stepped one ulp toward zero where it rounded away, decided by comparing both
+//    magnitudes as unsigned integers (cvt_rz);
 //  - columns are read with vmaskmov loads and written with vmaskmov stores.
-// The packed operands are mma_tile.cpp's portable packing (pack_a_plain / pack_b_plain), the
-// layout of FloatTilePlan. Every function carries the target attribute and uses no STL container
+// The packed operands are the layout of FloatTilePlan, as mma_tile.cpp's portable packing
+// (pack_a_plain / pack_b_plain) writes it. Every function carries the target attribute and uses no STL container
 // and no inline function of a shared header but avx2_lanes.hpp's (static, always inlined) (numerics/isa.hpp selects this file at run time).
 // MXCSR stays at its default (round to nearest even, no FTZ/DAZ).
 #include "numerics/isa.hpp"
@@ -32,6 +32,7 @@ constexpr int kR = 2;  // rows per group
 
 using avx2_lanes::first8;
 using avx2_lanes::select;
+using avx2_lanes::transpose8;
 
 // The unit-bit exponent of an accumulator value held as FP32 (mma_tile_avx512.cpp acc_exponent),
 // and in *nonzero the lanes whose value is not ±0.
@@ -45,23 +46,18 @@ ATTNSIM_AVX2_INLINE __m256i acc_exponent(__m256 p, int emin_acc, __m256i* nonzer
                           _mm256_set1_epi32(emin_acc));
 }
 
-// Four int32 to FP32 rounded toward zero: the RNE conversion (exact below 2^24), one ulp toward
-// zero where its magnitude exceeds the integer's (both compared exactly as FP64). A rounded-away
+// Eight int32 to FP32 rounded toward zero: the RNE conversion (exact below 2^24), one ulp toward
+// zero where its magnitude exceeds the integer's. Both magnitudes are compared as unsigned
+// integers: |RNE(S)| <= 2^31 converts back exactly by vcvttps2dq (2^31 gives 0x80000000, which
+// read unsigned is 2^31), and |S| by vpabsd (|INT32_MIN| = 0x80000000 likewise). A rounded-away
 // result is never zero, so the step is a decrement of its magnitude bits (across a binade too).
-ATTNSIM_AVX2_INLINE __m128 cvt_rz4(__m128i s) {
-  const __m256d exact = _mm256_cvtepi32_pd(s);
-  const __m128 f = _mm256_cvtpd_ps(exact);  // RNE (MXCSR default); int32 -> FP64 is exact
-  const __m256d back = _mm256_cvtps_pd(f);
-  const __m256d sign = _mm256_set1_pd(-0.0);
-  const __m256d away = _mm256_cmp_pd(_mm256_andnot_pd(sign, back), _mm256_andnot_pd(sign, exact),
-                                     _CMP_GT_OQ);
-  const __m128i m = avx2_lanes::narrow_mask(_mm256_castpd_si256(away));
-  return _mm_castsi128_ps(_mm_add_epi32(_mm_castps_si128(f), m));  // m is -1 where away
-}
 ATTNSIM_AVX2_INLINE __m256 cvt_rz(__m256i s) {
-  const __m128 lo = cvt_rz4(_mm256_castsi256_si128(s));
-  const __m128 hi = cvt_rz4(_mm256_extracti128_si256(s, 1));
-  return _mm256_insertf128_ps(_mm256_castps128_ps256(lo), hi, 1);
+  const __m256 f = _mm256_cvtepi32_ps(s);  // RNE (MXCSR default)
+  const __m256i flip = _mm256_set1_epi32(int(0x80000000u));
+  const __m256i fa = _mm256_cvttps_epi32(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), f));
+  const __m256i away = _mm256_cmpgt_epi32(_mm256_xor_si256(fa, flip),
+                                          _mm256_xor_si256(_mm256_abs_epi32(s), flip));
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(f), away));  // -1 where away
 }
 
 // The exact block sum S · 2^(mc − kw) rounded as the accumulator rounds it (mma_tile_avx512.cpp
@@ -111,16 +107,20 @@ ATTNSIM_AVX2_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, int
   const std::int16_t* be = pl.be + std::ptrdiff_t(kp0) * np + j0;
   // Pass 1: the largest product exponent, the 16 columns' saturated exponent sums in int16 lanes.
   __m256i mx16[R];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) mx16[r] = _mm256_set1_epi16(std::int16_t(kNoVote));
+#pragma GCC unroll 4
   for (int i = 0; i < kBlock; ++i) {
     const __m256i eb =
         _mm256_loadu_si256(reinterpret_cast<const __m256i*>(be + std::ptrdiff_t(i) * np));
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256i ea = _mm256_set1_epi32(int(ae[std::ptrdiff_t(r) * n + i]));
       mx16[r] = _mm256_max_epi16(mx16[r], _mm256_adds_epi16(ea, eb));
     }
   }
   __m256i mx[R][kV];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
     mx[r][0] = _mm256_cvtepi16_epi32(_mm256_castsi256_si128(mx16[r]));
     mx[r][1] = _mm256_cvtepi16_epi32(_mm256_extracti128_si256(mx16[r], 1));
@@ -128,9 +128,15 @@ ATTNSIM_AVX2_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, int
   const __m256i floor = _mm256_set1_epi32(pl.min_exp), lo = _mm256_set1_epi32(pl.lo),
                 hi = _mm256_set1_epi32(pl.hi), none = _mm256_set1_epi32(kNoVote / 2);
   const int emin_acc = pl.acc_fp16 ? -14 : -126;
-  __m256i sb[R][kV], bad[R][kV];
-  __m256 s[R][kV];
+  // The scales, and the lanes outside the exact range as movemask bits: in general-purpose
+  // registers, so that pass 2 keeps its 4 sums, 4 scales, 2 B vectors and a broadcast in the 16
+  // ymm registers (the incoming accumulators wait in `held`, not in registers the loop needs).
+  __m256i sb[R][kV];
+  int fbits[R][kV];
+  alignas(32) std::uint32_t held[R][kV][8];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
       __m256i nonzero;
       const __m256i ec = acc_exponent(P[r][v], emin_acc, &nonzero);
@@ -138,47 +144,54 @@ ATTNSIM_AVX2_INLINE void block_step(const FloatTilePlan& pl, int i0, int j0, int
       const __m256i me = _mm256_max_epi32(m, floor);
       const __m256i voted = _mm256_cmpgt_epi32(m, none);
       const __m256i mc = _mm256_min_epi32(_mm256_max_epi32(me, lo), hi);
-      bad[r][v] = _mm256_andnot_si256(_mm256_cmpeq_epi32(mc, me), voted);
+      fbits[r][v] = _mm256_movemask_ps(
+          _mm256_castsi256_ps(_mm256_andnot_si256(_mm256_cmpeq_epi32(mc, me), voted)));
       sb[r][v] = _mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(pl.kw + 127), mc), 23);
-      s[r][v] = _mm256_castsi256_ps(sb[r][v]);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(held[r][v]), _mm256_castps_si256(P[r][v]));
     }
   // Pass 2: every product exact in FP32, scaled by 2^(kw − maxE) (exact), truncated toward zero.
   __m256i S[R][kV];
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) S[r][v] = _mm256_setzero_si256();
+#pragma GCC unroll 4
   for (int i = 0; i < kBlock; ++i) {
     const __m256 b0 = _mm256_loadu_ps(bv + std::ptrdiff_t(i) * np);
     const __m256 b1 = _mm256_loadu_ps(bv + std::ptrdiff_t(i) * np + 8);
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const __m256 a = _mm256_broadcast_ss(av + std::ptrdiff_t(r) * n + i);
-      S[r][0] = _mm256_add_epi32(S[r][0],
-                                 _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b0), s[r][0])));
-      S[r][1] = _mm256_add_epi32(S[r][1],
-                                 _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b1), s[r][1])));
+      S[r][0] = _mm256_add_epi32(
+          S[r][0], _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b0),
+                                                     _mm256_castsi256_ps(sb[r][0]))));
+      S[r][1] = _mm256_add_epi32(
+          S[r][1], _mm256_cvttps_epi32(_mm256_mul_ps(_mm256_mul_ps(a, b1),
+                                                     _mm256_castsi256_ps(sb[r][1]))));
     }
   }
   // C's term, the rounding, and the blocks the reference computes.
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
-      const __m256i sc = _mm256_cvttps_epi32(_mm256_mul_ps(P[r][v], s[r][v]));
+      const __m256 c =
+          _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(held[r][v])));
+      const __m256i sc = _mm256_cvttps_epi32(_mm256_mul_ps(c, _mm256_castsi256_ps(sb[r][v])));
       const __m256i sum = _mm256_add_epi32(S[r][v], sc);
-      __m256i fb = bad[r][v];
+      int fb = fbits[r][v];
       // Signed overflow of the last addition: operands of one sign, the result of the other.
       if (pl.check_overflow)
-        fb = _mm256_or_si256(
-            fb, _mm256_srai_epi32(_mm256_and_si256(_mm256_xor_si256(S[r][v], sum),
-                                                   _mm256_xor_si256(sc, sum)),
-                                  31));
+        fb |= _mm256_movemask_ps(_mm256_castsi256_ps(
+            _mm256_and_si256(_mm256_xor_si256(S[r][v], sum), _mm256_xor_si256(sc, sum))));
       __m256 res = round_sum<kOut>(sum, sb[r][v]);
-      const int fbits = _mm256_movemask_ps(_mm256_castsi256_ps(fb));
-      if (fbits) {
-        alignas(32) std::uint32_t old_bits[8], new_bits[8];
-        _mm256_store_si256(reinterpret_cast<__m256i*>(old_bits), _mm256_castps_si256(P[r][v]));
+      if (fb) {
+        alignas(32) std::uint32_t new_bits[8];
         _mm256_store_si256(reinterpret_cast<__m256i*>(new_bits), _mm256_castps_si256(res));
         for (int l = 0; l < 8; ++l) {
           const int j = j0 + 8 * v + l;
-          if (((fbits >> l) & 1) && j < pl.cols)
-            new_bits[l] = float_block_fallback(pl, i0 + r, j, kp0, old_bits[l]);
+          if (((fb >> l) & 1) && j < pl.cols)
+            new_bits[l] = float_block_fallback(pl, i0 + r, j, kp0, held[r][v][l]);
         }
         res = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(new_bits)));
       }
@@ -192,7 +205,9 @@ template <int R, BlockOut kOut, int kBlock>
 ATTNSIM_AVX2 void tile_group(const FloatTilePlan& pl, int i0, int j0) {
   __m256 D[R][kV];
   const __m256i m[kV] = {first8(pl.cols - j0), first8(pl.cols - j0 - 8)};
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
+    #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
       if (pl.c) {
         const std::uint32_t* c = pl.c + std::ptrdiff_t(i0 + r) * pl.ldc + j0 + 8 * v;
@@ -209,27 +224,37 @@ ATTNSIM_AVX2 void tile_group(const FloatTilePlan& pl, int i0, int j0) {
   const int chunk = pl.promote > 0 ? pl.promote : pl.n;
   for (int c0 = 0; c0 < pl.n; c0 += chunk) {
     __m256 P[R][kV];
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
+      #pragma GCC unroll 4
       for (int v = 0; v < kV; ++v) P[r][v] = pl.promote > 0 ? _mm256_setzero_ps() : D[r][v];
     if (pl.via_hmma) {
       for (int g0 = c0; g0 < c0 + chunk; g0 += 32) {
         __m256 H[R][kV];
+        #pragma GCC unroll 4
         for (int r = 0; r < R; ++r)
+          #pragma GCC unroll 4
           for (int v = 0; v < kV; ++v) H[r][v] = _mm256_setzero_ps();
         block_step<R, kOut, 16>(pl, i0, j0, g0, H);
         block_step<R, kOut, 16>(pl, i0, j0, g0 + 16, H);
+        #pragma GCC unroll 4
         for (int r = 0; r < R; ++r)
+          #pragma GCC unroll 4
           for (int v = 0; v < kV; ++v) P[r][v] = add_acc(P[r][v], H[r][v], pl.acc_fp16);
       }
     } else {
       for (int k0 = c0; k0 < c0 + chunk; k0 += kBlock)
         block_step<R, kOut, kBlock>(pl, i0, j0, k0, P);
     }
+    #pragma GCC unroll 4
     for (int r = 0; r < R; ++r)
+      #pragma GCC unroll 4
       for (int v = 0; v < kV; ++v)
         D[r][v] = pl.promote > 0 ? add_acc(D[r][v], P[r][v], false) : P[r][v];
   }
+  #pragma GCC unroll 4
   for (int r = 0; r < R; ++r)
+    #pragma GCC unroll 4
     for (int v = 0; v < kV; ++v) {
       std::uint32_t* d = pl.d + std::ptrdiff_t(i0 + r) * pl.ldd + j0 + 8 * v;
       _mm256_maskstore_epi32(reinterpret_cast<int*>(d), m[v], _mm256_castps_si256(D[r][v]));
@@ -298,16 +323,64 @@ ATTNSIM_AVX2_INLINE void decode8(const PackSpec& s, __m256i x, __m256* v, __m256
   *e = select(special, _mm256_set1_epi32(kSpecial), ex);
 }
 
+// The raw words of A(i, k) and B(k, j) (mma_tile.cpp a_word / b_word): an encoding or a value's
+// bits; 0 beyond n or cols and at a k_index of -1.
+ATTNSIM_AVX2_INLINE std::uint32_t word_a(const MmaTile& t, const std::uint32_t* base, int i,
+                                          int k) {
+  if (k >= t.n) return 0u;
+  const int src = t.k_index ? t.k_index[k] : k;
+  return src < 0 ? 0u : base[std::ptrdiff_t(i) * t.lda + src];
+}
+ATTNSIM_AVX2_INLINE std::uint32_t word_b(const MmaTile& t, const std::uint32_t* base, int k,
+                                          int j) {
+  if (j >= t.cols) return 0u;
+  const int src = t.k_index ? t.k_index[k] : k;
+  return src < 0 ? 0u : base[std::ptrdiff_t(src) * t.b_k + std::ptrdiff_t(j) * t.b_n];
+}
+// The instruction position of packed position p (via_hmma's order or the identity).
+ATTNSIM_AVX2_INLINE int source_of(const PackSpec& s, int p) {
+  return s.permute32 ? via_hmma_source(p) : p;
+}
+
+// 8 words of B's packed row p from column j0, decoded, into bv and be.
+ATTNSIM_AVX2_INLINE void store_b8(const PackSpec& s, __m256i x, int np, int p, int j0, float* bv,
+                                  std::int16_t* be) {
+  __m256 v;
+  __m256i e;
+  decode8(s, x, &v, &e);
+  _mm256_storeu_ps(bv + std::ptrdiff_t(p) * np + j0, v);
+  // Exponents fit int16 (|e| <= 30000): vpackssdw keeps them, in order after the permute.
+  _mm_storeu_si128(
+      reinterpret_cast<__m128i*>(be + std::ptrdiff_t(p) * np + j0),
+      _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(e, e), 0x08)));
+}
+
 }  // namespace
 
-// pack_a_plain's and pack_b_plain's layout, 8 elements at a time: A's rows where they are plain
-// rows of words (no position index), B's rows where its columns are contiguous words (b_n = 1) or
-// its rows are (b_k = 1: gathered at stride b_n), no position index; the other operands through
-// the portable packing.
+// pack_a_plain's and pack_b_plain's layout (the same values and exponents), 8 elements decoded at
+// a time: A's plain rows of words as loads; B's columns contiguous (b_n = 1) as masked loads, its
+// rows contiguous (b_k = 1) as 8 × 8 transposes (permuted positions: strided gathers); positions
+// through k_index or via_hmma's order and any other addressing as 8 words fetched one by one.
 ATTNSIM_AVX2 void pack_a_avx2(const PackSpec& s, const MmaTile& t, float* av, std::uint32_t* ae) {
-  if (t.k_index || s.permute32) return pack_a_plain(s, t, av, ae);
   const std::uint32_t* base =
       t.a_values ? reinterpret_cast<const std::uint32_t*>(t.a_values) : t.a;
+  if (t.k_index || s.permute32) {
+    // Positions read through k_index or permuted: 8 words fetched one by one, decoded as a
+    // vector (pack_a_plain's values in its layout).
+    for (int i = 0; i < t.rows; ++i)
+      for (int p0 = 0; p0 < t.n; p0 += 8) {
+        alignas(32) std::uint32_t w[8];
+        for (int l = 0; l < 8; ++l) w[l] = word_a(t, base, i, source_of(s, p0 + l));
+        __m256 v;
+        __m256i e;
+        decode8(s, _mm256_load_si256(reinterpret_cast<const __m256i*>(w)), &v, &e);
+        e = _mm256_or_si256(_mm256_and_si256(e, _mm256_set1_epi32(0xFFFF)),
+                            _mm256_slli_epi32(e, 16));
+        _mm256_storeu_ps(av + std::ptrdiff_t(i) * t.n + p0, v);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(ae + std::ptrdiff_t(i) * t.n + p0), e);
+      }
+    return;
+  }
   for (int i = 0; i < t.rows; ++i) {
     const std::uint32_t* row = base + std::ptrdiff_t(i) * t.lda;
     float* vo = av + std::ptrdiff_t(i) * t.n;
@@ -326,12 +399,38 @@ ATTNSIM_AVX2 void pack_a_avx2(const PackSpec& s, const MmaTile& t, float* av, st
 
 ATTNSIM_AVX2 void pack_b_avx2(const PackSpec& s, const MmaTile& t, int np, float* bv,
                               std::int16_t* be) {
-  if (t.k_index || (t.b_n != 1 && t.b_k != 1)) return pack_b_plain(s, t, np, bv, be);
   const std::uint32_t* base =
       t.b_values ? reinterpret_cast<const std::uint32_t*>(t.b_values) : t.b;
+  if (t.k_index || (t.b_n != 1 && t.b_k != 1)) {
+    // Any addressing: 8 words fetched one by one, decoded as a vector.
+    for (int p = 0; p < t.n; ++p) {
+      const int k = source_of(s, p);
+      for (int j0 = 0; j0 < np; j0 += 8) {
+        alignas(32) std::uint32_t w[8];
+        for (int l = 0; l < 8; ++l) w[l] = word_b(t, base, k, j0 + l);
+        store_b8(s, _mm256_load_si256(reinterpret_cast<const __m256i*>(w)), np, p, j0, bv, be);
+      }
+    }
+    return;
+  }
+  if (t.b_k == 1 && t.b_n != 1 && !s.permute32) {
+    // Columns are contiguous rows (K's keys): 8 columns × 8 positions read as rows and
+    // transposed in registers (8 loads and 24 shuffles instead of 8 strided gathers).
+    for (int j0 = 0; j0 < np; j0 += 8)
+      for (int p0 = 0; p0 < t.n; p0 += 8) {  // n: a multiple of 8
+        __m256i r[8];
+        for (int jj = 0; jj < 8; ++jj)
+          r[jj] = j0 + jj < t.cols
+                      ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(
+                            base + std::ptrdiff_t(j0 + jj) * t.b_n + p0))
+                      : _mm256_setzero_si256();
+        transpose8(r);
+        for (int g = 0; g < 8; ++g) store_b8(s, r[g], np, p0 + g, j0, bv, be);
+      }
+    return;
+  }
   for (int p = 0; p < t.n; ++p) {
-    const int k = s.permute32 ? via_hmma_source(p) : p;
-    const std::uint32_t* row = base + std::ptrdiff_t(k) * t.b_k;
+    const std::uint32_t* row = base + std::ptrdiff_t(source_of(s, p)) * t.b_k;
     for (int j0 = 0; j0 < np; j0 += 8) {
       // Padding columns read as 0 (a zero of every format as encoding and as value).
       const __m256i live = first8(t.cols - j0);
@@ -347,14 +446,7 @@ ATTNSIM_AVX2 void pack_b_avx2(const PackSpec& s, const MmaTile& t, int np, float
                                          _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
                         _mm256_set1_epi32(int(t.b_n))),
                     live, 4);
-      __m256 v;
-      __m256i e;
-      decode8(s, x, &v, &e);
-      _mm256_storeu_ps(bv + std::ptrdiff_t(p) * np + j0, v);
-      // Exponents fit int16 (|e| <= 30000): vpackssdw keeps them, in order after the permute.
-      _mm_storeu_si128(
-          reinterpret_cast<__m128i*>(be + std::ptrdiff_t(p) * np + j0),
-          _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packs_epi32(e, e), 0x08)));
+      store_b8(s, x, np, p, j0, bv, be);
     }
   }
 }

@@ -355,11 +355,15 @@ ATTNSIM_TARGET_AVX512 void mufu_kernel(const float* x, std::size_t n, float* out
 using avx2_lanes::select;
 
 // T±[f] of 8 lanes from the compact form (ex2_compact_lookup).
-ATTNSIM_TARGET_AVX2 inline __m256i ex2_compact_lookup8(__m256i f, __m256i negm,
+// The code words' indices of 8 lanes.
+ATTNSIM_TARGET_AVX2 inline __m256i ex2_code_word8(__m256i f, __m256i negm) {
+  return _mm256_add_epi32(_mm256_srli_epi32(f, 4),
+                          _mm256_and_si256(negm, _mm256_set1_epi32(1 << 19)));
+}
+
+// w: the lanes' code words (words[ex2_code_word8(f, negm)]).
+ATTNSIM_TARGET_AVX2 inline __m256i ex2_compact_lookup8(__m256i f, __m256i negm, __m256i w,
                                                        const Ex2Compact& c) {
-  __m256i word = _mm256_srli_epi32(f, 4);
-  word = _mm256_add_epi32(word, _mm256_and_si256(negm, _mm256_set1_epi32(1 << 19)));
-  const __m256i w = _mm256_i32gather_epi32(reinterpret_cast<const int*>(c.words), word, 4);
   const __m256i code = _mm256_and_si256(
       _mm256_srlv_epi32(w, _mm256_slli_epi32(_mm256_and_si256(f, _mm256_set1_epi32(15)), 1)),
       _mm256_set1_epi32(3));
@@ -367,17 +371,16 @@ ATTNSIM_TARGET_AVX2 inline __m256i ex2_compact_lookup8(__m256i f, __m256i negm,
   return _mm256_sub_epi32(_mm256_add_epi32(ex2_predict8_avx2(f, negm, c), code), bias);
 }
 
-// Ex2ApproxFtz::bits of 8 lanes (ex2_ftz_vec). vpsrlvd/vpsllvd give 0 for counts above 31, as
-// their AVX-512 forms do.
-ATTNSIM_TARGET_AVX2 inline __m256i ex2_ftz_vec8(__m256i u, const std::uint32_t* pos,
-                                                const std::uint32_t* negt, const Ex2Compact* cmp) {
+// The fields of ex2_ftz_vec8's input: the T- lanes, K = trunc(|x| · 2^23)'s integer part a and
+// fraction f (0 past 31 bits, 0 for a zero or subnormal x). vpsrlvd/vpsllvd give 0 for counts
+// above 31, as their AVX-512 forms do.
+struct Ex2Fields8 {
+  __m256i negm, a, f;
+};
+ATTNSIM_TARGET_AVX2 inline Ex2Fields8 ex2_fields8(__m256i u) {
   const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi32(-1);
   const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xFF));
   const __m256i m = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFF));
-  const __m256i negm = _mm256_cmpgt_epi32(zero, u);
-  const __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(m, zero),
-                                          _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xFF)));
-  const __m256i big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(127 + 6));
   const __m256i normal = _mm256_xor_si256(_mm256_cmpeq_epi32(e, zero), ones);
   const __m256i sig = _mm256_or_si256(m, _mm256_set1_epi32(0x800000));
   const __m256i sh = _mm256_sub_epi32(e, _mm256_set1_epi32(127));
@@ -385,11 +388,26 @@ ATTNSIM_TARGET_AVX2 inline __m256i ex2_ftz_vec8(__m256i u, const std::uint32_t* 
   __m256i k = _mm256_srlv_epi32(sig, _mm256_sub_epi32(zero, sh));
   k = select(up, _mm256_sllv_epi32(sig, sh), k);
   k = _mm256_and_si256(k, normal);
-  const __m256i a = _mm256_srli_epi32(k, 23);
-  const __m256i f = _mm256_and_si256(k, _mm256_set1_epi32(0x7FFFFF));
+  return {_mm256_cmpgt_epi32(zero, u), _mm256_srli_epi32(k, 23),
+          _mm256_and_si256(k, _mm256_set1_epi32(0x7FFFFF))};
+}
+
+// Ex2ApproxFtz::bits of 8 lanes (ex2_ftz_vec); with cmp, w holds the lanes' code words
+// (ex2_code_word8).
+ATTNSIM_TARGET_AVX2 inline __m256i ex2_ftz_vec8(__m256i u, const std::uint32_t* pos,
+                                                const std::uint32_t* negt, const Ex2Compact* cmp,
+                                                __m256i w) {
+  const __m256i zero = _mm256_setzero_si256(), ones = _mm256_set1_epi32(-1);
+  const __m256i e = _mm256_and_si256(_mm256_srli_epi32(u, 23), _mm256_set1_epi32(0xFF));
+  const __m256i m = _mm256_and_si256(u, _mm256_set1_epi32(0x7FFFFF));
+  const __m256i nan = _mm256_andnot_si256(_mm256_cmpeq_epi32(m, zero),
+                                          _mm256_cmpeq_epi32(e, _mm256_set1_epi32(0xFF)));
+  const __m256i big = _mm256_cmpgt_epi32(e, _mm256_set1_epi32(127 + 6));
+  const Ex2Fields8 fl = ex2_fields8(u);
+  const __m256i negm = fl.negm, a = fl.a, f = fl.f;
   __m256i t;
   if (cmp) {
-    t = ex2_compact_lookup8(f, negm, *cmp);
+    t = ex2_compact_lookup8(f, negm, w, *cmp);
   } else {
     const __m256i live = _mm256_xor_si256(big, ones);
     t = _mm256_mask_i32gather_epi32(zero, reinterpret_cast<const int*>(pos), f,
@@ -440,17 +458,31 @@ ATTNSIM_TARGET_AVX2 inline __m256i canonical_vec_nan8(__m256 v) {
              _mm256_set1_epi32(0x7FFFFFFF), _mm256_castps_si256(v));
 }
 
-// kVariant as mufu_vec.
+// The input ex2_ftz_vec8 sees for variant kVariant (0 or 1): x, or x · 0.5 below -126 (*low:
+// those lanes).
+template <int kVariant>
+ATTNSIM_TARGET_AVX2 inline __m256 ex2_input8(__m256i u, __m256* low) {
+  const __m256 x = _mm256_castsi256_ps(u);
+  if constexpr (kVariant == 0) {
+    *low = _mm256_setzero_ps();
+    return x;
+  } else {
+    *low = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);
+    return _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(0.5f)), *low);
+  }
+}
+
+// kVariant as mufu_vec; w: the code words of ex2's compact form (variants 0 and 1 with cmp).
 template <int kVariant>
 ATTNSIM_TARGET_AVX2 inline __m256i mufu_vec8(__m256i u, const std::uint32_t* t0,
-                                             const std::uint32_t* t1, const Ex2Compact* cmp) {
+                                             const std::uint32_t* t1, const Ex2Compact* cmp,
+                                             __m256i w) {
   if constexpr (kVariant == 0) {
-    return ex2_ftz_vec8(u, t0, t1, cmp);
+    return ex2_ftz_vec8(u, t0, t1, cmp, w);
   } else if constexpr (kVariant == 1) {
-    const __m256 x = _mm256_castsi256_ps(u);
-    const __m256 low = _mm256_cmp_ps(x, _mm256_set1_ps(-126.0f), _CMP_LT_OQ);
-    const __m256 xs = _mm256_blendv_ps(x, _mm256_mul_ps(x, _mm256_set1_ps(0.5f)), low);
-    const __m256 r = _mm256_castsi256_ps(ex2_ftz_vec8(_mm256_castps_si256(xs), t0, t1, cmp));
+    __m256 low;
+    const __m256 xs = ex2_input8<1>(u, &low);
+    const __m256 r = _mm256_castsi256_ps(ex2_ftz_vec8(_mm256_castps_si256(xs), t0, t1, cmp, w));
     return canonical_vec_nan8(_mm256_blendv_ps(r, _mm256_mul_ps(r, r), low));
   } else if constexpr (kVariant == 2) {
     return rcp_ftz_vec8(u, t0);
@@ -470,20 +502,45 @@ ATTNSIM_TARGET_AVX2 inline __m256i mufu_vec8(__m256i u, const std::uint32_t* t0,
   }
 }
 
+// The code words of 8 lanes for ex2's compact form (ex2_compact_lookup8's w).
+template <int kVariant>
+ATTNSIM_TARGET_AVX2 inline __m256i ex2_words8(__m256i u, const Ex2Compact& c) {
+  __m256 low;
+  const Ex2Fields8 fl = ex2_fields8(_mm256_castps_si256(ex2_input8<kVariant>(u, &low)));
+  return _mm256_i32gather_epi32(reinterpret_cast<const int*>(c.words),
+                                ex2_code_word8(fl.f, fl.negm), 4);
+}
+
 template <int kVariant>
 ATTNSIM_TARGET_AVX2 void mufu_kernel_avx2(const float* x, std::size_t n, float* out,
                                           const std::uint32_t* t0, const std::uint32_t* t1,
                                           const Ex2Compact* cmp) {
+  // ex2 with the compact form: the code words of a chunk are gathered first, in a loop of little
+  // else, so that many of their cache misses are in flight at once (one 8-lane gather per output
+  // vector keeps too few: the 4 MiB of codes do not fit the L2 cache), then the chunk computed.
+  constexpr int kChunk = 64;
+  const bool words = kVariant <= 1 && cmp;
+  alignas(32) std::uint32_t w[kChunk];
   std::size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i*>(out + i),
-        mufu_vec8<kVariant>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i)), t0, t1,
-                            cmp));
-  if (i < n) {
+  for (; i + kChunk <= n; i += kChunk) {
+    if (words)
+      for (int j = 0; j < kChunk; j += 8)
+        _mm256_store_si256(
+            reinterpret_cast<__m256i*>(w + j),
+            ex2_words8<kVariant == 1 ? 1 : 0>(
+                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + j)), *cmp));
+    for (int j = 0; j < kChunk; j += 8)
+      _mm256_storeu_si256(
+          reinterpret_cast<__m256i*>(out + i + j),
+          mufu_vec8<kVariant>(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + i + j)), t0,
+                              t1, cmp, _mm256_load_si256(reinterpret_cast<const __m256i*>(w + j))));
+  }
+  for (; i < n; i += 8) {
     const __m256i m = avx2_lanes::first8(int(n - i));
     const __m256i v = _mm256_maskload_epi32(reinterpret_cast<const int*>(x + i), m);
-    _mm256_maskstore_epi32(reinterpret_cast<int*>(out + i), m, mufu_vec8<kVariant>(v, t0, t1, cmp));
+    const __m256i wv = words ? ex2_words8<kVariant == 1 ? 1 : 0>(v, *cmp) : _mm256_setzero_si256();
+    _mm256_maskstore_epi32(reinterpret_cast<int*>(out + i), m,
+                           mufu_vec8<kVariant>(v, t0, t1, cmp, wv));
   }
 }
 

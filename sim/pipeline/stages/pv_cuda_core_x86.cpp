@@ -24,6 +24,7 @@
 #include "sim/pipeline/stages/avx512.hpp"
 #include "sim/pipeline/stages/span_lanes.hpp"
 #include "sim/pipeline/stages/avx2.hpp"
+#include "sim/pipeline/stages/span_lanes_avx2.hpp"
 
 namespace attnsim {
 
@@ -214,6 +215,26 @@ ATTNSIM_AVX512 cuda_core_span::Span f32_span(const double* x, int n) {
   return avx512::reduce_span(s);
 }
 
+// The same on AVX2, 8 channels or values per register.
+ATTNSIM_AVX2 void channel_spans_avx2(const float* v, int n, int dv, cuda_core_span::Span* vs) {
+  for (int c = 0; c < dv; c += 8) {
+    avx2::SpanLanes s = avx2::span_lanes_empty();
+    const __m256i live = avx2::first8(dv - c);
+    for (int j = 0; j < n; ++j)
+      avx2::span_add(s, avx2::load_n(v + std::size_t(j) * dv + c, dv - c), live);
+    avx2::store_spans(s, dv - c, vs + c);
+  }
+}
+ATTNSIM_AVX2 cuda_core_span::Span f32_span_avx2(const double* x, int n) {
+  avx2::SpanLanes s = avx2::span_lanes_empty();
+  for (int j = 0; j < n; j += 8) {
+    const __m128 a = _mm256_cvtpd_ps(avx2::load_n(x + j, n - j));
+    const __m128 b = _mm256_cvtpd_ps(avx2::load_n(x + j + 4, n - j - 4));
+    avx2::span_add(s, _mm256_insertf128_ps(_mm256_castps128_ps256(a), b, 1), avx2::first8(n - j));
+  }
+  return avx2::reduce_span(s);
+}
+
 // The chains of each set for the driver.
 void fp32_chains_avx512(const float* p, int ldp, const float* v, int n, int rows, int dv,
                         const float* c0, int ldc, float* out, int ldo) {
@@ -248,8 +269,8 @@ const PvChains& pv_chains(CudaCoreKernels set) {
     PvChains c;
     c.fp32 = fp32_chains_avx2;
     c.fp64 = fp64_chains_avx2;
-    c.channel_spans = channel_spans_plain;
-    c.f32_span = f32_span_plain;
+    c.channel_spans = channel_spans_avx2;
+    c.f32_span = f32_span_avx2;
     return c;
   }();
   return set == CudaCoreKernels::kAvx512 ? avx512 : avx2;

@@ -25,6 +25,7 @@
 #include "sim/pipeline/stages/avx512.hpp"
 #include "sim/pipeline/stages/span_lanes.hpp"
 #include "sim/pipeline/stages/avx2.hpp"
+#include "sim/pipeline/stages/span_lanes_avx2.hpp"
 
 namespace attnsim {
 
@@ -211,6 +212,35 @@ ATTNSIM_AVX512 cuda_core_span::Span values_span(const float* x, int n) {
   return avx512::reduce_span(s);
 }
 
+// The same on AVX2, 8 keys (FP32) or 4 sums (FP64) per register.
+ATTNSIM_AVX2 void round_exact_sums_avx2(const double* s, float* out, int n) {
+  for (int j = 0; j < n; j += 4) {
+    const __m128 f = _mm256_cvtpd_ps(_mm256_add_pd(avx2::load_n(s + j, n - j), _mm256_setzero_pd()));
+    if (n - j >= 4) {
+      _mm_storeu_ps(out + j, f);
+    } else {
+      alignas(16) float t[4];
+      _mm_store_ps(t, f);
+      for (int l = 0; l < n - j; ++l) out[j + l] = t[l];
+    }
+  }
+}
+ATTNSIM_AVX2 void key_spans_avx2(const float* kt, int d, int ldk, int cols,
+                                 cuda_core_span::Span* ks) {
+  for (int jg = 0; jg < cols; jg += 8) {
+    avx2::SpanLanes s = avx2::span_lanes_empty();
+    const __m256i live = avx2::first8(cols - jg);
+    for (int k = 0; k < d; ++k)
+      avx2::span_add(s, _mm256_loadu_ps(kt + std::size_t(k) * ldk + jg), live);
+    avx2::store_spans(s, cols - jg, ks + jg);
+  }
+}
+ATTNSIM_AVX2 cuda_core_span::Span values_span_avx2(const float* x, int n) {
+  avx2::SpanLanes s = avx2::span_lanes_empty();
+  for (int j = 0; j < n; j += 8) avx2::span_add(s, avx2::load_n(x + j, n - j), avx2::first8(n - j));
+  return avx2::reduce_span(s);
+}
+
 }  // namespace
 
 // The sets' chains (cuda_core_chains.hpp).
@@ -234,9 +264,9 @@ const QkChains& qk_chains(CudaCoreKernels set) {
     c.fp32 = kFp32FnsAvx2;
     c.fp64 = kFp64FnsAvx2;
     c.transpose = transpose_keys_avx2;
-    c.key_spans = key_spans_plain;
-    c.values_span = values_span_plain;
-    c.round_exact = round_exact_sums_plain;
+    c.key_spans = key_spans_avx2;
+    c.values_span = values_span_avx2;
+    c.round_exact = round_exact_sums_avx2;
     return c;
   }();
   return set == CudaCoreKernels::kAvx512 ? avx512 : avx2;
