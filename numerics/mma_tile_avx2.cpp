@@ -4,8 +4,9 @@
 // comment gives the model and why each step is exact); this file differs only where AVX2 lacks an
 // instruction:
 //  - 8 output columns per register, 16 per group (one 256-bit register holds the group's 16
-//    exponent sums as int16), 2 rows per group (16 ymm registers: 4 accumulators, 4 sums, 4
-//    scales, two B vectors and a broadcast);
+//    exponent sums as int16), 2 rows per group (the products' pass keeps 4 sums, 4 scales, two
+//    B vectors and the broadcasts in the 16 ymm registers; the 4 incoming accumulators wait in
+//    memory, the lanes outside the exact range as movemask bits);
 //  - lane masks are compare results (all-ones lanes) and blends instead of mask registers;
 //  - the RZ conversion of the exact int32 sum to FP32 (AVX-512's embedded {rz-sae}) is the RNE
 //    conversion stepped one ulp toward zero where it rounded away, decided by comparing both

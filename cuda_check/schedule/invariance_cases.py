@@ -102,6 +102,24 @@ CASES += [
 ]
 
 
+# FlashAttention-3 (Dao-AILab/flash-attention hopper/, built on the GPU machine as
+# data/hw/h100/fa3/README.md says) with num_splits = 0: get_num_splits' heuristic over the whole
+# batch (attnsim's fa3_schedule). Causal masks are FA3's own (bottom-right), decode rows included.
+_FA3 = "fa3:dtype=bf16,splits=0"
+CASES += [
+    # GQA 32/8 decode of 4,096 keys: split while batch x 8 KV heads leaves SMs idle.
+    case("fa3_dec4096_gqa_bf16_d128", "fa3", _FA3, "bf16", 32, 8, 128, 4096,
+         [f"1:4096x{b}" for b in range(1, 33)], seed=331),
+    # MHA 32/32: the split stops at a smaller batch.
+    case("fa3_dec4096_bf16_d128", "fa3", _FA3, "bf16", 32, 32, 128, 4096,
+         [f"1:4096x{b}" for b in range(1, 13)], seed=332),
+    case("fa3_pre1024_causal_bf16_d128", "fa3", _FA3, "bf16", 8, 8, 128, 1024,
+         [f"1024:1024x{b}" for b in (1, 2, 3, 4, 6, 8, 12, 16)], causal=True, seed=333),
+    case("fa3_pd2048_causal_bf16_d128", "fa3", _FA3, "bf16", 8, 8, 128, 2048,
+         ["2048:2048", "2048:2048x2", "1:2048", "1:2048x8", "1:2048x32"], causal=True, seed=334),
+]
+
+
 def neighbour_seed(c, s):
     return c["seed"] + 7919 * s
 

@@ -4,19 +4,23 @@
 against without a GPU.
 
 For every case of invariance_cases.py (PyTorch SDPA's flash, efficient and cuDNN backends,
-FlexAttention under torch.compile, vLLM's Triton unified attention) and every situation (the
+FlexAttention under torch.compile, vLLM's Triton unified attention, FlashAttention-3 given
+--fa3-path) and every situation (the
 launch: the target and its neighbours), the target's output rows are recorded as 16-bit patterns,
-[hq, len_q, d]. Equal outputs are stored once: group CASE holds `o_<j>` for each distinct output
+[hq, len_q, d], of which the last 16 query rows are stored (attributes row_from, rows and the
+whole output's sha256). Equal outputs are stored once: group CASE holds `o_<j>` for each distinct output
 and the attribute `which` (per situation, the j of its output); attributes `situations`,
 `kernels` (per situation, the CUDA kernels the profiler saw), `repeatable` (a second call of the
 first and last situations gave the same bits) and the case's fields. Inputs are the lattice
 (not stored). -> OUT/invariance_h100.h5, OUT/kernels.json.
 
 Usage, on the GPU machine from the repository root:
-  python3 cuda_check/schedule/record_invariance.py OUT [--vllm-src DIR] [--only a,b]
+  python3 cuda_check/schedule/record_invariance.py OUT [--vllm-src DIR] [--fa3-path DIR]
+    [--only a,b]
     [--budget S]
 """
 import argparse
+import hashlib
 import json
 import os
 import sys
@@ -34,6 +38,7 @@ import record_serving_triton as rst  # noqa: E402
 from serving_cases import block_table  # noqa: E402
 
 T0 = time.time()
+KEEP_ROWS = 16  # query rows stored per head (the last ones): decode outputs whole
 BUDGET = [1e9]
 
 
@@ -41,6 +46,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--vllm-src", default=None)
+    ap.add_argument("--fa3-path", default=None,
+                    help="a directory holding a built flash_attn_interface (FA3's hopper/)")
     ap.add_argument("--only", default=None, help="comma-separated case names or families")
     ap.add_argument("--budget", type=float, default=1e9, help="seconds; later cases are skipped")
     args = ap.parse_args()
@@ -69,6 +76,15 @@ def main():
         except Exception as e:
             traceback.print_exc()
             w.attrs["error_import_vllm"] = f"{type(e).__name__}: {e}"[:1000]
+    fa3_mod = None
+    if args.fa3_path:
+        try:
+            sys.path.insert(0, os.path.abspath(args.fa3_path))
+            import flash_attn_interface as fa3_mod
+        except Exception as e:
+            traceback.print_exc()
+            w.attrs["error_import_fa3"] = f"{type(e).__name__}: {e}"[:1000]
+            fa3_mod = None
     kernels_log = {}
     # The flash backend, vLLM and FlexAttention first (their schedules move), then the rest.
     order = sorted(ic.CASES, key=lambda c: c["backend"] in ("efficient", "cudnn"))
@@ -81,9 +97,12 @@ def main():
             continue
         if c["family"] == "vllm" and vllm_mod is None:
             continue
+        if c["family"] == "fa3" and fa3_mod is None:
+            continue
         t = time.time()
         try:
-            record_case(w, c, torch, np, vllm_mod, kernels_log)
+            record_case(w, c, torch, np, fa3_mod if c["family"] == "fa3" else vllm_mod,
+                        kernels_log)
         except Exception as e:
             traceback.print_exc()
             w.attrs[f"error_{c['name']}"] = f"{type(e).__name__}: {e}"[:1000]
@@ -95,9 +114,10 @@ def main():
     print(f"done in {time.time() - T0:.0f} s", flush=True)
 
 
-def record_case(w, c, torch, np, vllm_mod, kernels_log):
+def record_case(w, c, torch, np, mod, kernels_log):
     dtype = {"fp16": torch.float16, "bf16": torch.bfloat16}[c["dtype"]]
-    run = {"sdpa": sdpa_runner, "flex": flex_runner, "vllm": vllm_runner}[c["family"]]
+    run = {"sdpa": sdpa_runner, "flex": flex_runner, "vllm": vllm_runner,
+           "fa3": fa3_runner}[c["family"]]
     g = w.create_group(c["name"])
     for key, val in c.items():
         g.attrs[key] = json.dumps(val)
@@ -111,7 +131,7 @@ def record_case(w, c, torch, np, vllm_mod, kernels_log):
             continue
         seqs = ic.parse_situation(sit)
         try:
-            call, target = run(c, seqs, dtype, torch, np, vllm_mod)
+            call, target = run(c, seqs, dtype, torch, np, mod)
             call()
             torch.cuda.synchronize()
             o = target()
@@ -126,7 +146,14 @@ def record_case(w, c, torch, np, vllm_mod, kernels_log):
         if j < 0:
             j = len(uniques)
             uniques.append(o)
-            g.create_dataset(f"o_{j}", data=o, compression="gzip", shuffle=True)
+            # The last KEEP_ROWS query rows of each head are stored (a prefill's whole output
+            # would make the file too large to commit); `which` compares whole outputs, and each
+            # stored output carries its whole output's SHA-256 and the first row it keeps.
+            keep = o[:, -KEEP_ROWS:, :]
+            ds = g.create_dataset(f"o_{j}", data=keep, compression="gzip", shuffle=True)
+            ds.attrs["row_from"] = int(o.shape[1] - keep.shape[1])
+            ds.attrs["rows"] = int(o.shape[1])
+            ds.attrs["sha256"] = hashlib.sha256(np.ascontiguousarray(o).tobytes()).hexdigest()
         # The profiler (a fraction of a second a call) for the first situation and each new
         # output only: the kernels of a repeated output are those of its first situation.
         ks = rst.kernels_of(call, torch) if (i == 0 or j == len(uniques) - 1 and
@@ -210,6 +237,18 @@ def flex_runner(c, seqs, dtype, torch, np, _):
     def call():
         box["o"] = rst.call_flex(fn, q, k, v, None, block_mask, None, gqa, torch)[0]
     return call, lambda: _bits(box["o"][0], np, torch)
+
+
+def fa3_runner(c, seqs, dtype, torch, np, fa3):
+    """FA3's dense [B, L, H, d] forward with num_splits = 0 (its heuristic) and its own
+    (bottom-right) causal mask for every situation."""
+    q, k, v = (t.transpose(1, 2).contiguous() for t in _stack(c, seqs, dtype, torch, np))
+    box = {}
+
+    def call():
+        box["o"] = fa3._flash_attn_forward(q, k, v, softmax_scale=1.0 / float(np.sqrt(c["d"])),
+                                           causal=bool(c["causal"]), num_splits=0)[0]
+    return call, lambda: _bits(box["o"][0].transpose(0, 1), np, torch)
 
 
 def vllm_runner(c, seqs, dtype, torch, np, mod):

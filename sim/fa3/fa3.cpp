@@ -47,8 +47,11 @@ void fa3_tile(const Fa3Options& o, int d, bool causal, int* block_m, int* block_
   }
 }
 
+bool fa3_kernel_causal(const AttentionShape& s, bool causal) { return causal && s.len_q != 1; }
+
 int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms) {
   if (o.num_splits > 0) return o.num_splits;
+  causal = fa3_kernel_causal(s, causal);
   int bm = 0, bn = 0;
   fa3_tile(o, s.head_dim, causal, &bm, &bn);
   // flash_api.cpp get_num_splits: the split kernels pack GQA (rows = len_q · group).
@@ -62,6 +65,7 @@ int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, in
 
 Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal) {
   check_dtype(o);
+  causal = fa3_kernel_causal(s, causal);
   if (s.head_dim > 128)
     fail("fa3: head_dim " + std::to_string(s.head_dim) +
          " > 128 runs the hdim 192/256 kernels (RescaleOBeforeGemm), which were not built or "
@@ -171,14 +175,19 @@ KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& target, b
                             const Launch* launch) {
   const AttentionShape s = dense_launch_shape(target, launch, "fa3");
   const int sms = launch_sms(launch);
+  const bool masked = fa3_kernel_causal(s, causal);
   int bm = 0, bn = 0;
-  fa3_tile(o, s.head_dim, causal, &bm, &bn);
+  fa3_tile(o, s.head_dim, masked, &bm, &bn);
   const int splits = fa3_num_splits(o, s, causal, sms);
   KernelSchedule k;
   k.family = "fa3";
   k.kernel = "flash::FlashAttnFwdSm90";
   k.items.push_back({"batch", std::to_string(s.batch), false,
                      "the launch's sequences (flash_attn_func: one dense shape)"});
+  if (causal && !masked)
+    k.items.push_back({"causal", "off", true,
+                       "flash_api.cpp mha_fwd: one query, no window: causal=true is the same as "
+                       "causal=false (the non-causal kernel)"});
   k.items.push_back({"tile", std::to_string(bm) + "x" + std::to_string(bn), true,
                      "tile_size.h tile_size_fwd_sm90 (head dim, causal, dtype)"});
   if (o.num_splits == 0) {
@@ -202,10 +211,6 @@ KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& target, b
     k.items.push_back({"combine", "flash::FlashAttnFwdCombine", true,
                        "the splits merged by their LSEs (PackGQA rows in the split kernel)"});
   k.unverified = fa3_unverified(o, s, causal);
-  if (o.num_splits == 0)
-    k.unverified.push_back(
-        "fa3: the heuristic's choice was recorded at a few shapes (data/hw/h100/fa3 'heuristic'), "
-        "not over batch sizes (UNVERIFIED as a batch-invariance prediction)");
   return k;
 }
 

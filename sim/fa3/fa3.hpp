@@ -33,6 +33,11 @@ void fa3_tile(const Fa3Options& o, int head_dim, bool causal, int* block_m, int*
 // The split count the kernel runs: num_splits, or for 0 FA3's heuristic (flash_api get_num_splits,
 // heuristics.h num_splits_heuristic; split kernels pack a GQA group's rows: PackGQA).
 // s: the launch's dense shape; sms: the GPU's SM count (the H100's 132).
+// The mask the kernel runs with: flash_api.cpp mha_fwd turns causal off for a one-query call
+// without a window ("causal=true is the same as causal=false in this case"), so such a call takes
+// the non-causal tile (kBlockN 176 at d 128, not 128) and its split count. (Paged KV at d 128
+// keeps causal; paged KV is not modelled.) Every function below applies it to `causal`.
+bool fa3_kernel_causal(const AttentionShape& s, bool causal);
 int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms = 132);
 
 // What flash_attn_func's host code chooses for the launch an input runs in (`launch`: null = the

@@ -1,5 +1,8 @@
-// Batch invariance against what the H100 recorded: the pairs of data/hw/h100/serving/
-// in which one sequence ran in two launches. vLLM's unified attention: a 500-key decode first in
+// Batch invariance against what the H100 recorded. The sweeps of data/hw/h100/schedule/
+// (cuda_check/schedule/record_invariance.py): one target sequence in launches of 1 to 72
+// sequences and in prefill and decode form, through PyTorch SDPA's flash, efficient and cuDNN
+// backends, FlexAttention and vLLM's Triton unified attention; and the pairs of
+// data/hw/h100/serving/ in which one sequence ran in two launches. vLLM's unified attention: a 500-key decode first in
 // a batch of 4 (the 3D kernel) and of 70 (2D), and a 200-token sequence's prefill against the
 // decode step of its last token; FlexAttention's decode template: the first of 1 and of 16
 // sequences. Each target is computed inside its situation (run_in_situation: the method on the
@@ -9,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <iterator>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -18,6 +23,7 @@
 #include "experiments/io/hdf5_io.hpp"
 #include "experiments/methods/methods.hpp"
 #include "formats/encoding.hpp"
+#include "tests/hw/invariance_sweeps.hpp"
 #include "tests/hw/sage_inputs.hpp"
 
 namespace attnsim {
@@ -166,6 +172,14 @@ TEST(InvarianceH100, RecordedPairsReproducedAndTheirIdentityComputedExactly) {
                 p.b.group.c_str(), rec_identical, r.rows,
                 r.predicted_identical ? "identical" : "may differ");
   }
+}
+
+// The schedule sweeps: one decode sweep of each family that splits or switches kernels with the
+// batch (FA2's num_splits, FlexAttention's decode template, vLLM's 2D/3D paths) here; every
+// sweep, FA3's included, in invariance_h100_long_test.cpp.
+TEST(InvarianceH100, ScheduleSweepsOfDecodeBatchesBitForBitAndTheIdentityTableExact) {
+  hwtest::check_sweeps({"sdpa_flash_dec4096_fp16_d64", "flex_dec1000_bf16_d128",
+                        "vllm_dec500_neighbour_bf16_d128"});
 }
 
 // Our LeanAttention decode kernel's ragged recordings (data/hw/h100/lean/lean_h100.h5: batches of
