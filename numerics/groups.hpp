@@ -69,6 +69,12 @@ struct GroupMap {
   [[noreturn]] static int unknown_kind();
 };
 
+// Whether a map's group varies along a token's channels (then group(t, c) = group(t, 0) + c);
+// every other map gives all channels of a token one group.
+inline bool per_channel_groups(const GroupMap& m) {
+  return m.kind == Granularity::kPerChannel || m.kind == Granularity::kPerBlockChannel;
+}
+
 // Named maps of the public kernels (seed-code.md 1.4: BLKQ/WARPQ/BLKK/WARPK per path).
 // sm80 uses the sm89 values except WARPQ = 16 for head_dim 128 with fp16 accumulation
 // (`sage_per_thread_q(16, 128)`). blk: the CTA tile the scales are allocated for (0: none).

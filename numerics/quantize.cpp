@@ -101,11 +101,26 @@ void quantize_values_blocked(const float* x, std::size_t n, float scale, float i
 
 std::vector<float> group_amax(const float* x, int tokens, int channels, const GroupMap& map) {
   std::vector<float> amax(std::size_t(map.count(tokens, channels)), 0.0f);
+  // A token's channels are either one group each (group(t, c) = group(t, 0) + c) or all one
+  // group; the maximum of values >= 0 that skips NaNs does not depend on the order it is taken
+  // in, so a token's row maximum is folded into its group once.
+  const bool by_channel = per_channel_groups(map);
   for (int t = 0; t < tokens; ++t) {
-    for (int c = 0; c < channels; ++c) {
-      float& a = amax[std::size_t(map.group(t, c, tokens, channels))];
-      const float v = std::fabs(x[std::size_t(t) * channels + c]);
-      a = v > a ? v : a;  // NaN inputs do not raise amax (fmaxf semantics of the kernels)
+    const float* row = x + std::size_t(t) * channels;
+    if (by_channel) {
+      float* a = amax.data() + map.group(t, 0, tokens, channels);
+      for (int c = 0; c < channels; ++c) {
+        const float v = std::fabs(row[c]);
+        a[c] = v > a[c] ? v : a[c];  // NaN inputs do not raise amax (fmaxf semantics)
+      }
+    } else {
+      float m = 0.0f;
+      for (int c = 0; c < channels; ++c) {
+        const float v = std::fabs(row[c]);
+        m = v > m ? v : m;
+      }
+      float& a = amax[std::size_t(map.group(t, 0, tokens, channels))];
+      a = m > a ? m : a;
     }
   }
   return amax;

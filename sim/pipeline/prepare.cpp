@@ -123,9 +123,12 @@ void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, con
         }
       }
       for (int t = t0; t < t1; ++t) {
-        for (int c = 0; c < dim; ++c) {
-          float& v = w[std::size_t(t) * dim + c];
-          v = round_to(s.centered_enc, v - mu[c], kCudaRn);
+        float* row = w.data() + std::size_t(t) * dim;
+        for (int c = 0; c < dim; ++c) row[c] = row[c] - mu[c];
+        if (is_float_encoding(s.centered_enc)) {  // round_to by the array kernel
+          round_array(s.centered_enc, row, std::size_t(dim), row, kCudaRn);
+        } else {
+          for (int c = 0; c < dim; ++c) row[c] = round_to(s.centered_enc, row[c], kCudaRn);
         }
       }
     }
@@ -177,10 +180,12 @@ void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, con
       }
     }
     for (int t = 0; t < tokens; ++t) {
+      // A token's scale group: one for the row, or group(t, 0) + c (per_channel_groups).
+      const float* r = inv.data() + s.groups.group(t, 0, tokens, dim);
+      const std::size_t step = per_channel_groups(s.groups) ? 1 : 0;
       for (int c = 0; c < dim; ++c) {
         const std::size_t i = std::size_t(t) * dim + c;
-        const float r = inv[std::size_t(s.groups.group(t, c, tokens, dim))];
-        vs[i] = mufu ? fmul_ftz(r, w[i]) : w[i] * r;
+        vs[i] = mufu ? fmul_ftz(r[step * c], w[i]) : w[i] * r[step * c];
       }
     }
     if (is_float_encoding(s.enc)) {  // decode(encode(y, cast)) by the array kernel
@@ -193,11 +198,11 @@ void prepare_slice(const std::vector<float>& x, int sl, int tokens, int dim, con
   if (s.apply == ScaleAt::kOperand) {
     // x̂ = fl(q · s) (the FP32 multiply of QuantizedTensor::dequantize), rounded to dequant_to.
     for (int t = 0; t < tokens; ++t) {
+      const float* g = sc.data() + s.groups.group(t, 0, tokens, dim);
+      const std::size_t step = per_channel_groups(s.groups) ? 1 : 0;
       for (int c = 0; c < dim; ++c) {
         const std::size_t i = std::size_t(t) * dim + c;
-        vs[i] =
-            round_to(s.dequant_to, vs[i] * sc[std::size_t(s.groups.group(t, c, tokens, dim))],
-                     kCudaRn);
+        vs[i] = round_to(s.dequant_to, vs[i] * g[step * c], kCudaRn);
       }
     }
   } else {
