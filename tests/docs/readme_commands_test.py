@@ -48,11 +48,24 @@ TIMEOUT = {"run": 600, "long": 1800}
 
 
 def readmes():
-    skip = {".git", "build", "build-debug", "build-nocuda", "node_modules"}
+    """The repository's own READMEs: tracked by git where this is a checkout (an untracked copy
+    of another project's sources, say a kernel carried to a GPU machine, must not have its
+    README's commands run here), and never under a hidden or build folder."""
+    skip = {"build", "build-debug", "build-nocuda", "node_modules"}
+    tracked = None
+    try:
+        r = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z", "--", "*.md"],
+                           capture_output=True, check=True)
+        tracked = {ROOT / f for f in r.stdout.decode().split("\0") if f}
+    except (OSError, subprocess.CalledProcessError):
+        pass  # not a checkout (an unpacked archive): every README below the root
     out = []
     for p in sorted(ROOT.rglob("*.md")):
         rel = p.relative_to(ROOT)
-        if rel.parts[0] in skip or rel.parts[0].startswith("build"):
+        if (rel.parts[0] in skip or rel.parts[0].startswith("build")
+                or any(part.startswith(".") for part in rel.parts[:-1])):
+            continue
+        if tracked is not None and p not in tracked:
             continue
         out.append(p)
     return out
