@@ -70,12 +70,7 @@ AttentionInput case_input(const H5Reader& r, const FlexCase& c) {
   in.sm_scale = c.scale;
   in.window = c.window;
   in.softcap = c.softcap;
-  in.q.resize(in.shape.q_size());
-  in.k.resize(in.shape.k_size());
-  in.v.resize(in.shape.v_size());
-  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = hwtest::lattice_value(c.seed, 0, i);
-  for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = hwtest::lattice_value(c.seed, 1, i);
-  for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = hwtest::lattice_value(c.seed, 2, i);
+  hwtest::fill_lattice(in, c.seed, 0);
   if (c.stored) {
     auto read = [&](const char* n, std::vector<float>& x) {
       const std::vector<double> bits = r.read_f64(std::string(c.name) + "/" + n);

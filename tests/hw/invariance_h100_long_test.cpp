@@ -1,6 +1,6 @@
 // Every schedule sweep of data/hw/h100/schedule/invariance_h100.h5 (the decode sweeps, and the
-// prefill and prefill-against-decode cases of each kernel family: about two minutes of model time
-// on two cores), bit for bit, and the identity table exact (tests/hw/invariance_sweeps.hpp).
+// prefill and prefill-against-decode cases of each kernel family), bit for bit, and the identity
+// table exact (tests/hw/invariance_sweeps.hpp).
 #include "tests/hw/invariance_sweeps.hpp"
 
 namespace attnsim {

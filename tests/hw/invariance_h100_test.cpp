@@ -74,16 +74,24 @@ std::vector<std::uint32_t> recorded(const Side& s, int hq, int lq, int d) {
   return out;
 }
 
+// The recorded launch's first sequence as a target: its len_q queries (the first rows of the
+// query lattice) over its len_kv keys, from the token-major lattices of `seed`.
+TargetData token_major_target(int seed, int hq, int hkv, int d, int len_q, int len_kv) {
+  TargetData t;
+  AttentionInput& in = t.data;
+  in.shape = AttentionShape{1, hq, hkv, len_q, len_kv, d, d};
+  in.q = head_major(seed, 0, hq, d, 0, len_q);
+  in.k = head_major(seed, 1, hkv, d, 0, len_kv);
+  in.v = head_major(seed, 2, hkv, d, 0, len_kv);
+  return t;
+}
+
 std::vector<Pair> pairs() {
   std::vector<Pair> r;
   {
     // bi_decode_batch4 / batch70 (seed 220): sequence 0 has 500 keys, its one query first.
     Pair p{"vllm_triton:dtype=bf16", 8, 2, 128, true, {}, {}, {}};
-    AttentionInput& in = p.data.data;
-    in.shape = AttentionShape{1, 8, 2, 1, 500, 128, 128};
-    in.q = head_major(220, 0, 8, 128, 0, 1);
-    in.k = head_major(220, 1, 2, 128, 0, 500);
-    in.v = head_major(220, 2, 2, 128, 0, 500);
+    p.data = token_major_target(220, 8, 2, 128, 1, 500);
     std::string b4 = "1:500", b70 = "1:500";
     for (int i = 0; i < 69; ++i) {
       const std::string n = "+1:" + std::to_string(100 + 13 * i);
@@ -98,11 +106,7 @@ std::vector<Pair> pairs() {
     // pd_prefill200 / pd_decode200 (seed 209): one 200-token sequence; the decode step's query
     // is the prefill's last row.
     Pair p{"vllm_triton:dtype=bf16", 8, 2, 128, true, {}, {}, {}};
-    AttentionInput& in = p.data.data;
-    in.shape = AttentionShape{1, 8, 2, 200, 200, 128, 128};
-    in.q = head_major(209, 0, 8, 128, 0, 200);
-    in.k = head_major(209, 1, 2, 128, 0, 200);
-    in.v = head_major(209, 2, 2, 128, 0, 200);
+    p.data = token_major_target(209, 8, 2, 128, 200, 200);
     p.a = {"200:200", "vllm_triton_h100.h5", "pd_prefill200_bf16_d128", 0};
     p.b = {"1:200", "vllm_triton_h100.h5", "pd_decode200_bf16_d128", 0};
     r.push_back(p);
@@ -112,21 +116,12 @@ std::vector<Pair> pairs() {
     Pair p{"flex:dtype=bf16", 8, 8, 128, false, {}, {}, {}};
     AttentionInput& in = p.data.data;
     in.shape = AttentionShape{1, 8, 8, 1, 1000, 128, 128};
-    in.q.resize(in.shape.q_size());
-    in.k.resize(in.shape.k_size());
-    in.v.resize(in.shape.v_size());
-    for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = hwtest::lattice_value(102, 0, i);
-    for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = hwtest::lattice_value(102, 1, i);
-    for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = hwtest::lattice_value(102, 2, i);
+    hwtest::fill_lattice(in, 102, 0);
     p.a = {"1:1000", "flex_h100.h5", "bi_dec1000_b1_bf16_d128", 0, false};
     p.b = {"1:1000x16", "flex_h100.h5", "bi_dec1000_b16_bf16_d128", 0, false};
     r.push_back(p);
   }
   return r;
-}
-
-int len_q_of(const std::string& situation) {
-  return std::stoi(situation.substr(0, situation.find(':')));
 }
 
 TEST(InvarianceH100, RecordedPairsReproducedAndTheirIdentityComputedExactly) {
@@ -136,7 +131,7 @@ TEST(InvarianceH100, RecordedPairsReproducedAndTheirIdentityComputedExactly) {
     std::vector<std::uint32_t> sim[2], rec[2];
     const Side* sides[2] = {&p.a, &p.b};
     for (int s = 0; s < 2; ++s) {
-      const int lq = len_q_of(sides[s]->situation);
+      const int lq = hwtest::target_len_q(sides[s]->situation);
       const MethodOutput o = run_in_situation(m, prob, sides[s]->situation, p.data);
       for (double x : o.o) sim[s].push_back(encode_float_bits(Encoding::kBf16, float(x), kCudaRn));
       rec[s] = recorded(*sides[s], p.hq, lq, p.d);
@@ -153,7 +148,7 @@ TEST(InvarianceH100, RecordedPairsReproducedAndTheirIdentityComputedExactly) {
     }
     // The recorded identity of the compared rows (the target's common positions).
     const InvarianceReport r = invariance(m, prob, p.a.situation, p.b.situation, &p.data);
-    const int qa = len_q_of(p.a.situation), qb = len_q_of(p.b.situation);
+    const int qa = hwtest::target_len_q(p.a.situation), qb = hwtest::target_len_q(p.b.situation);
     const int ka = int(p.data.data.shape.len_kv), kb = ka;
     int rec_identical = 0;
     for (int h = 0; h < p.hq; ++h)

@@ -18,8 +18,9 @@
 
 namespace attnsim::hwtest {
 
-inline int sweep_len_q(const std::string& situation) {
-  return std::stoi(situation.substr(0, situation.find(':')));
+// The target's query count in a situation (`attnsim invariance`'s own parser).
+inline int target_len_q(const std::string& situation) {
+  return parse_launch(situation).target().len_q;
 }
 
 inline const std::string kSweeps = ATTNSIM_DATA_DIR "/hw/h100/schedule/invariance_h100.h5";
@@ -90,7 +91,7 @@ inline const std::vector<std::string> kSweepNames = {
 // A situation the models compute: every one but cuDNN's decode kernel (not modelled: the
 // recording says what it does, nothing here reproduces it).
 inline bool modelled(const Sweep& c, const std::string& situation) {
-  return !(c.backend == "cudnn" && sweep_len_q(situation) == 1);
+  return !(c.backend == "cudnn" && target_len_q(situation) == 1);
 }
 
 // The target of a sweep: lattice tensors 0, 1, 2 of [heads, length, d], head-major.
@@ -98,12 +99,7 @@ inline TargetData sweep_target(const Sweep& c) {
   TargetData t;
   AttentionInput& in = t.data;
   in.shape = AttentionShape{1, c.hq, c.hkv, c.length, c.length, c.d, c.d};
-  in.q.resize(in.shape.q_size());
-  in.k.resize(in.shape.k_size());
-  in.v.resize(in.shape.v_size());
-  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = lattice_value(c.seed, 0, i);
-  for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = lattice_value(c.seed, 1, i);
-  for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = lattice_value(c.seed, 2, i);
+  fill_lattice(in, std::uint64_t(c.seed), 0);
   return t;
 }
 
@@ -128,7 +124,7 @@ inline void check_sweeps(const std::vector<std::string>& names) {
     // vLLM and FA3 take their own bottom-right mask in every situation.
     const bool dense = c.name.rfind("sdpa_", 0) == 0 || c.name.rfind("flex_", 0) == 0;
     auto problem = [&](const std::string& sit) {
-      return invariance_problem(c.hq, c.hkv, c.d, c.causal && !(dense && sweep_len_q(sit) == 1));
+      return invariance_problem(c.hq, c.hkv, c.d, c.causal && !(dense && target_len_q(sit) == 1));
     };
     const Encoding enc = c.dtype == "bf16" ? Encoding::kBf16 : Encoding::kFp16;
     for (std::size_t i = 0; i < c.situations.size(); ++i) {
@@ -138,7 +134,7 @@ inline void check_sweeps(const std::vector<std::string>& names) {
         ++skipped;
         continue;
       }
-      const int lq = sweep_len_q(sit);
+      const int lq = target_len_q(sit);
       const MethodOutput o = run_in_situation(m, problem(sit), sit, t);
       ASSERT_EQ(o.o.size(), std::size_t(c.hq) * lq * c.d) << sit;
       const std::vector<double> hw = r.read_f64(c.name + "/o_" + std::to_string(c.which[i]));
@@ -161,7 +157,7 @@ inline void check_sweeps(const std::vector<std::string>& names) {
       const std::string &a = c.situations[0], &b = c.situations[i];
       // Whole outputs are compared where both situations have as many queries (the recorder's
       // `which` is about whole outputs).
-      if (!modelled(c, a) || !modelled(c, b) || sweep_len_q(a) != sweep_len_q(b)) continue;
+      if (!modelled(c, a) || !modelled(c, b) || target_len_q(a) != target_len_q(b)) continue;
       const bool recorded_same = c.which[i] == c.which[0];
       const InvarianceReport rep = invariance(m, problem(a), a, b, &t);
       EXPECT_EQ(rep.identical_rows == rep.rows, recorded_same)

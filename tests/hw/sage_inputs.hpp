@@ -35,16 +35,23 @@ inline float lattice_value(std::uint64_t seed, std::uint64_t tensor, std::uint64
   return float(acc - 131072) * 0x1p-15f;
 }
 
+// Q, K and V of in.shape (sized here) from lattice tensors q_tensor, q_tensor + 1, q_tensor + 2
+// of `seed`, element i at flat index i (record_sdpa.py numbers them 1, 2, 3; cuda_check/lattice.py
+// 0, 1, 2).
+inline void fill_lattice(AttentionInput& in, std::uint64_t seed, std::uint64_t q_tensor) {
+  in.q.resize(in.shape.q_size());
+  in.k.resize(in.shape.k_size());
+  in.v.resize(in.shape.v_size());
+  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = lattice_value(seed, q_tensor, i);
+  for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = lattice_value(seed, q_tensor + 1, i);
+  for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = lattice_value(seed, q_tensor + 2, i);
+}
+
 inline AttentionInput lattice_input(const SageCase& c) {
   AttentionInput in;
   in.shape = {c.b, c.hq, c.hkv, c.n, c.n, c.d, c.d};
   in.causal = c.causal;
-  in.q.resize(in.shape.q_size());
-  in.k.resize(in.shape.k_size());
-  in.v.resize(in.shape.v_size());
-  for (std::size_t i = 0; i < in.q.size(); ++i) in.q[i] = lattice_value(c.seed, 1, i);
-  for (std::size_t i = 0; i < in.k.size(); ++i) in.k[i] = lattice_value(c.seed, 2, i);
-  for (std::size_t i = 0; i < in.v.size(); ++i) in.v[i] = lattice_value(c.seed, 3, i);
+  fill_lattice(in, c.seed, 1);
   const int d = c.d;
   auto channel_hash = [&](std::uint64_t salt, int ch) {
     return splitmix64(lattice_base(c.seed, salt) ^ std::uint64_t(ch));
