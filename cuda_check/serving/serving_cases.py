@@ -148,3 +148,59 @@ def vllm_inputs(c):
     sinks = (lattice_tensor(seed, 3, (hq,)) * np.float32(2.0)).astype(np.float32)
     return dict(q=q, k=k, v=v, block_table=table, cu_seqlens_q=cu, seq_lens=slens,
                 query_lens=qlens, num_blocks=num_blocks, sinks=sinks)
+
+
+def vllm_fa3_case(name, dtype, hq, hkv, d, seqs, kv="auto", q_scale=0.05, k_scale=0.05,
+                  v_scale=0.02, splits=1, block_size=16, seed=0, q_of=None):
+    """A case of vLLM's FlashAttention-3 fork (record_vllm_fa3.py), in vLLM's calling convention
+    (vllm/v1/attention/backends/flash_attn.py): varlen queries, paged K/V (block_size 16, K and V
+    packed in one cache row as vLLM lays them out), causal. kv="e4m3": the FP8 KV cache, the query
+    quantized to e4m3 as vLLM's attention layer does, per-tensor scales expanded to
+    (num_seqs, hkv) descales. splits: the num_splits argument (1: one pass, as under
+    VLLM_BATCH_INVARIANT; 0: the fork's own heuristic with get_scheduler_metadata, as vLLM without
+    CUDA graphs)."""
+    c = vllm_case(name, dtype, hq, hkv, d, seqs, kv=kv, k_scale=k_scale, v_scale=v_scale,
+                  block_size=block_size, seed=seed, q_of=q_of)
+    c.update(q_scale=q_scale, splits=splits)
+    return c
+
+
+def _fa3_pd(L, kv, seed, dtype="bf16"):
+    """vllm #54035: one sequence of L tokens, its prefill and the decode step of its last token
+    (the same Q row, the same K/V)."""
+    tag = "fp8" if kv == "e4m3" else dtype
+    return [vllm_fa3_case(f"pd_prefill{L}_{tag}_d128", dtype, 8, 2, 128, [(L, L)], kv=kv, seed=seed),
+            vllm_fa3_case(f"pd_decode{L}_{tag}_d128", dtype, 8, 2, 128, [(1, L)], kv=kv, seed=seed,
+                          q_of=(L, 1))]
+
+
+# vLLM's FA3 fork (hopper/tile_size.h, heuristics.h use_one_mma_wg): FP8 prefill 128 x 192 tiles
+# with two-level accumulation at d 128, decode (max_seqlen_q x group <= 64) one MMA warpgroup,
+# 64 x 96 (FP8) or 64 x 128 (16-bit, paged without TMA).
+VLLM_FA3_CASES = [
+    vllm_fa3_case("prefill_mixed_fp8_d128", "bf16", 8, 2, 128, [(37, 87), (64, 200), (100, 100)],
+                  kv="e4m3", seed=301),
+    vllm_fa3_case("decode_fp8_d128", "bf16", 8, 2, 128, [(1, 97), (1, 200), (1, 777), (1, 2000)],
+                  kv="e4m3", seed=302),
+    vllm_fa3_case("prefill_chunk256x4096_fp8_d128", "bf16", 8, 2, 128, [(256, 4096)], kv="e4m3",
+                  seed=303),
+    vllm_fa3_case("prefill_mha_fp8_d128", "bf16", 4, 4, 128, [(150, 150), (20, 333)], kv="e4m3",
+                  seed=304),
+    vllm_fa3_case("prefill_fp8_d64", "bf16", 8, 2, 64, [(70, 200), (33, 33)], kv="e4m3", seed=305),
+    vllm_fa3_case("decode_fp8_d64", "bf16", 8, 2, 64, [(1, 97), (1, 1000)], kv="e4m3", seed=306),
+    vllm_fa3_case("prefill_mixed_bf16_d128", "bf16", 8, 2, 128, [(37, 87), (1, 300), (100, 100)],
+                  seed=307),
+    vllm_fa3_case("decode_bf16_d128", "bf16", 8, 2, 128, [(1, 97), (1, 500), (1, 1000), (1, 33)],
+                  seed=308),
+    vllm_fa3_case("prefill_fp16_d64", "fp16", 4, 4, 64, [(33, 33), (70, 200)], seed=309),
+    vllm_fa3_case("decode_fp16_d64", "fp16", 8, 2, 64, [(1, 97), (1, 1000)], seed=310),
+    # The fork's own split choice, as vLLM runs it without CUDA graphs (num_splits 0 and the
+    # scheduler metadata): recorded for the schedule, beside the one-pass cases above.
+    vllm_fa3_case("decode_fp8_d128_splits0", "bf16", 8, 2, 128,
+                  [(1, 97), (1, 200), (1, 777), (1, 2000)], kv="e4m3", splits=0, seed=302),
+    vllm_fa3_case("decode_bf16_d128_splits0", "bf16", 8, 2, 128,
+                  [(1, 97), (1, 500), (1, 1000), (1, 33)], splits=0, seed=308),
+]
+for _L, _seed in ((96, 320), (97, 321), (192, 322), (193, 323), (200, 324)):
+    VLLM_FA3_CASES += _fa3_pd(_L, "e4m3", _seed)
+VLLM_FA3_CASES += _fa3_pd(200, "auto", 325)

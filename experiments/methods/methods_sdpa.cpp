@@ -31,8 +31,20 @@ Fa3Options fa3_options(const MethodValues& v, const std::string& dump_dtype) {
   const std::string d = v.at("dtype");
   o.input = dtype_option(d == "e4m3" ? "auto" : d, dump_dtype);
   o.dtype = d == "e4m3" ? Encoding::kE4m3fn : o.input;
-  o.num_splits = std::stoi(v.at("splits"));
+  if (v.count("block_size")) {
+    o.build = Fa3Build::kVllm;
+    o.page_size = std::stoi(v.at("block_size"));
+    o.fp8_interval = std::stoi(v.at("interval"));
+  } else {
+    o.num_splits = std::stoi(v.at("splits"));
+  }
   return o;
+}
+
+// The kernel shape of an input's launch (before any input: the placeholder shape).
+AttentionShape fa3_shape(const Fa3Options& o, const AttentionInput& in, bool with_input) {
+  const AttentionShape s = with_input ? in.shape : shape_or(in, kNoInputShape);
+  return usage_errors([&] { return fa3_kernel_shape(o, s, in.launch.get()); });
 }
 
 MethodOutput output(PipelineResult r, const Pipeline& p, int splits) {
@@ -99,48 +111,77 @@ MethodSpec sdpa_spec() {
   return m;
 }
 
-MethodSpec fa3_spec() {
+MethodSpec fa3_spec(Fa3Build build) {
+  const bool vllm = build == Fa3Build::kVllm;
   MethodSpec m;
-  m.name = "fa3";
-  m.help =
-      "FlashAttention-3 (hopper/, --use_fast_math) as the H100 runs it: fp16, bf16, FP8 e4m3 "
-      "quantized per (batch, head) with its descales, num_splits and its combine; recorded bit "
-      "for bit (sim/fa3)";
+  m.name = vllm ? "vllm_fa3" : "fa3";
+  m.help = vllm ? "vLLM's FlashAttention-3 fork (vllm-project/flash-attention hopper/, as vLLM "
+                  "0.26.0's wheel ships it) as vLLM's FlashAttention backend calls it on the "
+                  "H100: varlen, paged KV cache, fp16/bf16, FP8 e4m3 with its two-level "
+                  "accumulation, the decode tiles; one split (sim/fa3)"
+                : "FlashAttention-3 (hopper/, --use_fast_math) as the H100 runs it: fp16, bf16, "
+                  "FP8 e4m3 quantized per (batch, head) with its descales, num_splits and its "
+                  "combine; recorded bit for bit (sim/fa3)";
   m.params = {
       {"dtype",
        {"auto", "fp16", "bf16", "e4m3"},
        "auto",
-       "Q/K/V dtype (auto: a 16-bit dump's own, else bf16; e4m3: amax/448 scales per (batch, "
-       "head) as descales, output bf16)"},
-      {"splits",
-       {},
-       "1",
-       "flash_attn_func's num_splits: 1 (its default, no split), 0 (FA3's heuristic), or N",
-       0},
+       vllm ? "Q/K/V dtype (auto: a 16-bit dump's own, else bf16; e4m3: vLLM's FP8 KV cache with "
+              "the query quantized too, amax/448 scales per (batch, head) as descales, output "
+              "bf16)"
+            : "Q/K/V dtype (auto: a 16-bit dump's own, else bf16; e4m3: amax/448 scales per "
+              "(batch, head) as descales, output bf16)"},
   };
-  m.check = [](const MethodValues& v) { (void)fa3_options(v, "float32"); };
-  m.preset = [](const MethodValues& v, const AttentionInput& in) {
-    return usage_errors([&] {
-      return fa3_pipeline(fa3_options(v, in.dtype), shape_or(in, kNoInputShape), in.causal);
+  if (vllm) {
+    m.params.push_back({"block_size",
+                        {},
+                        "16",
+                        "the paged KV cache's block size (vLLM's --block-size; a multiple of 16)",
+                        16});
+    m.params.push_back({"interval",
+                        {},
+                        "0",
+                        "FP8 accumulation: 0 the fork's shipped two-level (every KV block's P·V "
+                        "added to O in FP32); N the interval design it merged and reverted "
+                        "(vllm-project/flash-attention #122/#136: flushed every N blocks)",
+                        0,
+                        false,
+                        true});
+  }
+  else
+    m.params.push_back({"splits",
+                        {},
+                        "1",
+                        "flash_attn_func's num_splits: 1 (its default, no split), 0 (FA3's "
+                        "heuristic), or N",
+                        0});
+  m.check = [](const MethodValues& v) {
+    (void)usage_errors([&] {
+      (void)fa3_pipeline(fa3_options(v, "float32"), kNoInputShape, false);
+      return 0;
     });
+  };
+  m.preset = [](const MethodValues& v, const AttentionInput& in) {
+    const Fa3Options o = fa3_options(v, in.dtype);
+    return usage_errors([&] { return fa3_pipeline(o, fa3_shape(o, in, false), in.causal); });
   };
   m.run_with = [](const AttentionInput& in, const MethodValues& v, const Pipeline& p) {
     const Fa3Options o = fa3_options(v, in.dtype);
     return usage_errors([&] {
       return output(fa3_attention(in, o, p), p,
-                    fa3_num_splits(o, launch_shape_or(in, in.shape, "fa3"), in.causal,
+                    fa3_num_splits(o, fa3_shape(o, in, true), in.causal,
                                    launch_sms(in.launch.get())));
     });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
-    return split_outside(fa3_num_splits(fa3_options(v, in.dtype),
-                                        launch_shape_or(in, kNoInputShape, "fa3"), in.causal,
-                                        launch_sms(in.launch.get())),
-                         "FlashAttnFwdCombine (fast math)");
+    const Fa3Options o = fa3_options(v, in.dtype);
+    return split_outside(
+        fa3_num_splits(o, fa3_shape(o, in, false), in.causal, launch_sms(in.launch.get())),
+        "FlashAttnFwdCombine (fast math)");
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
-    return fa3_unverified(fa3_options(v, in.dtype), launch_shape_or(in, kNoInputShape, "fa3"),
-                          in.causal);
+    const Fa3Options o = fa3_options(v, in.dtype);
+    return fa3_unverified(o, fa3_shape(o, in, false), in.causal);
   };
   m.schedule = [](const MethodValues& v, const AttentionInput& in) {
     return usage_errors([&] {
@@ -155,7 +196,8 @@ MethodSpec fa3_spec() {
 
 void register_sdpa_methods(std::vector<MethodSpec>& r) {
   r.push_back(sdpa_spec());
-  r.push_back(fa3_spec());
+  r.push_back(fa3_spec(Fa3Build::kUpstream));
+  r.push_back(fa3_spec(Fa3Build::kVllm));
 }
 
 }  // namespace attnsim

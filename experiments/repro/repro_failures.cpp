@@ -4,8 +4,10 @@
 //                       output) where the fp32 accumulation does not; the row where it starts.
 //   sage-fp8-context    SageAttention #388: the FP8 P·V paths' error as the context grows toward
 //                       and past 160K keys, and what happens to P (vanishing in the e4m3 cast).
-//   kv-tile-widths      vLLM #54035: one method, decode- and prefill-shaped KV tiles (bk 96 vs
-//                       192) on the same FP8 KV cache: where and why the outputs diverge.
+//   fp8-long-context    vLLM #23813: FP8 attention's error at 16K-128K keys by when the FP8
+//                       accumulator is flushed (never, every block, every 1/4/64 blocks).
+//   kv-tile-widths      vLLM #54035 on vllm_fa3 (vLLM's FA3 fork): an FP8 KV cache's prefill
+//                       and decode of one token, on the fork's prefill and decode tiles.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -13,9 +15,12 @@
 #include <vector>
 
 #include "experiments/analysis/verify.hpp"
+#include "experiments/io/synthetic.hpp"
 #include "experiments/methods/methods.hpp"
 #include "experiments/repro/repro.hpp"
 #include "numerics/metrics.hpp"
+#include "formats/encoding.hpp"
+#include "sim/fa3/fa3.hpp"
 #include "sim/golden/golden.hpp"
 #include "sim/pipeline/counters.hpp"
 
@@ -157,74 +162,200 @@ ReproTable fp8_context(const ReproOptions& opt) {
   return t;
 }
 
-// vLLM #54035. FP8 KV cache (K and V as e4m3 with per-tensor scales); the same FA2-style pipeline
-// with 96- and 192-key tiles (decode vs prefill kernels); causal prefill over one sequence.
+// vLLM #54035 on vllm_fa3 (vLLM's FlashAttention-3 fork, sim/fa3): one sequence of L tokens with
+// an FP8 KV cache and an FP8 query (per-tensor scales, as vLLM's FlashAttention backend runs it):
+// its prefill, and the decode step of its last token (the same Q row, the same cache). The fork
+// runs them on different kernels: the prefill tiles (128 x 192 at d 128) and the decode path's
+// one-warpgroup tiles (64 x 96), each KV block's FP8 P·V chain added to O in FP32 (two-level).
+namespace tile_widths_detail {
+
+struct Side {
+  std::vector<double> o;  // the target row, [hq, d]
+  int bm = 0, bn = 0;
+};
+
+// The fork on one launch of one sequence (len_q queries of len_kv keys); the inputs already e4m3
+// values, descaled by `scale` per tensor.
+Side run_fork(const AttentionInput& in, float q_scale, float k_scale, float v_scale) {
+  Fa3Options o;
+  o.build = Fa3Build::kVllm;
+  o.dtype = Encoding::kE4m3fn;
+  const AttentionShape ks = fa3_kernel_shape(o, in.shape, nullptr);
+  const Pipeline p = fa3_pipeline(o, ks, in.causal);
+  const std::size_t hkv = std::size_t(in.shape.heads_kv);
+  const PreparedInput prep =
+      fa3_prepare_fp8(in, p, std::vector<float>(hkv, q_scale), std::vector<float>(hkv, k_scale),
+                      std::vector<float>(hkv, v_scale));
+  const PipelineResult r = fa3_attention(prep, o, p);
+  Side s;
+  s.bm = p.tile.block_q;
+  s.bn = p.tile.block_kv;
+  const int lq = in.shape.len_q, d = in.shape.head_dim_v;
+  for (int h = 0; h < in.shape.heads_q; ++h)
+    for (int c = 0; c < d; ++c) s.o.push_back(r.o[(std::size_t(h) * lq + lq - 1) * d + c]);
+  return s;
+}
+
+// e4m3 values of N(0, 1) samples / scale (RNE, satfinite), as floats.
+std::vector<float> e4m3_of(const std::vector<float>& x, float scale) {
+  std::vector<float> r(x.size());
+  for (std::size_t i = 0; i < x.size(); ++i)
+    r[i] = float(decode_float_bits(Encoding::kE4m3fn,
+                                   encode_float_bits(Encoding::kE4m3fn, x[i] / scale, kCudaSatfinite)));
+  return r;
+}
+
+}  // namespace tile_widths_detail
+
 ReproTable tile_widths(const ReproOptions& opt) {
-  const int n = opt.quick ? 400 : 1024, d = 128;
-  AttentionInput in;
-  in.shape = AttentionShape{1, 2, 2, n, n, d, d};
-  in.causal = true;
-  in.q = normal(in.shape.q_size(), 1.0f, 21);
-  in.k = normal(in.shape.k_size(), 1.0f, 22);
-  in.v = normal(in.shape.v_size(), 1.0f, 23);
-  const std::string base = "flash:q=bf16,k=e4m3fn,v=e4m3fn,k_quant=amax448,v_quant=amax448,p=bf16,out=bf16";
-  const MethodOutput a = parse_method(base + ",bk=96").run(in);
-  KernelOutput ko{a.o, a.format, {}};
-  VerifyOptions vo;
-  vo.method = base + ",bk=192";
-  const VerifyReport r = verify_kernel(in, ko, vo);
-  const MethodOutput b = parse_method(vo.method).run(in);
+  using namespace tile_widths_detail;
+  const int hq = 8, hkv = 2, d = 128;
+  const float qs = 0.05f, ks = 0.05f, vs = 0.02f;  // vLLM's per-tensor scales (fixed, not amax)
+  const std::vector<int> lengths =
+      opt.quick ? std::vector<int>{96, 97, 192, 193, 400}
+                : std::vector<int>{16, 64, 96, 97, 128, 192, 193, 288, 289, 384, 385, 1024, 4096};
+  const int nmax = *std::max_element(lengths.begin(), lengths.end());
+  // One sequence's lattice: Q [hq, nmax, d], K/V [hkv, nmax, d] as e4m3 values; a length L takes
+  // the first L tokens.
+  const std::vector<float> q8 = e4m3_of(normal(std::size_t(hq) * nmax * d, 1.0f, 21), qs);
+  const std::vector<float> k8 = e4m3_of(normal(std::size_t(hkv) * nmax * d, 1.0f, 22), ks);
+  const std::vector<float> v8 = e4m3_of(normal(std::size_t(hkv) * nmax * d, 1.0f, 23), vs);
   ReproTable t;
-  t.title = "kv-tile-widths: vLLM #54035, one FP8-KV method with bk=96 (decode-shaped) vs bk=192 "
-            "(prefill-shaped) on the same cache (" + std::to_string(n) + " tokens causal, 2 heads, d=128)";
-  t.columns = {{"row_range", 's', "query rows (each sees row + 1 keys)"},
-               {"rows", 'i', "rows in the range"},
-               {"rows_identical", 'i', "rows whose bk=96 and bk=192 outputs are bit-identical"},
-               {"max_ulp", 'i', "largest bf16 ULP distance between the two (across zero: large)"},
-               {"max_abs_diff", 'f', "largest |bk=96 − bk=192| over the rows' elements"},
-               {"max_err_96", 'f', "largest |bk=96 − golden|"},
-               {"max_err_192", 'f', "largest |bk=192 − golden|"}};
-  auto range = [&](int lo, int hi) {
-    std::int64_t rows = 0, same = 0;
+  t.title = "kv-tile-widths: vLLM #54035 on vllm_fa3 (vLLM's FA3 fork), an FP8 KV cache: the prefill's "
+            "last row vs the decode step of that token (8/2 heads, d=128, causal)";
+  t.columns = {{"seq_len", 'i', "L: the sequence's tokens (the row sees all L keys)"},
+               {"prefill_tile", 's', "the prefill kernel's kBlockM x kBlockN"},
+               {"decode_tile", 's', "the decode kernel's kBlockM x kBlockN (one MMA warpgroup)"},
+               {"identical", 'i', "elements of the row (all heads) bit-identical in bf16"},
+               {"elements", 'i', "elements of the row (heads x d)"},
+               {"max_ulp", 'i', "largest bf16 ULP distance between the two"},
+               {"max_abs_diff", 'f', "largest |decode - prefill|"},
+               {"err_prefill", 'f', "largest |prefill - golden| (golden: FP64 on the e4m3 values)"},
+               {"err_decode", 'f', "largest |decode - golden|"}};
+  int first_diff = 0;
+  for (const int L : lengths) {
+    auto input = [&](int lq) {
+      AttentionInput in;
+      in.shape = AttentionShape{1, hq, hkv, lq, L, d, d};
+      in.causal = true;
+      for (int h = 0; h < hq; ++h)
+        for (int i = L - lq; i < L; ++i)
+          for (int c = 0; c < d; ++c) in.q.push_back(q8[(std::size_t(h) * nmax + i) * d + c]);
+      for (int h = 0; h < hkv; ++h)
+        for (int j = 0; j < L; ++j)
+          for (int c = 0; c < d; ++c) {
+            in.k.push_back(k8[(std::size_t(h) * nmax + j) * d + c]);
+            in.v.push_back(v8[(std::size_t(h) * nmax + j) * d + c]);
+          }
+      return in;
+    };
+    const AttentionInput dec = input(1);
+    const Side pre = run_fork(input(L), qs, ks, vs);
+    const Side de = run_fork(dec, qs, ks, vs);
+    // Golden on the dequantized values of the decode input (the row's own problem).
+    AttentionInput g = dec;
+    for (float& x : g.q) x *= qs;
+    for (float& x : g.k) x *= ks;
+    for (float& x : g.v) x *= vs;
+    const std::vector<double> gold = golden_attention_ref(g);
+    std::int64_t same = 0;
     std::uint64_t ulp = 0;
-    double diff = 0, e96 = 0, e192 = 0;
-    for (std::size_t k = 0; k < r.per_row.size(); ++k) {
-      const VerifyRow& v = r.per_row[k];
-      if (v.row < lo || v.row >= hi) continue;
-      ++rows;
-      same += v.identical;
-      ulp = std::max(ulp, v.ulp_method);
-      e96 = std::max(e96, v.err_kernel);
-      e192 = std::max(e192, v.err_method);
-      for (int c = 0; c < d; ++c) diff = std::max(diff, std::fabs(a.o[k * d + c] - b.o[k * d + c]));
+    double diff = 0, ep = 0, ed = 0;
+    for (std::size_t i = 0; i < pre.o.size(); ++i) {
+      const std::uint32_t a = encode_float_bits(Encoding::kBf16, float(pre.o[i]), kCudaRn);
+      const std::uint32_t b = encode_float_bits(Encoding::kBf16, float(de.o[i]), kCudaRn);
+      same += a == b;
+      ulp = std::max(ulp, ulp_distance(pre.o[i], de.o[i], UlpFormat::kBf16));
+      diff = std::max(diff, std::fabs(pre.o[i] - de.o[i]));
+      ep = std::max(ep, std::fabs(pre.o[i] - gold[i]));
+      ed = std::max(ed, std::fabs(de.o[i] - gold[i]));
     }
-    t.add_row({{std::to_string(lo) + "-" + std::to_string(hi - 1)},
-               {"", double(rows)},
+    if (!first_diff && same != std::int64_t(pre.o.size())) first_diff = L;
+    t.add_row({{"", double(L)},
+               {std::to_string(pre.bm) + "x" + std::to_string(pre.bn)},
+               {std::to_string(de.bm) + "x" + std::to_string(de.bn)},
                {"", double(same)},
+               {"", double(pre.o.size())},
                {"", double(ulp)},
                {"", diff},
-               {"", e96},
-               {"", e192}});
+               {"", ep},
+               {"", ed}});
+  }
+  t.notes = "first length whose decode differs from the prefill: " +
+            (first_diff ? std::to_string(first_diff) : std::string("none")) +
+            ". The fork (sim/fa3/README.md, 'The vLLM build') runs a decode (max_seqlen_q x group "
+            "<= 64) on its one-warpgroup kernel with 96-key FP8 tiles and a prefill on 192-key "
+            "tiles; each KV block's FP8 P·V chain starts from zero and is added to O in FP32 "
+            "(two-level accumulation). Up to 96 keys both run one block over the same keys in the "
+            "same order: bit-identical. From 97 keys the decode kernel rescales O and l at key 96 "
+            "and adds a second block's chain, the prefill does not until key 192: from there on "
+            "half or more of the row's elements differ, by as much as each kernel's own error "
+            "against FP64 golden (max_abs_diff against err_prefill, err_decode; the ULP distance "
+            "is large where an element is near zero): neither kernel is wrong, the tile table "
+            "makes the prefill and decode of one token different computations. A prefill short enough for the decode path (L x group <= 64) takes the "
+            "decode tiles and agrees. Verified against the fork's recorded outputs on the H100 "
+            "(data/hw/h100/serving/vllm_fa3_h100.h5: pd_prefill/pd_decode at 96, 97, 192, 193, 200).";
+  return t;
+}
+
+// vLLM #23813: long-context accuracy with FP8 attention on Hopper, and the fix that flushes the
+// FP8 accumulator. One decode query over 16K-128K keys whose K has outlier channels (kbias), all
+// of Q, K, V and P in e4m3 as the FP8 path runs them; the error against FP64 golden of each
+// accumulation the FA3 code bases have had.
+ReproTable fp8_long_context(const ReproOptions& opt) {
+  const std::vector<int> lens = opt.quick ? std::vector<int>{16384, 32768}
+                                          : std::vector<int>{16384, 32768, 65536, 131072};
+  struct Variant {
+    const char* method;
+    const char* accumulation;
   };
-  range(0, 96);
-  range(96, 192);
-  range(192, n);
-  t.notes = "first diverging element: " +
-            (r.diverges ? "head " + std::to_string(r.first_head) + ", row " + std::to_string(r.first_row) +
-                              ", column " + std::to_string(r.first_col)
-                        : std::string("none")) +
-            "; verify's verdict of bk=96 against bk=192: " +
-            (r.verdict == Verdict::kIdentical    ? std::string("bit-identical")
-             : r.verdict == Verdict::kWithinBand ? std::string("within the band")
-                                                 : std::string("outside the band")) +
-            ". What the simulation shows: rows that see at most 96 keys run one KV block in both "
-            "tilings and are bit-identical; from the first row that sees key 96 the bk=96 kernel "
-            "rescales O and l at key 96 (an extra online-softmax step with its own rounding of "
-            "alpha, O·alpha and the row sum) while the bk=192 one does not, so the outputs can "
-            "differ from that token on (max_abs_diff), with errors against golden of the same size "
-            "(max_err_96, max_err_192): neither tiling is the bug. What it cannot show: vLLM's own Triton/FlashInfer kernels (their "
-            "accumulation order, split-KV decode and FP8 scale handling are not modelled here); "
-            "the figures are for FA2's arithmetic with the two tile widths.";
+  const Variant variants[] = {
+      {"fa3:dtype=e4m3", "never: one FP22 chain over the row (upstream FA3)"},
+      {"vllm_fa3:dtype=e4m3", "every KV block, in the gemm (vLLM's fork as shipped)"},
+      {"vllm_fa3:dtype=e4m3,interval=1", "every block, deferred scale (fork #122, reverted)"},
+      {"vllm_fa3:dtype=e4m3,interval=4", "every 4 blocks, deferred scale (fork #122's default)"},
+      {"vllm_fa3:dtype=e4m3,interval=64", "every 64 blocks, deferred scale"},
+      {"vllm_fa3:dtype=e4m3,pv_dot=fp32", "FP32 products and sums: the e4m3 quantization alone"},
+  };
+  ReproTable t;
+  t.title = "fp8-long-context: vLLM #23813, FP8 attention's error vs context length by how the FP8 "
+            "P·V accumulator is flushed (one decode query, 8/2 heads, d=128, K with outlier "
+            "channels)";
+  t.columns = {{"keys", 'i', "context length (keys the decode query sees)"},
+               {"method", 's', "method"},
+               {"accumulation", 's', "when the tensor core's FP22 accumulator lands in FP32"},
+               {"rel_l1", 'f', "relative L1 error vs FP64 golden"},
+               {"rel_fro", 'f', "relative Frobenius error vs golden"},
+               {"cosine", 'f', "cosine similarity vs golden"},
+               {"max_abs", 'f', "largest |error|"}};
+  for (const int L : lens) {
+    const AttentionInput in =
+        make_synthetic("kbias:nq=1,nkv=" + std::to_string(L) + ",causal=1,hq=8,hkv=2,d=128", 0);
+    const std::vector<double> g = golden_attention_ref(in);
+    for (const Variant& v : variants) {
+      const MethodOutput r = parse_method(v.method).run(in);
+      const ErrorMetrics em = error_metrics(r.o, g);
+      t.add_row({{"", double(L)},
+                 {v.method},
+                 {v.accumulation},
+                 {"", em.rel_l1},
+                 {"", em.rel_fro},
+                 {"", em.cosine},
+                 {"", em.max_abs}});
+    }
+  }
+  t.notes =
+      "What the simulation shows: Hopper's FP8 tensor core (QGMMA) keeps its accumulator with 13 "
+      "mantissa bits (FP22, numerics/mma.hpp, bit for bit with the H100), so a P·V chain that runs "
+      "over the whole row, as upstream FA3's does, drops more of each new block's contribution as "
+      "O grows: its error grows with the context and dwarfs the e4m3 quantization's (the FP32 "
+      "row). Landing the accumulator in FP32 after every KV block (vLLM's fork as shipped, "
+      "bit for bit with its H100 recordings, data/hw/h100/serving/vllm_fa3_h100.h5) brings the "
+      "error down to the quantization floor; the interval design the fork merged and reverted "
+      "(#122, #136) loses more the longer the interval, as vllm #23813's needle-in-a-haystack "
+      "scores did (0.89 / 0.88 / 0.856 for 1 / 4 / 64 blocks at 128K). What it cannot show: the "
+      "model-level retrieval accuracy (attention error, not NIAH) and the reporter's inputs; the "
+      "interval rows model the reverted source as read (not recorded on a GPU).";
   return t;
 }
 
@@ -238,8 +369,12 @@ void register_failure_repros(std::vector<Reproduction>& registry) {
                       "FP8 P·V paths' error vs context length, P values vanishing in the e4m3 cast",
                       1, 1, fp8_context});
   registry.push_back({"kv-tile-widths", "vLLM issue #54035 (decode vs prefill tile widths)",
-                      "one FP8-KV method with bk=96 vs bk=192 on the same cache: where outputs diverge",
+                      "vllm_fa3 with an FP8 KV cache: a token's prefill vs its decode step by length",
                       1, 1, tile_widths});
+  registry.push_back({"fp8-long-context", "vLLM issue #23813 (FP8 attention at 16K-128K keys)",
+                      "FP8 attention error vs context by FP8 accumulator flush: never, every "
+                      "block, every 1/4/64 blocks",
+                      1, 1, fp8_long_context});
 }
 
 }  // namespace attnsim

@@ -24,12 +24,26 @@ void check_dtype(const Fa3Options& o) {
   if (o.input != Encoding::kFp16 && o.input != Encoding::kBf16)
     fail("fa3: the input format is fp16 or bf16");
   if (o.num_splits < 0) fail("fa3: num_splits must be >= 0 (0: FA3's heuristic)");
+  if (o.build == Fa3Build::kVllm) {
+    if (o.num_splits != 1)
+      fail("vllm_fa3: splits must be 1 (one pass, as VLLM_BATCH_INVARIANT=1 runs it): the fork's "
+           "varlen scheduler, which chooses splits per sequence on the GPU, is not modelled");
+    if (o.fp8_interval < 0) fail("vllm_fa3: interval must be >= 0 (0: the shipped two-level)");
+    if (o.fp8_interval > 0 && o.dtype != Encoding::kE4m3fn)
+      fail("vllm_fa3: interval=N is the FP8 accumulation's: it needs dtype=e4m3");
+    if (o.page_size < 16 || o.page_size % 16 != 0)
+      fail("vllm_fa3: block_size must be a positive multiple of 16 (vLLM's FlashAttention backend)");
+  }
 }
 
 }  // namespace
 
-void fa3_tile(const Fa3Options& o, int d, bool causal, int* block_m, int* block_n) {
-  // hopper/tile_size.h tile_size_fwd_sm90 (no local attention, no paged KV, no softcap).
+namespace {
+
+bool vllm(const Fa3Options& o) { return o.build == Fa3Build::kVllm; }
+
+// Upstream hopper/tile_size.h tile_size_fwd_sm90 (no local attention, no paged KV, no softcap).
+void upstream_tile(const Fa3Options& o, int d, bool causal, int* block_m, int* block_n) {
   if (fp8(o)) {
     *block_m = d <= 96 ? 192 : 128;
     *block_n = d <= 64 ? 160 : (d <= 96 ? 128 : 224);
@@ -47,13 +61,62 @@ void fa3_tile(const Fa3Options& o, int d, bool causal, int* block_m, int* block_
   }
 }
 
-bool fa3_kernel_causal(const AttentionShape& s, bool causal) { return causal && s.len_q != 1; }
+// The fork's tile_size_fwd_sm90 (head dims <= 128, no local attention, no softcap; FP8 with its
+// two-level accumulation compiled in, as vLLM builds it).
+void vllm_tile(const Fa3Options& o, int d, bool causal, bool paged_non_tma, bool one_wg,
+               int* block_m, int* block_n) {
+  if (fp8(o)) {
+    if (one_wg) {  // "Decode tiles"
+      *block_m = 64;
+      *block_n = d <= 96 ? 128 : 96;
+    } else {  // "Prefill tiles: two-level accumulation needs smaller tiles"
+      *block_m = d <= 64 ? 192 : 128;
+      *block_n = d <= 96 ? 128 : 192;
+    }
+    return;
+  }
+  if (d <= 64) {
+    *block_m = one_wg ? 64 : 192;
+    *block_n = one_wg ? 192 : (causal ? 128 : (paged_non_tma ? 160 : 192));
+  } else if (d <= 96) {
+    *block_m = 192;
+    *block_n = paged_non_tma ? 128 : 144;
+  } else {
+    *block_m = one_wg ? 64 : 128;
+    *block_n = causal || paged_non_tma ? 128 : (one_wg ? 176 : 160);
+  }
+}
+
+}  // namespace
+
+bool fa3_one_mma_wg(const Fa3Options& o, const AttentionShape& s) {
+  return vllm(o) && (s.head_dim == 128 || s.head_dim == 64) && s.len_q * s.group() <= 64;
+}
+
+void fa3_tile(const Fa3Options& o, const AttentionShape& s, bool causal, int* block_m,
+              int* block_n) {
+  if (!vllm(o)) return upstream_tile(o, s.head_dim, causal, block_m, block_n);
+  const bool one_wg = fa3_one_mma_wg(o, s);
+  // flash_api.cpp get_pagedkv_tma: TMA for the paged cache when a page holds whole kBlockN tiles
+  // (the tile asked without the paged flag) and the packed queries exceed kBlockM.
+  int bm = 0, bn = 0;
+  vllm_tile(o, s.head_dim, causal, false, one_wg, &bm, &bn);
+  const bool tma = o.page_size > 0 && o.page_size % bn == 0 && s.len_q * s.group() > bm;
+  vllm_tile(o, s.head_dim, causal, o.page_size > 0 && !tma, one_wg, block_m, block_n);
+}
+
+bool fa3_kernel_causal(const Fa3Options& o, const AttentionShape& s, bool causal) {
+  if (!causal || s.len_q != 1) return causal;
+  // mha_fwd: "causal=true is the same as causal=false in this case"; the fork keeps it at
+  // 64 < d <= 128 with a paged cache.
+  return vllm(o) && o.page_size > 0 && s.head_dim > 64 && s.head_dim <= 128;
+}
 
 int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms) {
   if (o.num_splits > 0) return o.num_splits;
-  causal = fa3_kernel_causal(s, causal);
+  causal = fa3_kernel_causal(o, s, causal);
   int bm = 0, bn = 0;
-  fa3_tile(o, s.head_dim, causal, &bm, &bn);
+  fa3_tile(o, s, causal, &bm, &bn);
   // flash_api.cpp get_num_splits: the split kernels pack GQA (rows = len_q · group).
   const int n_blocks = (s.len_kv + bn - 1) / bn;
   const int m_blocks = (s.len_q * s.group() + bm - 1) / bm;
@@ -63,17 +126,30 @@ int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, in
                                   size_one_kv_head, causal, 128);
 }
 
+AttentionShape fa3_kernel_shape(const Fa3Options& o, const AttentionShape& target,
+                                const Launch* launch) {
+  if (o.build != Fa3Build::kVllm) return dense_launch_shape(target, launch, "fa3");
+  if (!launch) return target;
+  // Varlen: the host code sees the launch's max_seqlen_q / max_seqlen_k and its sequence count.
+  AttentionShape s = target;
+  s.batch = launch->num_seqs();
+  s.len_q = launch->max_len_q();
+  s.len_kv = launch->max_len_kv();
+  return s;
+}
+
 Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal) {
   check_dtype(o);
-  causal = fa3_kernel_causal(s, causal);
+  causal = fa3_kernel_causal(o, s, causal);
+  const std::string name = vllm(o) ? "vllm_fa3" : "fa3";
   if (s.head_dim > 128)
-    fail("fa3: head_dim " + std::to_string(s.head_dim) +
+    fail(name + ": head_dim " + std::to_string(s.head_dim) +
          " > 128 runs the hdim 192/256 kernels (RescaleOBeforeGemm), which were not built or "
          "modelled");
   if (s.head_dim_v != s.head_dim)
-    fail("fa3: head_dim_v != head_dim (the hdimdiff kernels were not built)");
+    fail(name + ": head_dim_v != head_dim (the hdimdiff kernels were not built)");
   Pipeline p;  // kv_order desc, causal bottom-right, fma on, raw max: FA3 as FA2
-  fa3_tile(o, s.head_dim, causal, &p.tile.block_q, &p.tile.block_kv);
+  fa3_tile(o, s, causal, &p.tile.block_q, &p.tile.block_kv);
   const Encoding in16 = fp8(o) ? o.input : o.dtype;
   for (OperandSpec* x : {&p.q, &p.k, &p.v}) {
     x->input = in16;
@@ -103,6 +179,17 @@ Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal)
     sm.dequant = Dequant::kDescale;
     sm.max_offset = 8.0;
     p.out.enc = Encoding::kBf16;
+    if (o.build == Fa3Build::kVllm && o.fp8_interval > 0) {
+      // The reverted interval design (#122): O the QGMMA chain's C across blocks, merged into a
+      // deferred-scale accumulator every fp8_interval blocks (softmax.h merge_accum_with_scale).
+      p.pv.flush = o.fp8_interval;
+    } else if (o.build == Fa3Build::kVllm) {
+      // The fork's two-level FP8 accumulation (hopper/utils.h gemm, Use_Two_Level for FP8 when
+      // not zero_init): each KV block's P·V chain starts from zero and lands on O by FADD.FTZ
+      // (tCrC = tCrC_original + tCrC), after O's rescale.
+      p.pv.acc = PvAccumulate::kChunk;
+      p.pv.chunk_add = ChunkAdd::kFaddFtz;
+    }
   } else {
     p.qk.dot = p.pv.dot =
         mma(o.dtype == Encoding::kBf16 ? MmaInstr::kWgmmaBf16F32 : MmaInstr::kWgmmaF16F32);
@@ -116,7 +203,7 @@ Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal)
 PipelineResult fa3_attention(const PreparedInput& in, const Fa3Options& o, const Pipeline& p) {
   const Launch* l = in.launch.get();
   const int splits =
-      fa3_num_splits(o, dense_launch_shape(in.shape, l, "fa3"), in.causal, launch_sms(l));
+      fa3_num_splits(o, fa3_kernel_shape(o, in.shape, l), in.causal, launch_sms(l));
   if (splits <= 1) return run_pipeline(in, p);
   // The combine takes no head-dim-dependent order (one split per lane).
   return split_kv_attention(in, p, splits, SplitCombine::kFa3, in.shape.head_dim);
@@ -159,37 +246,56 @@ PreparedInput fa3_prepare_fp8(const AttentionInput& in, const Pipeline& p,
 std::vector<std::string> fa3_unverified(const Fa3Options& o, const AttentionShape& s, bool causal) {
   std::vector<std::string> r;
   const int d = s.head_dim;
+  const std::string name = vllm(o) ? "vllm_fa3" : "fa3";
   if (d != 64 && d != 128)
-    r.push_back(std::string("fa3: head_dim ") + std::to_string(d) + " runs the hdim " +
+    r.push_back(name + ": head_dim " + std::to_string(d) + " runs the hdim " +
                 (d <= 64   ? "64"
                  : d <= 96 ? "96"
                            : "128") +
                 " kernel zero-padded; only head dims 64 and 128 were built and recorded "
                 "(UNVERIFIED)");
   if (fa3_num_splits(o, s, causal, 132) > 32)
-    r.push_back("fa3: more than 32 splits: the combine's lanes past 32 are UNVERIFIED");
+    r.push_back(name + ": more than 32 splits: the combine's lanes past 32 are UNVERIFIED");
+  if (vllm(o) && o.page_size != 16)
+    r.push_back("vllm_fa3: block_size " + std::to_string(o.page_size) +
+                ": recorded with vLLM's default 16 only (a block of whole kBlockN tiles takes the "
+                "TMA path and its tile: UNVERIFIED)");
   return r;
 }
 
 KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& target, bool causal,
                             const Launch* launch) {
-  const AttentionShape s = dense_launch_shape(target, launch, "fa3");
+  const AttentionShape s = fa3_kernel_shape(o, target, launch);
   const int sms = launch_sms(launch);
-  const bool masked = fa3_kernel_causal(s, causal);
+  const bool masked = fa3_kernel_causal(o, s, causal);
   int bm = 0, bn = 0;
-  fa3_tile(o, s.head_dim, masked, &bm, &bn);
+  fa3_tile(o, s, masked, &bm, &bn);
   const int splits = fa3_num_splits(o, s, causal, sms);
   KernelSchedule k;
-  k.family = "fa3";
+  k.family = vllm(o) ? "vllm_fa3" : "fa3";
   k.kernel = "flash::FlashAttnFwdSm90";
-  k.items.push_back({"batch", std::to_string(s.batch), false,
-                     "the launch's sequences (flash_attn_func: one dense shape)"});
+  if (vllm(o)) {
+    k.items.push_back({"batch", std::to_string(s.batch), false,
+                       "the launch's sequences (varlen: cu_seqlens_q, seqused_k)"});
+    k.items.push_back({"max_seqlen_q", std::to_string(s.len_q), false,
+                       "the launch's longest query (vLLM's max_query_len)"});
+    k.items.push_back({"one_mma_wg", fa3_one_mma_wg(o, s) ? "yes" : "no", true,
+                       "heuristics.h use_one_mma_wg: head dim 64/128, max_seqlen_q x group <= 64 "
+                       "(the decode tiles)"});
+  } else {
+    k.items.push_back({"batch", std::to_string(s.batch), false,
+                       "the launch's sequences (flash_attn_func: one dense shape)"});
+  }
   if (causal && !masked)
     k.items.push_back({"causal", "off", true,
                        "flash_api.cpp mha_fwd: one query, no window: causal=true is the same as "
                        "causal=false (the non-causal kernel)"});
   k.items.push_back({"tile", std::to_string(bm) + "x" + std::to_string(bn), true,
-                     "tile_size.h tile_size_fwd_sm90 (head dim, causal, dtype)"});
+                     "tile_size.h tile_size_fwd_sm90 (head dim, causal, dtype" +
+                         std::string(vllm(o) ? ", decode path, paged KV without TMA)" : ")")});
+  if (vllm(o) && fp8(o))
+    k.items.push_back({"fp8_accumulation", "two-level", false,
+                       "utils.h gemm: each KV block's P·V from zero, added to O in FP32"});
   if (o.num_splits == 0) {
     const int m_blocks = (s.len_q * s.group() + bm - 1) / bm;
     const int n_blocks = (s.len_kv + bn - 1) / bn;

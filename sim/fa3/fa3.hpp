@@ -5,6 +5,7 @@
 // tests/hw/sdpa_h100_test.cpp (a sample) and sdpa_h100_long_test.cpp replay data/hw/h100/fa3/.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,15 @@
 #include "sim/problem.hpp"
 
 namespace attnsim {
+
+// Which FlashAttention-3 the preset is: the arithmetic is FA3's in both; the fork changes the tile
+// table, the decode path (one MMA warpgroup), paged KV and the FP8 accumulation (sim/fa3/README.md).
+enum class Fa3Build : std::uint8_t {
+  kUpstream,  // Dao-AILab/flash-attention hopper/ at 0251105a: the `fa3` preset
+  kVllm,      // vllm-project/flash-attention hopper/ as vLLM 0.26.0's wheel ships it
+              // (_vllm_fa3_C): the `vllm_fa3` preset, called as vLLM's FlashAttention backend
+              // calls it (varlen, paged KV cache, causal)
+};
 
 struct Fa3Options {
   // fp16, bf16 or e4m3fn (output bf16). An FP32 input is rounded to `input` (RNE) first; for e4m3
@@ -24,11 +34,27 @@ struct Fa3Options {
   Encoding input = Encoding::kBf16;  // e4m3: the 16-bit format the activations come in
   // flash_attn_func's num_splits: 1 (its default: no split), 0 (FA3's heuristic), or N.
   int num_splits = 1;
+  Fa3Build build = Fa3Build::kUpstream;
+  // kVllm: the paged KV cache's block size (vLLM's --block-size, 16 by default); it decides
+  // whether K/V come through TMA (a block holding whole kBlockN tiles) and so the tile.
+  int page_size = 16;
+  // kVllm FP8: 0, the two-level accumulation the fork ships (each KV block's P·V chain from zero,
+  // added to O: hopper/utils.h gemm); N >= 1, the interval design it merged and reverted
+  // (vllm-project/flash-attention #122, #136: the chain carried as C across N blocks, then merged
+  // into a deferred-scale FP32 accumulator; PvStage::flush).
+  int fp8_interval = 0;
 };
 
-// The kernel's (kBlockM, kBlockN) for a head dim (hopper/tile_size.h tile_size_fwd_sm90): recorded
-// for head dims <= 64 and 96 < d <= 128; 64 < d <= 96 from the source only (UNVERIFIED).
-void fa3_tile(const Fa3Options& o, int head_dim, bool causal, int* block_m, int* block_n);
+// The kernel's (kBlockM, kBlockN) (hopper/tile_size.h tile_size_fwd_sm90 of each build) for a
+// launch of shape `s` (len_q: the launch's max_seqlen_q; the vLLM build's decode path and paged-KV
+// TMA rule read it) with the mask the kernel runs (fa3_kernel_causal). Upstream: recorded for head
+// dims <= 64 and 96 < d <= 128; 64 < d <= 96 from the source only (UNVERIFIED).
+void fa3_tile(const Fa3Options& o, const AttentionShape& s, bool causal, int* block_m,
+              int* block_n);
+
+// The vLLM build's decode path (hopper/heuristics.h use_one_mma_wg): head dim 64 or 128, no window,
+// max_seqlen_q x (heads_q / heads_kv) <= 64: one consumer warpgroup, its own tiles.
+bool fa3_one_mma_wg(const Fa3Options& o, const AttentionShape& s);
 
 // The split count the kernel runs: num_splits, or for 0 FA3's heuristic (flash_api get_num_splits,
 // heuristics.h num_splits_heuristic; split kernels pack a GQA group's rows: PackGQA).
@@ -37,7 +63,9 @@ void fa3_tile(const Fa3Options& o, int head_dim, bool causal, int* block_m, int*
 // without a window ("causal=true is the same as causal=false in this case"), so such a call takes
 // the non-causal tile (kBlockN 176 at d 128, not 128) and its split count. (Paged KV at d 128
 // keeps causal; paged KV is not modelled.) Every function below applies it to `causal`.
-bool fa3_kernel_causal(const AttentionShape& s, bool causal);
+// The vLLM build keeps causal at head dims 65-128 with a paged cache ("Special case of hdim 128
+// where we want causal to have kBlockN=128").
+bool fa3_kernel_causal(const Fa3Options& o, const AttentionShape& s, bool causal);
 int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms = 132);
 
 // What flash_attn_func's host code chooses for the launch an input runs in (`launch`: null = the
@@ -46,7 +74,13 @@ int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, in
 KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& s, bool causal,
                             const Launch* launch);
 
-// The pipeline for a shape. Throws std::invalid_argument (one line) for a dtype or head dim the
+// The shape the kernel's host code sees for a target sequence in a launch (null: the target's own
+// batch): upstream FA3 a dense batch (dense_launch_shape: mixed lengths refused); the vLLM build
+// varlen: the launch's sequence count, max_seqlen_q and max_seqlen_k.
+AttentionShape fa3_kernel_shape(const Fa3Options& o, const AttentionShape& target,
+                                const Launch* launch);
+
+// The pipeline for a kernel shape (fa3_kernel_shape). Throws std::invalid_argument (one line) for a dtype or head dim the
 // build does not have (head_dim > 128: RescaleOBeforeGemm, not modelled; head_dim_v != head_dim).
 Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal);
 

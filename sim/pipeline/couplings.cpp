@@ -201,8 +201,13 @@ const std::vector<Coupling>& couplings() {
            return "pv: an integer accumulator cannot take O as C (use pv_acc=chunk)";
          if (p.pv.o_accum != Encoding::kFp32 && p.pv.o_accum != Encoding::kFp16)
            return "the O accumulator is fp32 or fp16";
-         if (p.pv.chunk_add == ChunkAdd::kRedFtz && p.pv.acc != PvAccumulate::kChunk)
-           return "chunk_add=red.ftz adds each block's chunk to O: it needs pv_acc=chunk";
+         if (ftz_chunk_add(p.pv.chunk_add) && p.pv.acc != PvAccumulate::kChunk)
+           return "chunk_add=" + std::string(p.pv.chunk_add == ChunkAdd::kRedFtz ? "red.ftz" : "fadd.ftz") +
+                  " adds each block's chunk to O: it needs pv_acc=chunk";
+         if (p.pv.flush < 0) return "pv_flush is a block count >= 0";
+         if (p.pv.flush > 0 && (p.pv.acc != PvAccumulate::kIntoC || p.pv.o_accum != Encoding::kFp32))
+           return "pv_flush=N carries O as the product's C across blocks: it needs pv_acc=c and "
+                  "o_acc=fp32";
          if (p.pv.chunk_add == ChunkAdd::kCutlassEpilogue && p.pv.acc != PvAccumulate::kChunk)
            return "chunk_add=cutlass_epilogue lands each block's chunk on O: it needs pv_acc=chunk";
          return std::nullopt;

@@ -88,6 +88,7 @@ constexpr Name<PvAccumulate> kPvAcc[] = {{PvAccumulate::kIntoC, "c"},
                                          {PvAccumulate::kChunk, "chunk"}};
 constexpr Name<ChunkAdd> kChunkAdd[] = {{ChunkAdd::kFadd, "fadd"},
                                          {ChunkAdd::kRedFtz, "red.ftz"},
+                                         {ChunkAdd::kFaddFtz, "fadd.ftz"},
                                          {ChunkAdd::kCutlassEpilogue, "cutlass_epilogue"}};
 constexpr Name<Rescale> kRescale[] = {{Rescale::kMultiply, "mul"},
                                       {Rescale::kIntAdd, "int_add"},
@@ -411,10 +412,15 @@ std::vector<OptionKey> base_keys() {
              true),
       choice("pv_int_cvt", "pv", names(kIntCvt), "an int32 P·V chunk -> FP32", true),
       choice("chunk_add", "pv", names(kChunkAdd),
-             "how a chunk lands on O: FADD, the H100's float atomicAdd (RED.ADD.F32.FTZ), or the "
-             "CUTLASS fmha's output-buffer epilogue (fma(a, chunk, fl(fl(a·alpha)·O)), a = 1/l in "
+             "how a chunk lands on O: FADD, the H100's float atomicAdd (RED.ADD.F32.FTZ), a fast-math "
+             "FADD.FTZ in registers (vLLM's FA3 fork), or the CUTLASS fmha's output-buffer epilogue (fma(a, chunk, fl(fl(a·alpha)·O)), a = 1/l in "
              "the last block)",
              true),
+      integer("pv_flush", "pv", 0,
+              "with pv_acc=c: the tensor-core accumulator lands on a deferred-scale FP32 "
+              "accumulator every N KV blocks (vllm-project/flash-attention #122's interval "
+              "two-level FP8 accumulation; 0: never)",
+              true),
       choice("pv_perm", "pv", {"none", "sage16", "kwidth4"},
              "instruction key order (sage16: SageAttention's V permutation within 16 keys; "
              "kwidth4: Triton's kWidth-4 operands, per 32 keys k mod 4 < 2 first)",
@@ -517,7 +523,7 @@ OptionList stage_options(const Pipeline& p0, Stage st) {
       case Stage::kP: return k == "p" || k.rfind("p_", 0) == 0;
       case Stage::kPv:
         return k == "pv_dot" || k == "pv_promote" || k == "pv_int_cvt" || k == "pv_acc" ||
-               k == "chunk_add" || k == "pv_perm" || k == "o_acc";
+               k == "chunk_add" || k == "pv_perm" || k == "o_acc" || k == "pv_flush";
       case Stage::kRescale:
         return k == "rescale" || k == "max_round" || k == "rescale_fused" || in(hook_rescale, k);
       case Stage::kNormalize: return k == "norm";
@@ -762,6 +768,7 @@ OptionList pipeline_options(const Pipeline& p0) {
   put("p_static", number_text(p.p.static_scale));
   put("pv_int_cvt", name_of(kIntCvt, p.pv.int_cvt));
   put("chunk_add", name_of(kChunkAdd, p.pv.chunk_add));
+  put("pv_flush", std::to_string(p.pv.flush));
   put("pv_perm", p.pv.perm16 ? "sage16" : p.pv.kwidth4 ? "kwidth4" : "none");
   put("o_acc", encoding_name(p.pv.o_accum));
   put("rescale_fused", p.rescale.fused ? "on" : "off");
@@ -1013,6 +1020,7 @@ void apply_pv(Pipeline& p, const Given& g) {
   if (g.has("pv_int_cvt")) p.pv.int_cvt = value_of(kIntCvt, g.get("pv_int_cvt"), "pv_int_cvt");
   if (g.has("pv_acc")) p.pv.acc = value_of(kPvAcc, g.get("pv_acc"), "pv_acc");
   if (g.has("chunk_add")) p.pv.chunk_add = value_of(kChunkAdd, g.get("chunk_add"), "chunk_add");
+  if (g.has("pv_flush")) p.pv.flush = g.integer("pv_flush");
   if (g.has("pv_perm")) {
     p.pv.perm16 = g.get("pv_perm") == "sage16";
     p.pv.kwidth4 = g.get("pv_perm") == "kwidth4";

@@ -424,19 +424,34 @@ enum class PvAccumulate : std::uint8_t { kIntoC, kChunk };
 //  kRedFtz the H100's float `atomicAdd` on O in global memory (RED.E.ADD.F32.FTZ.RN, probed in
 //          data/hw/h100/amla): subnormal inputs and results flushed to zero (sign kept), a NaN
 //          result is 0x7FFFFFFF (cuda_check/amla's kernel)
+//  kFaddFtz the FADD.FTZ of a kernel built with --use_fast_math, in registers: the same rounding
+//          as kRedFtz (flush-to-zero operands and result, round to nearest even, the canonical
+//          NaN); vLLM's FlashAttention-3 fork's two-level FP8 accumulation (hopper/utils.h gemm:
+//          tCrC = tCrC_original + tCrC)
 //  kCutlassEpilogue  the CUTLASS fmha's epilogue MemoryEfficientAttentionNormalize when O lives in
 //          an FP32 buffer between KV blocks (kMaxK > kKeysPerBlock: PyTorch's
 //          fmha_cutlassF_*_32x128_gmem_sm80): the tile's first block O = fl(a·chunk), later
 //          blocks O = fma(a, chunk, fl(fl(a·alpha)·O)), with a = fl(1/l) (1 for l = 0) in the
 //          tile's last block and 1 before it: the rescale and the epilogue's division happen
 //          here (rescale_fused, norm=none; a one-lane row sum, ascending blocks).
-enum class ChunkAdd : std::uint8_t { kFadd, kRedFtz, kCutlassEpilogue };
+enum class ChunkAdd : std::uint8_t { kFadd, kRedFtz, kFaddFtz, kCutlassEpilogue };
+
+// The chunk adds that flush subnormals to zero (FADD.FTZ and RED.ADD.F32.FTZ round alike).
+constexpr bool ftz_chunk_add(ChunkAdd a) { return a == ChunkAdd::kRedFtz || a == ChunkAdd::kFaddFtz; }
 
 struct PvStage {
   DotModel dot{DotModel::kFp32};
   Round int_cvt = Round::kNearestEven;  // an int32 chunk -> FP32 (cvt.rn.f32.s32)
   PvAccumulate acc = PvAccumulate::kIntoC;
   ChunkAdd chunk_add = ChunkAdd::kFadd;
+  // pv_flush: 0 off; N >= 1 (with pv_acc=c): the interval two-level FP8 accumulation of
+  // vllm-project/flash-attention #122 (merged, then reverted by #136): O, the tensor-core
+  // accumulator, runs as C across KV blocks and is rescaled with every block; a deferred-scale FP32
+  // accumulator A (scale s, s = s·alpha each block after the first) takes it every N blocks,
+  // A = fma(s, A, O), s = 1, O = 0 (after the block's rescale, before its P·V; before the last
+  // block's P·V also when the tile's block count is a multiple of N), and at the end O = fma(s, A,
+  // O) before the epilogue. The state's FTZ applies (SoftmaxStage::ftz).
+  int flush = 0;
   // The instruction models see the keys of each 16-key group in SageAttention's V order
   // [0,1,8,9,2,3,10,11,4,5,12,13,6,7,14,15] (fused.cu TransposePadPermute; P packed to match):
   // which keys share an emulated FP8 mma.sync's first HMMA depends on it.
@@ -633,6 +648,9 @@ struct TileState {
   int rows = 0, dv = 0;
   std::vector<T> m, l, o;
   std::vector<std::array<double, 4>> hook;
+  // PvStage::flush: the deferred-scale accumulator [rows][dv] and its scale [rows] (empty until
+  // the flush stage first runs on this state).
+  std::vector<T> acc_o, acc_scale;
 
   void reset(int rows_, int dv_) {
     rows = rows_;
@@ -641,6 +659,8 @@ struct TileState {
     l.assign(std::size_t(rows) * kMaxLanes, T(0));
     o.assign(std::size_t(rows) * dv, T(0));
     hook.assign(std::size_t(rows), std::array<double, 4>{});
+    acc_o.clear();
+    acc_scale.clear();
   }
   bool empty(int i) const { return m[std::size_t(i)] == -std::numeric_limits<T>::infinity(); }
   T* lanes(int i) { return l.data() + std::size_t(i) * kMaxLanes; }

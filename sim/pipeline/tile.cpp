@@ -96,6 +96,7 @@ void attend_block_counted(const PreparedInput& in, const Pipeline& p, const Tile
   snap.take(state);
   rescale_ref(p.rescale, p.pv.o_accum, b, state, buf);
   observe_rescale(p.rescale, ti, b, snap, state, buf, c);
+  if (p.pv.flush) flush_ref(p.pv, p.softmax.ftz, b, state, buf);
   cast_p_ref(p.p, b, buf);
   observe_p_cast(p.p, in, ti, b, buf, c);
   snap.take(state);
@@ -109,6 +110,7 @@ void attend_block_counted(const PreparedInput& in, const Pipeline& p, const Tile
     add_chunk_ref(p.rescale, p.pv.chunk_add, b, state, buf);
     observe_chunk_add(p.pv.chunk_add, ti, b, snap, state, buf, c);
   }
+  if (p.pv.flush && b.step == b.steps - 1) flush_final_ref(p.softmax.ftz, b, state);
 }
 
 // One KV block of one tile: every stage through its dispatcher (or the counted references).
@@ -126,10 +128,12 @@ void attend_block(const PreparedInput& in, const Pipeline& p, const TileIndex& t
   softmax_step_stage(p.softmax, p.rescale.max_round, b, kc, state, buf);
   exp_stage(p.exp, p.softmax.base, b, buf);
   rescale_stage(p.rescale, p.pv.o_accum, b, state, buf);
+  if (p.pv.flush) flush_ref(p.pv, p.softmax.ftz, b, state, buf);
   cast_p_stage(p.p, b, buf);
   row_sum_stage(p.softmax, p.p.enc, p.pv.perm16, b, state, buf);
   pv_stage(p.pv, p.p, in, ti, b, state, buf);
   if (p.pv.acc == PvAccumulate::kChunk) add_chunk_stage(p.rescale, p.pv.chunk_add, b, state, buf);
+  if (p.pv.flush && b.step == b.steps - 1) flush_final_ref(p.softmax.ftz, b, state);
 }
 
 // The block geometry of a tile (everything but the block index).
@@ -198,6 +202,8 @@ std::vector<SparseVisit> sparse_visits(const PreparedInput& in, const Pipeline& 
 void set_block(const PreparedInput& in, const Pipeline& p, const std::vector<SparseVisit>& visits,
                int lo, int hi, int step, BlockView& b) {
   b.fuse = true;
+  b.step = step;
+  b.steps = hi - lo;
   if (p.tile.kv_order == KvOrder::kSparse) {
     const SparseVisit v = visits[std::size_t(lo + step)];
     b.nb = v.nb;

@@ -333,7 +333,7 @@ void observe_chunk_add(ChunkAdd how, const TileIndex& ti, const BlockView& b,
       // classify only reads its magnitude class and finiteness).
       double exact = double(o0) + double(x);
       if (!(std::isfinite(exact)) && std::isfinite(double(o0) * a + double(x))) exact = double(o0) * a + double(x);
-      if (how == ChunkAdd::kRedFtz && o1 == T(0) && exact != 0.0 &&
+      if (ftz_chunk_add(how) && o1 == T(0) && exact != 0.0 &&
           std::fabs(exact) < double(std::numeric_limits<float>::min())) {
         c.add(CounterStage::kChunkAdd, CounterEvent::kFlushedSubnormal, ti.sq, ti.q_begin + i, ch);
         continue;

@@ -78,7 +78,7 @@ void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, Til
     T* o = state.o_row(i);
     const T* ch = buf.chunk.data() + std::size_t(i) * dv;
     const T a = buf.alpha[std::size_t(i)];
-    if (how == ChunkAdd::kRedFtz) {
+    if (ftz_chunk_add(how)) {
       for (int c = 0; c < dv; ++c) o[c] = T(red_add_f32_ftz(float(o[c]), float(ch[c])));
     } else if (how == ChunkAdd::kCutlassEpilogue) {
       // MemoryEfficientAttentionNormalize (epilogue_rescale_output.h) against the FP32 output
@@ -101,6 +101,58 @@ void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, Til
     }
   }
 }
+
+template <class T>
+void flush_ref(const PvStage& st, bool ftz, const BlockView& b, TileState<T>& state,
+               const TileBuffers<T>& buf) {
+  const int dv = state.dv;
+  if (state.acc_o.empty()) {
+    state.acc_o.assign(std::size_t(state.rows) * dv, T(0));
+    state.acc_scale.assign(std::size_t(state.rows), T(1));
+  }
+  // The kernel's first block is outside its loop: no rescale, no merge check.
+  if (b.step == 0) return;
+  auto merge = [&](int i) {
+    T* o = state.o_row(i);
+    T* a = state.acc_o.data() + std::size_t(i) * dv;
+    const T s = state.acc_scale[std::size_t(i)];
+    // softmax.h merge_accum_with_scale: accum = scale * accum + acc_o (FFMA under fast math).
+    for (int c = 0; c < dv; ++c) {
+      a[c] = stage_util::state_fma(s, a[c], o[c], ftz);
+      o[c] = T(0);
+    }
+    state.acc_scale[std::size_t(i)] = T(1);
+  };
+  for (int i = 0; i < b.rows; ++i) {
+    // update_accum_scale: accum_scale *= scores_scale (the block's alpha).
+    state.acc_scale[std::size_t(i)] =
+        stage_util::state_mul(state.acc_scale[std::size_t(i)], buf.alpha[std::size_t(i)], ftz);
+    // The loop's check for this block ((tile_idx + 1) % N, tile_idx = step − 1), and before the
+    // last block's P·V the epilogue's own check with tile_idx = steps − 1.
+    if (b.step % st.flush == 0) merge(i);
+    if (b.step == b.steps - 1 && b.steps % st.flush == 0) merge(i);
+  }
+}
+
+template <class T>
+void flush_final_ref(bool ftz, const BlockView& b, TileState<T>& state) {
+  if (state.acc_o.empty()) return;
+  const int dv = state.dv;
+  // softmax.h final_merge_accum: acc_o = scale * accum + acc_o.
+  for (int i = 0; i < b.rows; ++i) {
+    T* o = state.o_row(i);
+    const T* a = state.acc_o.data() + std::size_t(i) * dv;
+    const T s = state.acc_scale[std::size_t(i)];
+    for (int c = 0; c < dv; ++c) o[c] = stage_util::state_fma(s, a[c], o[c], ftz);
+  }
+}
+
+template void flush_ref<float>(const PvStage&, bool, const BlockView&, TileState<float>&,
+                               const TileBuffers<float>&);
+template void flush_ref<double>(const PvStage&, bool, const BlockView&, TileState<double>&,
+                                const TileBuffers<double>&);
+template void flush_final_ref<float>(bool, const BlockView&, TileState<float>&);
+template void flush_final_ref<double>(bool, const BlockView&, TileState<double>&);
 
 template void rescale_ref<float>(const RescaleStage&, Encoding, const BlockView&,
                                  TileState<float>&, TileBuffers<float>&);

@@ -112,7 +112,7 @@ void rescale_avx2(const RescaleStage& st, Encoding o_accum, const BlockView& b,
 void add_chunk_avx2(const RescaleStage& st, ChunkAdd how, const BlockView& b,
                     TileState<float>& state, TileBuffers<float>& buf) {
   const int dv = state.dv;
-  const AddOp op = how == ChunkAdd::kRedFtz ? AddOp::kRedFtz
+  const AddOp op = ftz_chunk_add(how) ? AddOp::kRedFtz
                    : st.fused               ? AddOp::kFused
                                             : AddOp::kFadd;
   for (int i = 0; i < b.rows; ++i)

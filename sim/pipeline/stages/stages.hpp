@@ -13,6 +13,7 @@
 //   row_sum_ref     l += p in the row-sum model's lanes and order            SoftmaxStage
 //   pv_ref          O = P V + O (into C) or a chunk from zero                PvStage
 //   add_chunk_ref   O = O + chunk (FADD, fused FFMA, or RED.ADD.FTZ)         RescaleStage (+ chunk_add)
+//   flush_ref       every N blocks A = fma(s, A, O), O = 0 (pv_flush)       PvStage::flush
 // and once per tile, finish_tile's epilogue_ref (NormalizeStage, OutStage).
 #pragma once
 
@@ -52,6 +53,7 @@ struct BlockView {
   int j0 = 0;      // the block's first key
   int nb = 0;      // the block's index
   int n_blocks = 0;  // KV blocks the tile visits (kv_blocks_of_tile)
+  int step = 0, steps = 0;  // this block's place in the range attend_tile runs, and its length
   int kv_pad = 0;    // bk rounded up to the k of the P·V and row-sum instructions (zero padding)
   // Whether the exponent's FMA contraction (SoftmaxStage::fma) happens in this block
   // (SoftmaxStage::fma_blocks: FlexAttention fuses only in fully visible blocks).
@@ -162,6 +164,15 @@ void pv_ref(const PvStage& st, const PStage& pst, const PreparedInput& in, const
 template <class T>
 void add_chunk_ref(const RescaleStage& st, ChunkAdd how, const BlockView& b, TileState<T>& state,
                    TileBuffers<T>& buf);
+
+// PvStage::flush (pv_flush=N): after the block's rescale, the deferred scale follows alpha and every
+// N blocks the accumulator takes O (flush_ref); after the range's last P·V, O = fma(s, A, O)
+// (flush_final_ref).
+template <class T>
+void flush_ref(const PvStage& st, bool ftz, const BlockView& b, TileState<T>& state,
+               const TileBuffers<T>& buf);
+template <class T>
+void flush_final_ref(bool ftz, const BlockView& b, TileState<T>& state);
 
 // The epilogue of one tile's rows: O / l, the static P scale, an fp16 accumulator's rounding, V's
 // epilogue scale and mean, the output cast (values of the output encoding into `o`), and the LSE.

@@ -47,15 +47,50 @@ TEST(ReproFailures, Fp16OverflowOnlyOnTheFp16AccumulatorFromTheExpectedRow) {
   EXPECT_GE(overflowing, 1);
 }
 
-TEST(ReproFailures, TileWidthsDivergeFromKey96) {
+TEST(ReproFailures, TileWidthsDivergeFromKey97) {
+  // vllm_fa3's prefill (128 x 192 FP8 tiles) and decode (64 x 96) of one token agree while the row
+  // sees at most 96 keys (one block each) and not from 97 keys on.
   ReproOptions o;
   o.quick = true;
   const ReproTable t = find("kv-tile-widths").run(o);
-  const int rows = col(t, "rows"), same = col(t, "rows_identical");
-  ASSERT_EQ(t.rows.size(), 3u);
-  EXPECT_EQ(t.rows[0][std::size_t(same)].v, t.rows[0][std::size_t(rows)].v);  // rows 0-95
-  EXPECT_LT(t.rows[1][std::size_t(same)].v, t.rows[1][std::size_t(rows)].v);
-  EXPECT_NE(t.notes.find("row 96,"), std::string::npos) << t.notes;
+  const int len = col(t, "seq_len"), same = col(t, "identical"), n = col(t, "elements");
+  const int pre = col(t, "prefill_tile"), dec = col(t, "decode_tile");
+  ASSERT_GE(t.rows.size(), 2u);
+  EXPECT_EQ(t.rows[0][std::size_t(len)].v, 96);
+  EXPECT_EQ(t.rows[0][std::size_t(same)].v, t.rows[0][std::size_t(n)].v);
+  EXPECT_EQ(t.rows[1][std::size_t(len)].v, 97);
+  EXPECT_LT(t.rows[1][std::size_t(same)].v, t.rows[1][std::size_t(n)].v);
+  EXPECT_EQ(t.rows[0][std::size_t(pre)].s, "128x192");
+  EXPECT_EQ(t.rows[0][std::size_t(dec)].s, "64x96");
+  EXPECT_NE(t.notes.find("differs from the prefill: 97."), std::string::npos) << t.notes;
+}
+
+TEST(ReproFailures, Fp8LongContextFlushOrdersTheErrors) {
+  // vllm #23813: at every length, the never-flushed chain is far worse than per-block flushing,
+  // which sits near the quantization floor; 64-block intervals lie between.
+  ReproOptions o;
+  o.quick = true;
+  const ReproTable t = find("fp8-long-context").run(o);
+  const int m = col(t, "method"), e = col(t, "rel_l1");
+  auto err = [&](std::size_t first, const std::string& method) {
+    for (std::size_t r = first; r < first + 6; ++r)
+      if (t.rows[r][std::size_t(m)].s == method) return t.rows[r][std::size_t(e)].v;
+    ADD_FAILURE() << method;
+    return 0.0;
+  };
+  ASSERT_EQ(t.rows.size(), 12u);
+  for (std::size_t first : {0u, 6u}) {
+    const double never = err(first, "fa3:dtype=e4m3"), every = err(first, "vllm_fa3:dtype=e4m3"),
+                 i4 = err(first, "vllm_fa3:dtype=e4m3,interval=4"),
+                 i64 = err(first, "vllm_fa3:dtype=e4m3,interval=64"),
+                 floor = err(first, "vllm_fa3:dtype=e4m3,pv_dot=fp32");
+    EXPECT_GT(never, 2 * i64);
+    EXPECT_GT(i64, 4 * i4);
+    EXPECT_GT(i4, every);
+    EXPECT_LT(every, 1.5 * floor);
+  }
+  // The never-flushed error grows with the context.
+  EXPECT_GT(err(6, "fa3:dtype=e4m3"), err(0, "fa3:dtype=e4m3"));
 }
 
 }  // namespace

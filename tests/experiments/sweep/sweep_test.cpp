@@ -650,6 +650,12 @@ TEST_F(Exp, GatePassesOnTheVllmBaseline) {
   expect_gate_passes("experiments/configs/baseline_vllm.toml", "data/baselines/vllm.h5");
 }
 
+TEST_F(Exp, GatePassesOnTheVllmFa3Baseline) {
+  // vLLM's FlashAttention-3 fork, its prefill and decode tiles, FP8 with two-level accumulation
+  // (experiments/configs/baseline_vllm_fa3.toml).
+  expect_gate_passes("experiments/configs/baseline_vllm_fa3.toml", "data/baselines/vllm_fa3.h5");
+}
+
 TEST_F(Exp, AttributeWritesOneRowPerStage) {
   const std::string m =
       "flash:qkv=bf16,p=e4m3fn,out=bf16,qk_dot=sm90.hmma.bf16.f32,exp=ex2.approx.ftz";

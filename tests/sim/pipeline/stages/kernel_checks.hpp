@@ -300,7 +300,8 @@ inline void check_rescale(Values& g, Tally& t) {
   st.fused = g.chance(0.3);
   if (st.kind == Rescale::kHook) st.hook.ptr = std::make_shared<TestRescaleHook>();
   const Encoding o_accum = g.chance(0.1) ? Encoding::kFp16 : Encoding::kFp32;
-  const ChunkAdd how = g.chance(0.3) ? ChunkAdd::kRedFtz : ChunkAdd::kFadd;
+  const ChunkAdd how = g.chance(0.3) ? (g.chance(0.5) ? ChunkAdd::kRedFtz : ChunkAdd::kFaddFtz)
+                                      : ChunkAdd::kFadd;
   TileBuffers<float> ref;
   ref.size(rows, c.b.bk, dv);
   for (int i = 0; i < rows; ++i) {
