@@ -172,7 +172,7 @@ def by_schema(packet, named):
             vals.append(named[a.name])
             continue
         t = str(a.type)
-        if t.endswith("?"):
+        if t.endswith("?") or t.startswith("Optional"):
             vals.append(None)
         elif t == "int":
             vals.append(0)

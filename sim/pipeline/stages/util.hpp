@@ -89,13 +89,13 @@ T warp_sum(const T* p, int n) {
   return lane[0];
 }
 
-// FA3 FP8's exponent coefficient of a row (Dequant::kDescale): fl(fl(c · q_descale) · k_descale),
+// FA3 FP8's exponent coefficient of a row (Dequant::kDescale): fl(c · fl(q_descale · k_descale)),
 // the per-tensor scales of the row's Q and K slices (1 when unscaled).
 inline float descale_coefficient(float c, const PreparedInput& in, const TileIndex& ti, int qt,
                                  bool ftz) {
   const float sq = in.q.scaled() ? in.q.scale(ti.sq, qt, 0) : 1.0f;
   const float sk = in.k.scaled() ? in.k.scale(ti.skv, 0, 0) : 1.0f;
-  return state_mul(state_mul(c, sq, ftz), sk, ftz);
+  return state_mul(c, state_mul(sq, sk, ftz), ftz);
 }
 
 }  // namespace attnsim::stage_util
