@@ -118,7 +118,7 @@ MethodSpec fa3_spec(Fa3Build build) {
   m.help = vllm ? "vLLM's FlashAttention-3 fork (vllm-project/flash-attention hopper/, as vLLM "
                   "0.26.0's wheel ships it) as vLLM's FlashAttention backend calls it on the "
                   "H100: varlen, paged KV cache, fp16/bf16, FP8 e4m3 with its two-level "
-                  "accumulation, the decode tiles; one split (sim/fa3)"
+                  "accumulation, the decode tiles; one split; recorded bit for bit (sim/fa3)"
                 : "FlashAttention-3 (hopper/, --use_fast_math) as the H100 runs it: fp16, bf16, "
                   "FP8 e4m3 quantized per (batch, head) with its descales, num_splits and its "
                   "combine; recorded bit for bit (sim/fa3)";
