@@ -90,6 +90,37 @@ TEST(Fa3Preset, OneSplitIsThePipelineAndSplitsStayClose) {
   }
 }
 
+TEST(Fa3Preset, IntervalFlushLongerThanTheRowIsTheSingleChain) {
+  // pv_flush=N (vllm_fa3:interval=N) with N past the tile's block count never merges before the
+  // end, and the final merge fma(1, 0, O) is O: upstream FA3's single FP8 chain, bit for bit.
+  // Every block is a merge point with N = 1, which changes the bits; the merge order matters.
+  const AttentionInput in = simtest::random_input({1, 2, 2, 70, 1500, 128, 128}, true, 5, 3.0);
+  Fa3Options o;
+  o.dtype = Encoding::kE4m3fn;
+  const Pipeline single = fa3_pipeline(o, in.shape, true);
+  const PipelineResult a = fa3_attention(in, o, single);
+  Pipeline late = single;
+  late.pv.flush = 1000;
+  validate(late);
+  const PipelineResult b = fa3_attention(in, o, late);
+  EXPECT_EQ(a.o, b.o);
+  EXPECT_EQ(a.lse, b.lse);
+  Pipeline every = single;
+  every.pv.flush = 1;
+  const PipelineResult c = fa3_attention(in, o, every);
+  EXPECT_NE(c.o, a.o);
+  EXPECT_LT(rel_diff(c.o, a.o), 5e-2);
+  // The same through the method strings: vllm_fa3's interval option sets pv_flush, and pv_flush
+  // needs O as the product's C.
+  Fa3Options v = o;
+  v.build = Fa3Build::kVllm;
+  v.fp8_interval = 4;
+  EXPECT_EQ(fa3_pipeline(v, in.shape, true).pv.flush, 4);
+  Pipeline bad = fa3_pipeline(v, in.shape, true);
+  bad.pv.acc = PvAccumulate::kChunk;
+  EXPECT_THROW(validate(bad), std::invalid_argument);
+}
+
 TEST(SdpaPresets, NotesNameTheUnverifiedParts) {
   SdpaOptions o;
   EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 128, 128}).empty());
