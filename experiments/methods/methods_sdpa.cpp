@@ -35,9 +35,8 @@ Fa3Options fa3_options(const MethodValues& v, const std::string& dump_dtype) {
     o.build = Fa3Build::kVllm;
     o.page_size = std::stoi(v.at("block_size"));
     o.fp8_interval = std::stoi(v.at("interval"));
-  } else {
-    o.num_splits = std::stoi(v.at("splits"));
   }
+  o.num_splits = std::stoi(v.at("splits"));
   return o;
 }
 
@@ -118,7 +117,7 @@ MethodSpec fa3_spec(Fa3Build build) {
   m.help = vllm ? "vLLM's FlashAttention-3 fork (vllm-project/flash-attention hopper/, as vLLM "
                   "0.26.0's wheel ships it) as vLLM's FlashAttention backend calls it on the "
                   "H100: varlen, paged KV cache, fp16/bf16, FP8 e4m3 with its two-level "
-                  "accumulation, the decode tiles; one split; recorded bit for bit (sim/fa3)"
+                  "accumulation, the decode tiles, its per-sequence splits; recorded bit for bit (sim/fa3)"
                 : "FlashAttention-3 (hopper/, --use_fast_math) as the H100 runs it: fp16, bf16, "
                   "FP8 e4m3 quantized per (batch, head) with its descales, num_splits and its "
                   "combine; recorded bit for bit (sim/fa3)";
@@ -147,8 +146,17 @@ MethodSpec fa3_spec(Fa3Build build) {
                         0,
                         false,
                         true});
+    m.params.push_back({"splits",
+                        {},
+                        "1",
+                        "num_splits: 1 one pass (VLLM_BATCH_INVARIANT=1); 0 the fork's own "
+                        "choice per sequence (vLLM without CUDA graphs); N that choice capped at "
+                        "N (vLLM's max_num_splits under CUDA graphs, UNVERIFIED)",
+                        0,
+                        false,
+                        true});
   }
-  else
+  if (!vllm)
     m.params.push_back({"splits",
                         {},
                         "1",
@@ -169,14 +177,15 @@ MethodSpec fa3_spec(Fa3Build build) {
     const Fa3Options o = fa3_options(v, in.dtype);
     return usage_errors([&] {
       return output(fa3_attention(in, o, p), p,
-                    fa3_num_splits(o, fa3_shape(o, in, true), in.causal,
-                                   launch_sms(in.launch.get())));
+                    fa3_splits(o, in.shape, in.causal, in.launch.get()));
     });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
     const Fa3Options o = fa3_options(v, in.dtype);
     return split_outside(
-        fa3_num_splits(o, fa3_shape(o, in, false), in.causal, launch_sms(in.launch.get())),
+        usage_errors([&] {
+          return fa3_splits(o, shape_or(in, kNoInputShape), in.causal, in.launch.get());
+        }),
         "FlashAttnFwdCombine (fast math)");
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {

@@ -2,6 +2,8 @@
 // sim/fa3/README.md: the hopper/ source line or SASS behind every choice, read / fit / UNVERIFIED).
 #include "sim/fa3/fa3.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 
@@ -25,9 +27,6 @@ void check_dtype(const Fa3Options& o) {
     fail("fa3: the input format is fp16 or bf16");
   if (o.num_splits < 0) fail("fa3: num_splits must be >= 0 (0: FA3's heuristic)");
   if (o.build == Fa3Build::kVllm) {
-    if (o.num_splits != 1)
-      fail("vllm_fa3: splits must be 1 (one pass, as VLLM_BATCH_INVARIANT=1 runs it): the fork's "
-           "varlen scheduler, which chooses splits per sequence on the GPU, is not modelled");
     if (o.fp8_interval < 0) fail("vllm_fa3: interval must be >= 0 (0: the shipped two-level)");
     if (o.fp8_interval > 0 && o.dtype != Encoding::kE4m3fn)
       fail("vllm_fa3: interval=N is the FP8 accumulation's: it needs dtype=e4m3");
@@ -112,8 +111,61 @@ bool fa3_kernel_causal(const Fa3Options& o, const AttentionShape& s, bool causal
   return vllm(o) && o.page_size > 0 && s.head_dim > 64 && s.head_dim <= 128;
 }
 
+namespace {
+
+// The fork's get_num_splits for a varlen launch (num_splits_dynamic_ptr set): total_mblocks as if
+// the batch were one sequence, the tile of the fork's table.
+int vllm_static_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms) {
+  causal = fa3_kernel_causal(o, s, causal);
+  int bm = 0, bn = 0;
+  fa3_tile(o, s, causal, &bm, &bn);
+  const int n_blocks = (s.len_kv + bn - 1) / bn;
+  const int m_blocks = (s.len_q * s.group() + bm - 1) / bm;
+  const long long bytes = fp8(o) ? 1 : 2;
+  const long long size_one_kv_head = (long long)s.len_kv * (s.head_dim + s.head_dim_v) * bytes;
+  return fa3_num_splits_heuristic(1 * s.heads_kv * m_blocks, sms, n_blocks, m_blocks,
+                                  size_one_kv_head, causal, 128);
+}
+
+}  // namespace
+
+int fa3_splits(const Fa3Options& o, const AttentionShape& target, bool causal,
+               const Launch* launch) {
+  const AttentionShape s = fa3_kernel_shape(o, target, launch);
+  const int sms = launch_sms(launch);
+  if (!vllm(o)) return fa3_num_splits(o, s, causal, sms);
+  // mha_fwd: the bound (num_splits, or get_num_splits for 0); varlen launches of more than 992
+  // sequences run one split; otherwise prepare_varlen_num_blocks_kernel gives each sequence its
+  // own count (flash_prepare_scheduler.cu).
+  const int bound = o.num_splits > 0 ? o.num_splits : vllm_static_splits(o, s, causal, sms);
+  if (bound <= 1 || s.batch > 992) return 1;
+  const bool masked = fa3_kernel_causal(o, s, causal);
+  int bm = 0, bn = 0;
+  fa3_tile(o, s, masked, &bm, &bn);
+  // Its sequences: the launch's, or the target's batch of equal sequences.
+  std::vector<LaunchSeq> seqs;
+  if (launch) {
+    seqs = launch->seqs;
+  } else {
+    seqs.assign(std::size_t(target.batch), LaunchSeq{target.len_q, target.len_kv});
+  }
+  long long total = 0;  // sum of m blocks (PackGQA rows) x n blocks over the launch
+  for (const LaunchSeq& q : seqs)
+    total += (long long)((q.len_q * s.group() + bm - 1) / bm) * ((q.len_kv + bn - 1) / bn);
+  // blocks_per_sm = ceilf(float(total_blocks) * 1.1f * float(num_head) / float(num_sm)), with
+  // num_head = heads_kv (PackGQA: splits always pack).
+  float f = float(total) * 1.1f;
+  f = f * float(s.heads_kv);
+  f = f / float(sms);
+  const int per_sm = int(std::ceil(f));
+  const int n = (target.len_kv + bn - 1) / bn;
+  if (per_sm <= 0) return 1;
+  return std::max(std::min((n + per_sm - 1) / per_sm, bound), 1);
+}
+
 int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms) {
   if (o.num_splits > 0) return o.num_splits;
+  if (vllm(o)) return vllm_static_splits(o, s, causal, sms);
   causal = fa3_kernel_causal(o, s, causal);
   int bm = 0, bn = 0;
   fa3_tile(o, s, causal, &bm, &bn);
@@ -202,8 +254,7 @@ Pipeline fa3_pipeline(const Fa3Options& o, const AttentionShape& s, bool causal)
 
 PipelineResult fa3_attention(const PreparedInput& in, const Fa3Options& o, const Pipeline& p) {
   const Launch* l = in.launch.get();
-  const int splits =
-      fa3_num_splits(o, fa3_kernel_shape(o, in.shape, l), in.causal, launch_sms(l));
+  const int splits = fa3_splits(o, in.shape, in.causal, l);
   if (splits <= 1) return run_pipeline(in, p);
   // The combine takes no head-dim-dependent order (one split per lane).
   return split_kv_attention(in, p, splits, SplitCombine::kFa3, in.shape.head_dim);
@@ -256,6 +307,10 @@ std::vector<std::string> fa3_unverified(const Fa3Options& o, const AttentionShap
                 "(UNVERIFIED)");
   if (fa3_num_splits(o, s, causal, 132) > 32)
     r.push_back(name + ": more than 32 splits: the combine's lanes past 32 are UNVERIFIED");
+  if (vllm(o) && o.num_splits > 1)
+    r.push_back("vllm_fa3: splits=" + std::to_string(o.num_splits) +
+                " (a bound, as vLLM's max_num_splits under CUDA graphs): recorded with 0 and 1 "
+                "only (UNVERIFIED)");
   if (vllm(o) && o.page_size != 16)
     r.push_back("vllm_fa3: block_size " + std::to_string(o.page_size) +
                 ": recorded with vLLM's default 16 only (a block of whole kBlockN tiles takes the "
@@ -270,7 +325,7 @@ KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& target, b
   const bool masked = fa3_kernel_causal(o, s, causal);
   int bm = 0, bn = 0;
   fa3_tile(o, s, masked, &bm, &bn);
-  const int splits = fa3_num_splits(o, s, causal, sms);
+  const int splits = fa3_splits(o, target, causal, launch);
   KernelSchedule k;
   k.family = vllm(o) ? "vllm_fa3" : "fa3";
   k.kernel = "flash::FlashAttnFwdSm90";
@@ -308,7 +363,13 @@ KernelSchedule fa3_schedule(const Fa3Options& o, const AttentionShape& target, b
                        "ceil(len_kv / " + std::to_string(bn) + ")"});
   }
   k.items.push_back({"splits", std::to_string(splits), true,
-                     o.num_splits == 0
+                     vllm(o) ? (o.num_splits == 1
+                                    ? std::string("num_splits given")
+                                    : "flash_prepare_scheduler.cu: ceil(n_blocks / ceil(1.1 x "
+                                      "launch blocks x heads_kv / " + std::to_string(sms) +
+                                          " SMs)), at most the bound (num_splits, or "
+                                          "get_num_splits as if one sequence)")
+                     : o.num_splits == 0
                          ? "heuristics.h num_splits_heuristic(blocks, " + std::to_string(sms) +
                                " SMs, n_blocks, ...): 1 when blocks >= 0.8 x SMs (L2 rule "
                                "aside), else the fewest splits within 85% of the best"

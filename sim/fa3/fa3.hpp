@@ -68,6 +68,14 @@ bool fa3_one_mma_wg(const Fa3Options& o, const AttentionShape& s);
 bool fa3_kernel_causal(const Fa3Options& o, const AttentionShape& s, bool causal);
 int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms = 132);
 
+// The splits the target sequence runs in its launch (null: its own batch): fa3_num_splits of the
+// kernel shape upstream; the vLLM build's per-sequence count (mha_fwd's bound, num_splits or
+// get_num_splits for 0 as if the batch were one sequence; then prepare_varlen_num_blocks_kernel:
+// ceil(n_blocks / ceil(1.1 x sum of m x n blocks x heads_kv / SMs)) capped by the bound; one split
+// beyond 992 sequences).
+int fa3_splits(const Fa3Options& o, const AttentionShape& target, bool causal,
+               const Launch* launch);
+
 // What flash_attn_func's host code chooses for the launch an input runs in (`launch`: null = the
 // input's own batch; dense only): the tile, the heuristic's inputs and the split count, for
 // `attnsim schedule`. Throws std::invalid_argument (one line) for a launch it cannot take.

@@ -25,7 +25,7 @@ namespace {
 
 const std::string kFile = ATTNSIM_DATA_DIR "/hw/h100/serving/vllm_fa3_h100.h5";
 
-// cuda_check/serving/serving_cases.py VLLM_FA3_CASES (the one-split ones): sequences
+// cuda_check/serving/serving_cases.py VLLM_FA3_CASES: sequences
 // (query_len, seq_len), the query the last query_len tokens; lattice tensors 0, 1, 2 = Q [T, hq, d],
 // K, V [sum seq_len, hkv, d] (token-major); q_of: Q is the last row of a lattice of that many
 // tokens; FP8: Q, K, V from the recorded e4m3 bytes, scales 0.05 / 0.05 / 0.02.
@@ -37,6 +37,7 @@ struct Fa3Case {
   int seed;
   bool fp8 = false;
   int q_of = 0;
+  int splits = 1;  // num_splits (0: the fork's per-sequence choice, as vLLM without CUDA graphs)
 };
 
 std::vector<Fa3Case> cases() {
@@ -51,6 +52,10 @@ std::vector<Fa3Case> cases() {
       {"decode_bf16_d128", "bf16", 8, 2, 128, {{1, 97}, {1, 500}, {1, 1000}, {1, 33}}, 308},
       {"prefill_fp16_d64", "fp16", 4, 4, 64, {{33, 33}, {70, 200}}, 309},
       {"decode_fp16_d64", "fp16", 8, 2, 64, {{1, 97}, {1, 1000}}, 310},
+      {"decode_fp8_d128_splits0", "bf16", 8, 2, 128, {{1, 97}, {1, 200}, {1, 777}, {1, 2000}},
+       302, true, 0, 0},
+      {"decode_bf16_d128_splits0", "bf16", 8, 2, 128, {{1, 97}, {1, 500}, {1, 1000}, {1, 33}},
+       308, false, 0, 0},
   };
   const int pd[][2] = {{96, 320}, {97, 321}, {192, 322}, {193, 323}, {200, 324}};
   for (const auto& [L, seed] : pd) {
@@ -77,6 +82,7 @@ Fa3Options options_of(const Fa3Case& c) {
   o.page_size = 16;
   o.input = enc_of(c.dtype);
   o.dtype = c.fp8 ? Encoding::kE4m3fn : o.input;
+  o.num_splits = c.splits;
   return o;
 }
 
@@ -265,6 +271,37 @@ TEST(VllmFa3H100, PrefillAndDecodeOfOneTokenAsRecorded) {
   EXPECT_EQ(equal(200, "bf16"), 1024);
 }
 
+// The split decodes: the per-sequence split counts fa3_splits gives for the launch, some above 1,
+// exactly where the recording ran FlashAttnFwdCombine; forcing one split breaks them.
+TEST(VllmFa3H100, SplitDecodesFollowTheForksScheduler) {
+  const H5Reader r(kFile);
+  const std::vector<Loaded> all = load_all(r);
+  for (const Loaded& x : all) {
+    if (x.c.splits == 1) continue;
+    const Fa3Options o = options_of(x.c);
+    Launch l;
+    for (const auto& [q, k] : x.c.seqs) l.seqs.push_back({q, k});
+    int most = 1;
+    std::string counts;
+    for (std::size_t i = 0; i < x.c.seqs.size(); ++i) {
+      l.target_index = int(i);
+      const auto [q, k] = x.c.seqs[i];
+      const int s = fa3_splits(o, {1, x.c.hq, x.c.hkv, q, k, x.c.d, x.c.d}, true, &l);
+      most = std::max(most, s);
+      counts += std::to_string(s) + " ";
+    }
+    std::printf("  %s: splits per sequence %s\n", name_of(x.c).c_str(), counts.c_str());
+    const bool combined =
+        r.attr_string(name_of(x.c), "kernels").find("FlashAttnFwdCombine") != std::string::npos;
+    EXPECT_EQ(most > 1, combined) << name_of(x.c);
+    if (most > 1) {
+      Fa3Case one = x.c;
+      one.splits = 1;
+      EXPECT_FALSE(check(one, x.rec).exact()) << name_of(x.c);
+    }
+  }
+}
+
 bool some_case_differs(const std::vector<Loaded>& all, const Tweak& tweak, const char* what) {
   std::int64_t differ = 0;
   int hit = 0;
@@ -332,8 +369,11 @@ TEST(VllmFa3H100, UnsupportedInputsAreRefusedInOneLine) {
   EXPECT_TRUE(refused(o, AttentionShape{1, 8, 2, 1, 100, 256, 256}));  // head dim > 128
   EXPECT_TRUE(refused(o, AttentionShape{1, 8, 2, 1, 100, 128, 64}));   // dv != d
   Fa3Options split = o;
-  split.num_splits = 0;
-  EXPECT_TRUE(refused(split, AttentionShape{1, 8, 2, 1, 100, 128, 128}));
+  split.num_splits = -1;
+  EXPECT_FALSE(refused(split, AttentionShape{1, 8, 2, 1, 100, 128, 128}));  // "fa3: ..." prefix
+  Fa3Options f16 = o;
+  f16.fp8_interval = 4;  // interval is the FP8 accumulation's
+  EXPECT_TRUE(refused(f16, AttentionShape{1, 8, 2, 1, 100, 128, 128}));
   Fa3Options page = o;
   page.page_size = 24;
   EXPECT_TRUE(refused(page, AttentionShape{1, 8, 2, 1, 100, 128, 128}));
