@@ -58,7 +58,42 @@ def ex2(x):
 
 
 def lg2(x):
+    """lg2.approx.f32 (no .ftz): what log2f would be if it were the bare MUFU (not used)."""
     return _special("lg2", x, no_ftz=True)
+
+
+def _b2f(u):
+    return np.asarray(u, np.uint32).view(F32)
+
+
+_LOG2F_COEF = (0xBE2C7F30, 0x3E2FCF2A, 0xBE374E43, 0x3E520BF4, 0xBE763C8B, 0x3E93BF99,
+               0xBEB8AA49, 0x3EF6384A, 0xBF38AA3B)
+
+
+def log2f(x):
+    """CUDA's log2f (libdevice __nv_log2f), IEEE FMAs: numerics/special.cpp log2f_libdevice
+    (there with FTZ FMAs, the same on these normal inputs): x < 2^-126 scaled by 2^23, exponent
+    split at 0x3F3504F3, degree-10 polynomial in f = m - 1, e + (fma(f, log2e, f*(f*q)))."""
+    x = np.asarray(x, F32)
+    small = x < F32(2.0 ** -126)
+    e0 = np.where(small, F32(-23), F32(0)).astype(F32)
+    xs = np.where(small, (x * F32(8388608.0)).astype(F32), x).astype(F32)
+    b = xs.view(np.uint32).astype(np.int64)
+    ie = ((b - 0x3F3504F3) & 0xFFFFFFFF)
+    ie = np.where(ie >= 2 ** 31, ie - 2 ** 32, ie) & -0x800000  # int32 & 0xFF800000
+    f = (_b2f(((b - ie) & 0xFFFFFFFF).astype(np.uint32)) - F32(1)).astype(F32)
+    e = fma32(ie.astype(F32), np.full(x.shape, F32(2.0 ** -23)), e0)
+    q = np.full(x.shape, _b2f(0x3DC6B27F), F32)
+    for cc in _LOG2F_COEF:
+        q = fma32(q, f, np.full(x.shape, _b2f(cc), F32))
+    r = (f * q).astype(F32)
+    r = (f * r).astype(F32)
+    r = fma32(f, np.full(x.shape, _b2f(0x3FB8AA3B), F32), r)
+    res = (e + r).astype(F32)
+    with np.errstate(invalid="ignore"):
+        res = np.where(b >= 0x7F800000, fma32(xs, np.full(x.shape, F32(np.inf)),
+                                             np.full(x.shape, F32(np.inf))), res)
+    return res.astype(F32)
 
 
 def logf(x):
@@ -266,7 +301,7 @@ def dense_decode(q, kv, seq_lens, s_q, h_q, scale, meta, num_splits, num_sm_part
                 lse[bi] = ls.reshape(s_q, h_q).T
             else:
                 split_idx = int(num_splits[bi]) + n_split_idx
-                acc[split_idx] = (On, (lg2(L) + m).astype(F32))
+                acc[split_idx] = (On, (log2f(L) + m).astype(F32))
                 if TRACE is not None:
                     TRACE.setdefault("split", {})[split_idx] = dict(O=O, m=m, L=L, bi=bi)
     # combine
@@ -289,7 +324,7 @@ def dense_decode(q, kv, seq_lens, s_q, h_q, scale, meta, num_splits, num_sm_part
         ssum = butterfly_sum(lane.T)  # [R]
         if TRACE is not None:
             TRACE.setdefault("combine", {})[bi] = dict(ls=ls, mx=mx, lane=lane, ssum=ssum, Os=Os)
-        g = (lg2(ssum) + mx).astype(F32)
+        g = (log2f(ssum) + mx).astype(F32)
         g = np.where((ssum == 0) | (ssum == -np.inf), F32(np.inf), g).astype(F32)
         lse[bi] = (g / M_LOG2E).astype(F32).reshape(s_q, h_q).T
         w = ex2((ls - g[None, :]).astype(F32))  # [n, R]
