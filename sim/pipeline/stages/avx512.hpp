@@ -12,6 +12,8 @@
 
 #include <cstdint>
 
+#include "numerics/special.hpp"
+
 // GCC 12's intrinsics initialise their "undefined" operands from themselves (`__m512 __Y = __Y;`
 // in _mm512_undefined_ps), which -Wmaybe-uninitialized reports at every inlined shuffle and
 // conversion; the value is never read (the instructions ignore the pass-through operand).
@@ -91,6 +93,62 @@ ATTNSIM_AVX512_INLINE void transpose16(__m512 r[16]) {
     r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);   // column 4 + c
     r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xDD);  // column 12 + c
   }
+}
+
+
+// The .ftz state operations on 16 lanes (stage_util::state_mul / state_add / state_fma with ftz:
+// fmul_ftz, fadd_ftz, fma_f32(.., RN, ftz)): operands whose exponent field is 0 read as zeros of
+// their sign, the IEEE RN result, NaN results as the GPU's 0x7FFFFFFF, results below FLT_MIN
+// flushed to zeros of their sign, and a result of magnitude FLT_MIN (tiny or not depends on the
+// exact value: the scalar rule decides) recomputed lane by lane by the scalar operation.
+ATTNSIM_AVX512_INLINE __m512 daz(__m512 x) {
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 sub = _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7F800000));
+  return _mm512_castsi512_ps(
+      _mm512_mask_and_epi32(u, sub, u, _mm512_set1_epi32(int(0x80000000u))));
+}
+ATTNSIM_AVX512_INLINE __m512 ftz_result(__m512 r, __mmask16* edge) {
+  const __m512 a = _mm512_abs_ps(r), fmin = _mm512_set1_ps(0x1p-126f);
+  const __mmask16 tiny = _mm512_cmp_ps_mask(a, fmin, _CMP_LT_OQ);
+  const __mmask16 nan = _mm512_cmp_ps_mask(r, r, _CMP_UNORD_Q);
+  *edge = _mm512_cmp_ps_mask(a, fmin, _CMP_EQ_OQ);
+  __m512i u = _mm512_castps_si512(r);
+  u = _mm512_mask_and_epi32(u, tiny, u, _mm512_set1_epi32(int(0x80000000u)));
+  u = _mm512_mask_mov_epi32(u, nan, _mm512_set1_epi32(0x7FFFFFFF));
+  return _mm512_castsi512_ps(u);
+}
+// Lanes of `edge` recomputed by op(a, b, c).
+template <class Op>
+ATTNSIM_AVX512_INLINE __m512 ftz_edges(__m512 r, __mmask16 edge, __m512 a, __m512 b, __m512 c,
+                                        Op op) {
+  alignas(64) float ra[16], aa[16], ba[16], ca[16];
+  _mm512_store_ps(ra, r);
+  _mm512_store_ps(aa, a);
+  _mm512_store_ps(ba, b);
+  _mm512_store_ps(ca, c);
+  for (int l = 0; l < 16; ++l)
+    if (edge >> l & 1u) ra[l] = op(aa[l], ba[l], ca[l]);
+  return _mm512_load_ps(ra);
+}
+ATTNSIM_AVX512_INLINE __m512 ftz_mul(__m512 a, __m512 b) {
+  __mmask16 edge;
+  const __m512 r = ftz_result(_mm512_mul_ps(daz(a), daz(b)), &edge);
+  if (!edge) return r;
+  return ftz_edges(r, edge, a, b, b, [](float x, float y, float) { return fmul_ftz(x, y); });
+}
+ATTNSIM_AVX512_INLINE __m512 ftz_add(__m512 a, __m512 b) {
+  __mmask16 edge;
+  const __m512 r = ftz_result(_mm512_add_ps(daz(a), daz(b)), &edge);
+  if (!edge) return r;
+  return ftz_edges(r, edge, a, b, b, [](float x, float y, float) { return fadd_ftz(x, y); });
+}
+ATTNSIM_AVX512_INLINE __m512 ftz_fma(__m512 a, __m512 b, __m512 c) {
+  __mmask16 edge;
+  const __m512 r = ftz_result(_mm512_fmadd_ps(daz(a), daz(b), daz(c)), &edge);
+  if (!edge) return r;
+  return ftz_edges(r, edge, a, b, c, [](float x, float y, float z) {
+    return fma_f32(x, y, z, Round::kNearestEven, true);
+  });
 }
 
 }  // namespace attnsim::avx512

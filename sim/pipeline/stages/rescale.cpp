@@ -168,9 +168,7 @@ template <class T>
 void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
                  TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (st.kind != Rescale::kMultiplyFtz) {
-      if (const auto f = stage_kernels().rescale) return f(st, o_accum, b, state, buf);
-    }
+    if (const auto f = stage_kernels().rescale) return f(st, o_accum, b, state, buf);
   rescale_ref(st, o_accum, b, state, buf);
 }
 template void rescale_stage<float>(const RescaleStage&, Encoding, const BlockView&, TileState<float>&, TileBuffers<float>&);

@@ -1,8 +1,8 @@
 // The rescale and chunk-add stages on AVX2 for an FP32 state: rescale_ref's and add_chunk_ref's
 // bits, 8 channels of one row's O per register (one FP32 operation per element: the multiply,
 // the division, AMLA's INT32 addition on the bits, the FADD, the fused FFMA, or the H100's FTZ
-// float atomicAdd), as rescale_avx512.cpp. An fp16 O accumulator (__hmul2 through fp16 rounding)
-// and the .ftz multiply take the reference.
+// float atomicAdd, the .ftz multiply), as rescale_avx512.cpp. An fp16 O accumulator (__hmul2
+// through fp16 rounding) takes the reference.
 #include "numerics/isa.hpp"
 #if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 #include "sim/pipeline/stages/stages.hpp"
@@ -13,7 +13,7 @@ namespace attnsim {
 
 namespace {
 
-enum class RowOp { kMul, kDiv, kAddBits };
+enum class RowOp { kMul, kMulFtz, kDiv, kAddBits };
 
 // o[c] = o[c]·a, o[c] / a, or the INT32 bits of o[c] plus `add` (wrapping, as the reference's
 // uint32 addition), for c < dv.
@@ -26,6 +26,8 @@ ATTNSIM_AVX2 void rescale_row(RowOp op, float* o, int dv, float a, std::int32_t 
     __m256 r;
     if (op == RowOp::kMul) {
       r = _mm256_mul_ps(x, va);
+    } else if (op == RowOp::kMulFtz) {
+      r = avx2::ftz_mul(x, va);  // FMUL.FTZ (Rescale::kMultiplyFtz)
     } else if (op == RowOp::kDiv) {
       r = _mm256_div_ps(x, va);
     } else {
@@ -71,9 +73,8 @@ ATTNSIM_AVX2 void add_chunk_row(AddOp op, float* o, const float* ch, int dv, flo
 
 void rescale_avx2(const RescaleStage& st, Encoding o_accum, const BlockView& b,
                   TileState<float>& state, TileBuffers<float>& buf) {
-  // An fp16 accumulator's __hmul2 and the .ftz multiply stay with the reference.
-  if (o_accum == Encoding::kFp16 || st.kind == Rescale::kMultiplyFtz)
-    return rescale_ref(st, o_accum, b, state, buf);
+  // An fp16 accumulator's __hmul2 stays with the reference.
+  if (o_accum == Encoding::kFp16) return rescale_ref(st, o_accum, b, state, buf);
   const int dv = state.dv;
   buf.p_mul_active = st.kind == Rescale::kHook;
   for (int i = 0; i < b.rows; ++i) {
@@ -103,7 +104,10 @@ void rescale_avx2(const RescaleStage& st, Encoding o_accum, const BlockView& b,
       case Rescale::kDivide:
         if (!first) rescale_row(RowOp::kDiv, o, dv, a, 0);
         break;
-      case Rescale::kMultiplyFtz:  // taken by the reference above
+      case Rescale::kMultiplyFtz:
+        // cuDNN's and FA3's fast-math rescale: FMUL.FTZ by alpha every block (alpha 0 on a row's
+        // first block, where O is 0).
+        rescale_row(RowOp::kMulFtz, o, dv, a, 0);
         break;
     }
   }

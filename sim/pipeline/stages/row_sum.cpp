@@ -222,7 +222,7 @@ void row_sum_stage(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bl
   if (st.row_sum == RowSum::kMma && dot_mma_tile_has_kernel(st.row_sum_dot))
     return row_sum_mma(st, p_enc, perm16, b, state, buf);
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels(st) && st.row_sum != RowSum::kTritonWarps) {
+    if (fp32_state_kernels_or_ftz(st) && st.row_sum != RowSum::kTritonWarps) {
       if (const auto f = stage_kernels().row_sum) return f(st, p_enc, perm16, b, state, buf);
     }
   row_sum_ref(st, p_enc, perm16, b, state, buf);

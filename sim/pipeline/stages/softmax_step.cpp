@@ -103,7 +103,7 @@ template <class T>
 void softmax_step_stage(const SoftmaxStage& st, MaxRound max_round, const BlockView& b,
                       const ExpConstants<T>& kc, TileState<T>& state, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels(st)) {
+    if (fp32_state_kernels_or_ftz(st)) {
       if (const auto f = stage_kernels().softmax_step) return f(st, max_round, b, kc, state, buf);
     }
   softmax_step_ref(st, max_round, b, kc, state, buf);

@@ -33,6 +33,7 @@ struct StepOps {
   bool scaled_max = false;  // the max over fma(s, c_j, −offset), else over s
   bool fold = false;        // c_j = coef[j], else the row's coefficient c
   bool fma = true;
+  bool ftz = false;         // .ftz state arithmetic (SoftmaxStage::ftz)
   float c = 0.0f;           // the row's coefficient (FA3 FP8's descaled one under kDescale)
   float offset = 0.0f;
 };
@@ -40,6 +41,13 @@ struct StepOps {
 // fma(s, c, −sub) or s·c − sub (two roundings), as the reference's scaled_arg.
 ATTNSIM_AVX2_INLINE __m256 scaled_arg(bool fma, __m256 s, __m256 c, __m256 sub, __m256 neg_sub) {
   return fma ? _mm256_fmadd_ps(s, c, neg_sub) : _mm256_sub_ps(_mm256_mul_ps(s, c), sub);
+}
+// The same in .ftz arithmetic: state_fma(s, c, −sub) or state_add(state_mul(s, c), −sub).
+ATTNSIM_AVX2_INLINE __m256 scaled_arg_ftz(bool fma, __m256 s, __m256 c, __m256 neg_sub) {
+  return fma ? avx2::ftz_fma(s, c, neg_sub) : avx2::ftz_add(avx2::ftz_mul(s, c), neg_sub);
+}
+ATTNSIM_AVX2_INLINE __m256 scaled_arg(const StepOps& op, __m256 s, __m256 c, __m256 sub, __m256 neg_sub) {
+  return op.ftz ? scaled_arg_ftz(op.fma, s, c, neg_sub) : scaled_arg(op.fma, s, c, sub, neg_sub);
 }
 
 // The block max of one row over keys [0, n): lanes by the reference's rule, then combined.
@@ -52,7 +60,7 @@ ATTNSIM_AVX2 float block_max_row(const StepOps& op, const float* s, const float*
     const int k = n - j;
     __m256 x = avx2::load_n(s + j, k);
     if (op.scaled_max)
-      x = scaled_arg(op.fma, x, op.fold ? avx2::load_n(cf + j, k) : c, off, neg_off);
+      x = scaled_arg(op, x, op.fold ? avx2::load_n(cf + j, k) : c, off, neg_off);
     // x > run (ordered: false for a NaN on either side), only on the lanes of keys < n.
     __m256 gt = _mm256_cmp_ps(x, run, _CMP_GT_OQ);
     if (k < 8) gt = _mm256_and_ps(gt, _mm256_castsi256_ps(avx2::first8(k)));
@@ -69,17 +77,18 @@ ATTNSIM_AVX2 float block_max_row(const StepOps& op, const float* s, const float*
 ATTNSIM_AVX2 void arguments_row(const StepOps& op, ArgForm form, float ref, float m_use,
                                 const float* s, const float* cf, float* x, int n) {
   const __m256 c = _mm256_set1_ps(op.c), vref = _mm256_set1_ps(ref),
-               neg_ref = _mm256_set1_ps(-ref), mu = _mm256_set1_ps(m_use);
+               neg_ref = _mm256_set1_ps(-ref), mu = _mm256_set1_ps(m_use), neg_mu = _mm256_set1_ps(-m_use);
   for (int j = 0; j < n; j += 8) {
     const int k = n - j;
     const __m256 sj = avx2::load_n(s + j, k);
     __m256 r;
     if (form == ArgForm::kExpBase) {
-      r = _mm256_mul_ps(_mm256_sub_ps(sj, mu), c);  // (s − m)·sm_scale
+      r = op.ftz ? avx2::ftz_mul(avx2::ftz_add(sj, neg_mu), c)
+                 : _mm256_mul_ps(_mm256_sub_ps(sj, mu), c);  // (s − m)·sm_scale
     } else if (form == ArgForm::kPlain) {
-      r = scaled_arg(op.fma, sj, c, vref, neg_ref);
+      r = scaled_arg(op, sj, c, vref, neg_ref);
     } else {
-      r = scaled_arg(op.fma, sj, op.fold ? avx2::load_n(cf + j, k) : c, vref, neg_ref);
+      r = scaled_arg(op, sj, op.fold ? avx2::load_n(cf + j, k) : c, vref, neg_ref);
     }
     avx2::store_n(x + j, r, k);
   }
@@ -96,6 +105,11 @@ void softmax_step_avx2(const SoftmaxStage& st, MaxRound max_round, const BlockVi
   op.scaled_max = st.max_domain == MaxDomain::kScaled;
   op.fold = st.dequant == Dequant::kFold;
   op.fma = st.fma && b.fuse;
+  op.ftz = st.ftz;
+  const bool ftz = st.ftz;
+  using stage_util::state_add;
+  using stage_util::state_fma;
+  using stage_util::state_mul;
   op.offset = T(st.max_offset);
   const T offset = op.offset;
   const bool scaled_max = op.scaled_max, snapping = max_round != MaxRound::kNone;
@@ -115,9 +129,10 @@ void softmax_step_avx2(const SoftmaxStage& st, MaxRound max_round, const BlockVi
       // ±0: the first zero in key order (softmax_step_ref's loop).
       block_max = -kInf;
       for (int j = 0; j < b.cols; ++j) {
+        const T c = op.fold ? ci[j] : kcc;
         const T x = !scaled_max ? si[j]
-                    : op.fma    ? std::fma(si[j], op.fold ? ci[j] : kcc, -offset)
-                                : si[j] * (op.fold ? ci[j] : kcc) - offset;
+                    : op.fma    ? state_fma(si[j], c, -offset, ftz)
+                                : state_add(state_mul(si[j], c, ftz), -offset, ftz);
         block_max = x > block_max ? x : block_max;
       }
     }
@@ -130,19 +145,21 @@ void softmax_step_avx2(const SoftmaxStage& st, MaxRound max_round, const BlockVi
     const T m_use = state.empty(i) ? T(0) : m;
     T ref, alpha_arg;
     if (!scaled_max && !snapping) {
-      ref = offset != T(0) ? (op.fma ? std::fma(m_use, kcc, -offset) : m_use * kcc - offset)
-                           : m_use * kcc;
-      alpha_arg = (m_old - m_use) * kcc;
+      ref = offset != T(0) ? (op.fma ? state_fma(m_use, kcc, -offset, ftz)
+                                     : state_add(state_mul(m_use, kcc, ftz), -offset, ftz))
+                           : state_mul(m_use, kcc, ftz);
+      alpha_arg = state_mul(state_add(m_old, -m_use, ftz), kcc, ftz);
     } else {
       auto to_ref = [&](T mm) -> T {
         if (scaled_max) return stage_util::snap(mm, max_round);
-        const T y = offset != T(0) ? (op.fma ? std::fma(mm, kcc, -offset) : mm * kcc - offset)
-                                   : mm * kcc;
+        const T y = offset != T(0) ? (op.fma ? state_fma(mm, kcc, -offset, ftz)
+                                             : state_add(state_mul(mm, kcc, ftz), -offset, ftz))
+                                   : state_mul(mm, kcc, ftz);
         return stage_util::snap(y, max_round);
       };
       ref = to_ref(m_use);
       const T ref_old = was_empty ? -kInf : to_ref(m_old);
-      alpha_arg = ref_old - ref;
+      alpha_arg = state_add(ref_old, -ref, ftz);
     }
     buf.alpha_arg[std::size_t(i)] = alpha_arg;
     buf.first[std::size_t(i)] = was_empty ? 1 : 0;

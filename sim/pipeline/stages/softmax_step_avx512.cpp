@@ -27,6 +27,7 @@ struct StepOps {
   bool scaled_max = false;  // the max over fma(s, c_j, −offset), else over s
   bool fold = false;        // c_j = coef[j], else the row's coefficient c
   bool fma = true;
+  bool ftz = false;         // .ftz state arithmetic (SoftmaxStage::ftz)
   float c = 0.0f;           // the row's coefficient (FA3 FP8's descaled one under kDescale)
   float offset = 0.0f;
 };
@@ -34,6 +35,13 @@ struct StepOps {
 // fma(s, c, −sub) or s·c − sub (two roundings), as the reference's scaled_arg.
 ATTNSIM_AVX512_INLINE __m512 scaled_arg(bool fma, __m512 s, __m512 c, __m512 sub, __m512 neg_sub) {
   return fma ? _mm512_fmadd_ps(s, c, neg_sub) : _mm512_sub_ps(_mm512_mul_ps(s, c), sub);
+}
+// The same in .ftz arithmetic: state_fma(s, c, −sub) or state_add(state_mul(s, c), −sub).
+ATTNSIM_AVX512_INLINE __m512 scaled_arg_ftz(bool fma, __m512 s, __m512 c, __m512 neg_sub) {
+  return fma ? avx512::ftz_fma(s, c, neg_sub) : avx512::ftz_add(avx512::ftz_mul(s, c), neg_sub);
+}
+ATTNSIM_AVX512_INLINE __m512 scaled_arg(const StepOps& op, __m512 s, __m512 c, __m512 sub, __m512 neg_sub) {
+  return op.ftz ? scaled_arg_ftz(op.fma, s, c, neg_sub) : scaled_arg(op.fma, s, c, sub, neg_sub);
 }
 
 // The block max of one row over keys [0, n): lanes by the reference's rule, then combined.
@@ -46,7 +54,7 @@ ATTNSIM_AVX512 float block_max_row(const StepOps& op, const float* s, const floa
     const __mmask16 m = avx512::first16(n - j);
     __m512 x = _mm512_maskz_loadu_ps(m, s + j);
     if (op.scaled_max)
-      x = scaled_arg(op.fma, x, op.fold ? _mm512_maskz_loadu_ps(m, cf + j) : c, off, neg_off);
+      x = scaled_arg(op, x, op.fold ? _mm512_maskz_loadu_ps(m, cf + j) : c, off, neg_off);
     run = _mm512_mask_blend_ps(_mm512_mask_cmp_ps_mask(m, x, run, _CMP_GT_OQ), run, x);
   }
   alignas(64) float lane[16];
@@ -60,17 +68,18 @@ ATTNSIM_AVX512 float block_max_row(const StepOps& op, const float* s, const floa
 ATTNSIM_AVX512 void arguments_row(const StepOps& op, ArgForm form, float ref, float m_use,
                                   const float* s, const float* cf, float* x, int n) {
   const __m512 c = _mm512_set1_ps(op.c), vref = _mm512_set1_ps(ref), neg_ref = _mm512_set1_ps(-ref),
-               mu = _mm512_set1_ps(m_use);
+               mu = _mm512_set1_ps(m_use), neg_mu = _mm512_set1_ps(-m_use);
   for (int j = 0; j < n; j += 16) {
     const __mmask16 m = avx512::first16(n - j);
     const __m512 sj = _mm512_maskz_loadu_ps(m, s + j);
     __m512 r;
     if (form == ArgForm::kExpBase) {
-      r = _mm512_mul_ps(_mm512_sub_ps(sj, mu), c);  // (s − m)·sm_scale
+      r = op.ftz ? avx512::ftz_mul(avx512::ftz_add(sj, neg_mu), c)
+                 : _mm512_mul_ps(_mm512_sub_ps(sj, mu), c);  // (s − m)·sm_scale
     } else if (form == ArgForm::kPlain) {
-      r = scaled_arg(op.fma, sj, c, vref, neg_ref);
+      r = scaled_arg(op, sj, c, vref, neg_ref);
     } else {
-      r = scaled_arg(op.fma, sj, op.fold ? _mm512_maskz_loadu_ps(m, cf + j) : c, vref, neg_ref);
+      r = scaled_arg(op, sj, op.fold ? _mm512_maskz_loadu_ps(m, cf + j) : c, vref, neg_ref);
     }
     _mm512_mask_storeu_ps(x + j, m, r);
   }
@@ -87,6 +96,11 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
   op.scaled_max = st.max_domain == MaxDomain::kScaled;
   op.fold = st.dequant == Dequant::kFold;
   op.fma = st.fma && b.fuse;
+  op.ftz = st.ftz;
+  const bool ftz = st.ftz;
+  using stage_util::state_add;
+  using stage_util::state_fma;
+  using stage_util::state_mul;
   op.offset = T(st.max_offset);
   const T offset = op.offset;
   const bool scaled_max = op.scaled_max, snapping = max_round != MaxRound::kNone;
@@ -106,9 +120,10 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
       // ±0: the first zero in key order (softmax_step_ref's loop).
       block_max = -kInf;
       for (int j = 0; j < b.cols; ++j) {
+        const T c = op.fold ? ci[j] : kcc;
         const T x = !scaled_max ? si[j]
-                    : op.fma    ? std::fma(si[j], op.fold ? ci[j] : kcc, -offset)
-                                : si[j] * (op.fold ? ci[j] : kcc) - offset;
+                    : op.fma    ? state_fma(si[j], c, -offset, ftz)
+                                : state_add(state_mul(si[j], c, ftz), -offset, ftz);
         block_max = x > block_max ? x : block_max;
       }
     }
@@ -121,19 +136,21 @@ void softmax_step_avx512(const SoftmaxStage& st, MaxRound max_round, const Block
     const T m_use = state.empty(i) ? T(0) : m;
     T ref, alpha_arg;
     if (!scaled_max && !snapping) {
-      ref = offset != T(0) ? (op.fma ? std::fma(m_use, kcc, -offset) : m_use * kcc - offset)
-                           : m_use * kcc;
-      alpha_arg = (m_old - m_use) * kcc;
+      ref = offset != T(0) ? (op.fma ? state_fma(m_use, kcc, -offset, ftz)
+                                     : state_add(state_mul(m_use, kcc, ftz), -offset, ftz))
+                           : state_mul(m_use, kcc, ftz);
+      alpha_arg = state_mul(state_add(m_old, -m_use, ftz), kcc, ftz);
     } else {
       auto to_ref = [&](T mm) -> T {
         if (scaled_max) return stage_util::snap(mm, max_round);
-        const T y = offset != T(0) ? (op.fma ? std::fma(mm, kcc, -offset) : mm * kcc - offset)
-                                   : mm * kcc;
+        const T y = offset != T(0) ? (op.fma ? state_fma(mm, kcc, -offset, ftz)
+                                             : state_add(state_mul(mm, kcc, ftz), -offset, ftz))
+                                   : state_mul(mm, kcc, ftz);
         return stage_util::snap(y, max_round);
       };
       ref = to_ref(m_use);
       const T ref_old = was_empty ? -kInf : to_ref(m_old);
-      alpha_arg = ref_old - ref;
+      alpha_arg = state_add(ref_old, -ref, ftz);
     }
     buf.alpha_arg[std::size_t(i)] = alpha_arg;
     buf.first[std::size_t(i)] = was_empty ? 1 : 0;

@@ -222,6 +222,14 @@ inline bool fp32_state_kernels(const SoftmaxStage& st) {
   return !st.ftz && st.row_sum != RowSum::kQuadBlock && st.row_sum != RowSum::kCutlassWarps &&
          st.row_sum != RowSum::kWarpSum && st.softcap != SoftcapFn::kExpDiv;
 }
+// The same for the score, softmax-step and row-sum kernels, which also take .ftz state arithmetic:
+// the step kernels have its forms, and the scores and these row sums have no state operation it
+// changes (FA3 FP8's descaled coefficient, which does, takes the reference).
+inline bool fp32_state_kernels_or_ftz(const SoftmaxStage& st) {
+  SoftmaxStage ieee = st;
+  ieee.ftz = false;
+  return fp32_state_kernels(ieee);
+}
 inline bool cuda_core_kernel_model(DotModel::Kind k) {
   return k == DotModel::kFp32 || k == DotModel::kFp64 || k == DotModel::kExact;
 }

@@ -123,6 +123,7 @@ inline void check_scores(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   SoftmaxStage st;
   st.dequant = g.chance(0.4) ? Dequant::kFold : Dequant::kScore;
+  st.ftz = g.chance(0.3);  // changes nothing the score kernels compute
   st.dequant_tail = g.uniform(0, 2);
   if (g.chance(0.5)) st.mask_value = -5e6;
   if (g.chance(0.5)) scale_per_token(g, c.in.q);
@@ -165,6 +166,8 @@ inline void check_softmax_step(Values& g, Tally& t) {
   st.max_offset = g.chance(0.3) ? 8.807 : 0.0;
   // Triton's M = 0 carry (vLLM) and a block without the FMA contraction (FlexAttention's).
   st.empty_max = g.chance(0.3) ? EmptyMax::kZero : EmptyMax::kKeep;
+  // .ftz state arithmetic (FA3, cuDNN): every state operation flushed, the FLT_MIN edge included.
+  st.ftz = g.chance(0.4);
   c.b.fuse = g.chance(0.8);
   static const MaxRound kRounds[] = {MaxRound::kNone, MaxRound::kNone, MaxRound::kCeil,
                                      MaxRound::kNearest};
@@ -192,6 +195,16 @@ inline void check_softmax_step(Values& g, Tally& t) {
   sref.reset(c.b.rows, c.in.shape.head_dim_v);
   for (float& m : sref.m)
     if (g.chance(0.6)) m = g.draw(g.chance(0.8) ? Mix::kNormal : g.any_mix());
+  if (st.ftz && g.chance(0.5)) {
+    // Scores a few ulps above FLT_MIN (or subnormal) and coefficients just below 1: products and
+    // sums at the flush edge.
+    for (float& x : ref.s)
+      if (g.chance(0.3))
+        x = (g.chance(0.5) ? -1.0f : 1.0f) * (g.chance(0.2) ? 0x1p-130f : 0x1p-126f) *
+            (1.0f + 0x1p-23f * float(g.uniform(0, 5)));
+    for (float& x : ref.coef)
+      if (g.chance(0.5)) x = 1.0f - 0x1p-24f * float(g.uniform(0, 6));
+  }
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   softmax_step_ref(st, mr, c.b, kc, sref, ref);
@@ -240,6 +253,7 @@ inline void check_row_sum(Values& g, Tally& t) {
                                    RowSum::kTritonTree, RowSum::kQuadFma};
   SoftmaxStage st;
   st.row_sum = kModels[g.uniform(0, 4)];
+  st.ftz = g.chance(0.3);  // changes nothing these row sums compute
   // SageAttention2's lanes and Triton's tree work on whole 16- and 8-key tiles (couplings.cpp).
   if ((st.row_sum == RowSum::kSageLanes && c.b.bk % 16) ||
       (st.row_sum == RowSum::kTritonTree && c.b.bk % 8))
@@ -294,9 +308,9 @@ inline void check_rescale(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   const int rows = c.b.rows, dv = c.in.shape.head_dim_v;
   static const Rescale kKinds[] = {Rescale::kMultiply, Rescale::kMultiply, Rescale::kDivide,
-                                   Rescale::kIntAdd, Rescale::kHook};
+                                   Rescale::kIntAdd, Rescale::kHook, Rescale::kMultiplyFtz};
   RescaleStage st;
-  st.kind = kKinds[g.uniform(0, 4)];
+  st.kind = kKinds[g.uniform(0, 5)];
   st.fused = g.chance(0.3);
   if (st.kind == Rescale::kHook) st.hook.ptr = std::make_shared<TestRescaleHook>();
   const Encoding o_accum = g.chance(0.1) ? Encoding::kFp16 : Encoding::kFp32;
@@ -318,6 +332,17 @@ inline void check_rescale(Values& g, Tally& t) {
   g.fill(sref.o.data(), sref.o.size(), m, g.any_mix(), 0.05);
   for (float& x : sref.m)
     if (g.chance(0.8)) x = g.draw(Mix::kNormal) * 10;
+  if (st.kind == Rescale::kMultiplyFtz && g.chance(0.5)) {
+    // FMUL.FTZ's edge: O a few ulps above FLT_MIN times alpha just below 1 (products that round
+    // to FLT_MIN from below or above), subnormal O and alpha.
+    for (int i = 0; i < rows; ++i)
+      ref.alpha[std::size_t(i)] = g.chance(0.1) ? 0x1p-130f * float(g.uniform(1, 8))
+                                                : 1.0f - 0x1p-24f * float(g.uniform(0, 6));
+    for (float& x : sref.o)
+      if (g.chance(0.5))
+        x = (g.chance(0.5) ? -1.0f : 1.0f) * (g.chance(0.2) ? 0x1p-130f : 0x1p-126f) *
+            (1.0f + 0x1p-23f * float(g.uniform(0, 5)));
+  }
   TileBuffers<float> got = ref;
   TileState<float> sgot = sref;
   rescale_ref(st, o_accum, c.b, sref, ref);
