@@ -11,6 +11,7 @@ import sys
 import time
 
 import h5py
+import ml_dtypes
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", ".."))
 
 from lattice import lattice_tensor  # noqa: E402
 from prims import decode16, encode16  # noqa: E402
-from flashmla_sm90 import dense_decode  # noqa: E402
+from flashmla_sm90 import dense_decode, dense_decode_fp8  # noqa: E402
 
 DEFAULT = os.path.join(HERE, "..", "..", "..", "data", "hw", "h100", "serving",
                        "flashmla_h100.h5")
@@ -49,13 +50,16 @@ def main():
             g = f[name]
             c = {k: json.loads(v) for k, v in g.attrs.items() if isinstance(v, str)}
             t = time.time()
+            meta, ns = g["tile_scheduler_metadata"][()], g["num_splits"][()]
             if c["fp8"]:
-                print(f"{name:24s} FP8: not modelled (see FLASHMLA_NOTES.md)")
-                all_ok = False
-                continue
-            q, kv = inputs(c)
-            o, lse = dense_decode(q, kv, c["seq_lens"], c["s_q"], c["h_q"], c["scale"],
-                                  g["tile_scheduler_metadata"][()], g["num_splits"][()])
+                q8 = g["q_e4m3"][()].view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+                kv8 = g["kv_e4m3"][()].view(ml_dtypes.float8_e4m3fn).astype(np.float64)
+                o, lse = dense_decode_fp8(q8, kv8, c["seq_lens"], c["s_q"], c["h_q"], c["scale"],
+                                          c["q_scale"], c["k_scale"], meta, ns)
+            else:
+                q, kv = inputs(c)
+                o, lse = dense_decode(q, kv, c["seq_lens"], c["s_q"], c["h_q"], c["scale"],
+                                      meta, ns)
             ref_o = g["o"][()]
             ref_lse = g["lse"][()].view(np.float32).reshape(json.loads(g.attrs["lse_shape"]))
             eo = o == ref_o

@@ -333,3 +333,166 @@ def dense_decode(q, kv, seq_lens, s_q, h_q, scale, meta, num_splits, num_sm_part
             res = fma32(np.broadcast_to(w[s][:, None], res.shape), Os[s], res)
         o[bi] = encode16(res, "bf16").reshape(s_q, h_q, 512)
     return o, lse
+
+
+# ---------------------------------------------------------------------------------------------
+# FP8 KV cache: vllm/_flashmla_extension_C (csrc/extension/sm90/dense_fp8/, FlashMLA PR #54),
+# compiled WITH --use_fast_math (flashmla.cmake VLLM_FLASHMLA_GPU_FLAGS): exp2f / expf / logf /
+# '/' become ex2.approx.ftz / ex2.ftz(x*log2e) / lg2.approx.ftz*ln2 / rcp.approx.ftz + FMUL, all
+# FP32 arithmetic .ftz.
+
+FP8_ROWSUM_FMA = True   # row_sum *= scale; row_sum += p0 contracted to one FFMA
+FP8_LSE_FMA = True      # row_max * scale + __logf(sum) as one FFMA
+FP8_QUAD_XOR2_FIRST = True  # Allreduce<4>: shfl_xor 2 then 1
+FP8_DIV_APPROX = True   # descale_k / sum as FMUL.FTZ(descale_k, rcp.approx.ftz(sum))
+
+
+def _fp8_prims():
+    from prims import ex2_ftz, fadd_ftz, fmul_ftz, ftz, lg2_ftz, rcp_ftz
+
+    def ffma_ftz(a, b, c):  # FFMA.FTZ: flushed operands, one rounding, subnormal result -> 0
+        return ftz(fma32(ftz(a), ftz(b), ftz(c)))
+    return ex2_ftz, fadd_ftz, ffma_ftz, fmul_ftz, lg2_ftz, rcp_ftz
+
+
+def fp8_split(Q8, K8, seqlen, nb_min, nb_max, c2, sc, dk):
+    """flash_fwd_mla_kernel.h compute_attn_1rowblock_splitkv_mla for one request's blocks
+    [nb_min, nb_max), descending. Q8 [R, 576], K8 [Lk, 576] exact e4m3 values (not descaled).
+    c2 = scale_softmax_log2*dq*dk, sc = scale_softmax*dq*dk. Returns (O normalised FP32, lse)."""
+    from fa3_sm90 import qgmma_chain
+    import ml_dtypes
+    ex2_ftz, fadd_ftz, ffma_ftz, fmul_ftz, lg2_ftz, rcp_ftz = _fp8_prims()
+    R = Q8.shape[0]
+    O = np.zeros((R, 512), F32)
+    mx = None
+    lanes = np.zeros((R, 4), F32)
+    first = True
+    for nbk in range(nb_max - 1, nb_min - 1, -1):
+        k0 = nbk * PAGE
+        nk = min(seqlen, k0 + PAGE) - k0
+        Kb = np.zeros((PAGE, 576))
+        Kb[:nk] = K8[k0:k0 + nk]
+        S = qgmma_chain(Q8, Kb, np.zeros((R, PAGE), F32))
+        if first:  # the masking step (non-causal): col >= seqlen - n_block*64
+            S[:, nk:] = -np.inf
+        bmax = S.max(axis=1).astype(F32)
+        if first:
+            mnew = bmax
+            alpha = np.zeros(R, F32)
+        else:
+            mnew = np.maximum(mx, bmax)
+            alpha = ex2_ftz(fmul_ftz(fadd_ftz(mx, -mnew), np.full(R, c2, F32)))
+        ms = fmul_ftz(mnew, np.full(R, c2, F32))
+        p = ex2_ftz(ffma_ftz(S, np.full(S.shape, c2, F32),
+                             np.broadcast_to(-ms[:, None], S.shape).astype(F32)))
+        for t in range(4):
+            cols = [8 * j + 2 * t + e for j in range(8) for e in (0, 1)]
+            if first:
+                s = p[:, cols[0]].copy()
+            elif FP8_ROWSUM_FMA:
+                s = ffma_ftz(lanes[:, t], alpha, p[:, cols[0]])
+            else:
+                s = fadd_ftz(fmul_ftz(lanes[:, t], alpha), p[:, cols[0]])
+            for cc in cols[1:]:
+                s = fadd_ftz(s, p[:, cc])
+            lanes[:, t] = s
+        O = fmul_ftz(O, np.broadcast_to(alpha[:, None], O.shape).astype(F32))
+        P8 = np.clip(p, -448, 448).astype(ml_dtypes.float8_e4m3fn).astype(np.float64)
+        Vt = np.zeros((512, PAGE))
+        Vt[:, :nk] = K8[k0:k0 + nk, :512].T
+        O = qgmma_chain(P8, Vt, O)
+        mx = mnew
+        first = False
+    # normalize_softmax_lse: quad all-reduce xor 2 then xor 1
+    if FP8_QUAD_XOR2_FIRST:
+        L = fadd_ftz(fadd_ftz(lanes[:, 0], lanes[:, 2]), fadd_ftz(lanes[:, 1], lanes[:, 3]))
+    else:
+        L = fadd_ftz(fadd_ftz(lanes[:, 0], lanes[:, 1]), fadd_ftz(lanes[:, 2], lanes[:, 3]))
+    if FP8_DIV_APPROX:
+        inv = fmul_ftz(np.full(R, dk, F32), rcp_ftz(L))
+    else:
+        inv = (F32(dk) / L).astype(F32)
+    lg = fmul_ftz(lg2_ftz(L), np.full(R, F32(0.6931471805599453), F32))
+    if FP8_LSE_FMA:
+        lse = ffma_ftz(mx, np.full(R, sc, F32), lg)
+    else:
+        lse = fadd_ftz(fmul_ftz(mx, np.full(R, sc, F32)), lg)
+    On = fmul_ftz(O, np.broadcast_to(inv[:, None], O.shape).astype(F32))
+    return On, lse
+
+
+def fast_expf(x):
+    ex2_ftz, _, _, fmul_ftz, _, _ = _fp8_prims()
+    return ex2_ftz(fmul_ftz(x, np.full(np.shape(x), F32(1.4426950408889634), F32)))
+
+
+def fast_logf(x):
+    _, _, _, fmul_ftz, lg2_ftz, _ = _fp8_prims()
+    return fmul_ftz(lg2_ftz(x), np.full(np.shape(x), F32(0.6931471805599453), F32))
+
+
+def dense_decode_fp8(q8, kv8, seq_lens, s_q, h_q, scale, q_scale, k_scale, meta, num_splits):
+    """q8 [b, s_q, h_q, 576], kv8 rows [sum seq_lens, 576]: exact e4m3 values; meta
+    [num_sm_parts, 8] (begin_req, begin_seqlen, end_req, end_seqlen, begin_split, pad x3:
+    flash_fwd_mla_metadata.cu), num_splits [b+1]. Returns (o bf16 bits, lse [b, h_q, s_q])."""
+    _, fadd_ftz, ffma_ftz, fmul_ftz, _, _ = _fp8_prims()
+    assert s_q == 1, "causal FP8 not modelled"
+    b = q8.shape[0]
+    R = s_q * h_q
+    dq, dk = F32(q_scale), F32(k_scale)
+    c2 = fmul_ftz(fmul_ftz(np.array(scale_log2(scale), F32), dq), dk)
+    sc = fmul_ftz(fmul_ftz(np.array(F32(scale), F32), dq), dk)
+    offs = np.r_[0, np.cumsum(seq_lens)]
+    nparts = meta.shape[0]
+    max_splits = next(ms for ms in (32, 64, 96, 128, 160) if nparts <= ms)
+    o = np.zeros((b, s_q, h_q, 512), np.uint16)
+    lse = np.zeros((b, h_q, s_q), F32)
+    acc = {}
+    Qr = q8.reshape(b, R, 576)
+    for p in range(nparts):
+        bi0, bsl, ei, esl, bs = (int(x) for x in meta[p, :5])
+        if bi0 >= b or bi0 < 0:
+            continue
+        for bi in range(bi0, ei + 1):
+            L_k = seq_lens[bi]
+            nmin = bsl // PAGE if bi == bi0 else 0
+            nmax = -(-esl // PAGE) if bi == ei else -(-L_k // PAGE)
+            nosplit = nmin == 0 and nmax == -(-L_k // PAGE)
+            On, ls = fp8_split(Qr[bi], kv8[offs[bi]:offs[bi + 1]], L_k, nmin, nmax, c2, sc, dk)
+            if nosplit:
+                o[bi] = encode16(On, "bf16").reshape(s_q, h_q, 512)
+                lse[bi] = ls.reshape(s_q, h_q).T
+            else:
+                acc[int(num_splits[bi]) + (bs if bi == bi0 else 0)] = (On, ls)
+    for bi in range(b):
+        s0, s1 = int(num_splits[bi]), int(num_splits[bi + 1])
+        n = s1 - s0
+        if n <= 1:
+            continue
+        Os = np.stack([acc[s][0] for s in range(s0, s1)])
+        ls = np.stack([acc[s][1] for s in range(s0, s1)])
+        mx = ls.max(axis=0)
+        mx = np.where(mx == -np.inf, F32(0), mx).astype(F32)
+        nl = -(-max_splits // 32)
+        local = np.full((nl * 32, R), -np.inf, F32)
+        local[:n] = ls
+        e = fast_expf(fadd_ftz(local, -np.broadcast_to(mx[None, :], local.shape))).reshape(nl, 32, R)
+        lane = np.zeros((32, R), F32)
+        for i in range(nl):
+            lane = fadd_ftz(lane, e[i])
+        x = lane.T.copy()
+        lanes_ = np.arange(32)
+        for off in (16, 8, 4, 2, 1):
+            x = fadd_ftz(x, x[:, lanes_ ^ off])
+        ssum = x[:, 0]
+        if TRACE is not None:
+            TRACE.setdefault("combine8", {})[bi] = dict(ls=ls, mx=mx, ssum=ssum, lane=lane, e=e)
+        g = fadd_ftz(fast_logf(ssum), mx)
+        g = np.where((ssum == 0) | np.isnan(ssum), F32(np.inf), g).astype(F32)
+        lse[bi] = g.reshape(s_q, h_q).T
+        w = fast_expf(fadd_ftz(ls, -np.broadcast_to(g[None, :], ls.shape)))
+        res = np.zeros((R, 512), F32)
+        for s in range(n):
+            res = ffma_ftz(np.broadcast_to(w[s][:, None], res.shape).astype(F32), Os[s], res)
+        o[bi] = encode16(res, "bf16").reshape(s_q, h_q, 512)
+    return o, lse
