@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "sim/pipeline/stages/stages.hpp"
+#include "sim/pipeline/stages/util.hpp"
 #include "numerics/isa.hpp"
 #if ATTNSIM_X86_KERNELS  // x86-64 only: this file is empty on other architectures
 // Last: the AVX-512 helpers (avx512.hpp).
@@ -66,6 +67,7 @@ void scores_avx512(const SoftmaxStage& st, const PreparedInput& in, const TileIn
   op.c = kc.c;
   op.score_scale = kc.score_scale;
   op.mask = float(st.mask_value);
+  const bool descale = st.dequant == Dequant::kDescale;
   if (k_scaled) {
     buf.tmp_f.resize(std::size_t(b.cols));
     for (int j = 0; j < b.cols; ++j) buf.tmp_f[std::size_t(j)] = in.k.scale(ti.skv, b.j0 + j, 0);
@@ -83,6 +85,15 @@ void scores_avx512(const SoftmaxStage& st, const PreparedInput& in, const TileIn
                   b.j0;
     const int n = in.causal ? std::clamp(qt + ti.offset_kv - b.j0 + 1, 0, b.cols) : b.cols;
     const std::size_t row = std::size_t(i) * b.bk;
+    if (descale) {
+      // FA3 FP8: S stays the raw accumulator, every column's coefficient the row's descaled one
+      // (scores_ref's descale branch).
+      const float c_row = stage_util::descale_coefficient(op.c, in, ti, qt, st.ftz);
+      std::copy(buf.acc.data() + row, buf.acc.data() + row + n, buf.s.data() + row);
+      std::fill(buf.s.data() + row + n, buf.s.data() + row + b.cols, op.mask);
+      std::fill(buf.coef.data() + row, buf.coef.data() + row + b.cols, c_row);
+      continue;
+    }
     score_row(op, buf.acc.data() + row, ds, n, b.cols, buf.s.data() + row,
               op.fold ? buf.coef.data() + row : nullptr);
   }

@@ -122,8 +122,9 @@ inline ExpConstants<float> random_constants(Values& g) {
 inline void check_scores(Values& g, Tally& t) {
   BlockCase c = random_block(g);
   SoftmaxStage st;
-  st.dequant = g.chance(0.4) ? Dequant::kFold : Dequant::kScore;
-  st.ftz = g.chance(0.3);  // changes nothing the score kernels compute
+  // kDescale: FA3 FP8's raw accumulator with the row's descaled coefficient.
+  st.dequant = g.chance(0.4) ? Dequant::kFold : g.chance(0.25) ? Dequant::kDescale : Dequant::kScore;
+  st.ftz = g.chance(0.3);  // the descaled coefficient's multiplies only
   st.dequant_tail = g.uniform(0, 2);
   if (g.chance(0.5)) st.mask_value = -5e6;
   if (g.chance(0.5)) scale_per_token(g, c.in.q);
@@ -147,7 +148,9 @@ inline void check_scores(Values& g, Tally& t) {
   TileBuffers<float> got = ref;
   scores_ref(st, c.in, c.ti, c.b, kc, ref);
   stage_kernels().scores(st, c.in, c.ti, c.b, kc, got);
-  const std::string w = where(c, "scores", st.dequant == Dequant::kFold ? "fold" : "score");
+  const std::string w = where(c, "scores", st.dequant == Dequant::kFold      ? "fold"
+                                           : st.dequant == Dequant::kDescale ? "descale"
+                                                                             : "score");
   t.check(ref.s.data(), got.s.data(), ref.s.size(), w + " s");
   t.check(ref.coef.data(), got.coef.data(), ref.coef.size(), w + " coef");
 }
