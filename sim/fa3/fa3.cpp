@@ -298,7 +298,7 @@ std::vector<std::string> fa3_unverified(const Fa3Options& o, const AttentionShap
   std::vector<std::string> r;
   const int d = s.head_dim;
   const std::string name = vllm(o) ? "vllm_fa3" : "fa3";
-  if (d != 64 && d != 128)
+  if (d != 64 && d != 128 && d < 128)  // above 128 the pipeline refuses
     r.push_back(name + ": head_dim " + std::to_string(d) + " runs the hdim " +
                 (d <= 64   ? "64"
                  : d <= 96 ? "96"
