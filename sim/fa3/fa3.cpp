@@ -113,9 +113,11 @@ bool fa3_kernel_causal(const Fa3Options& o, const AttentionShape& s, bool causal
 
 namespace {
 
-// The fork's get_num_splits for a varlen launch (num_splits_dynamic_ptr set): total_mblocks as if
-// the batch were one sequence, the tile of the fork's table.
-int vllm_static_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms) {
+// flash_api.cpp get_num_splits into heuristics.h num_splits_heuristic with the split kernels'
+// PackGQA rows (len_q · group): `batch` sequences of the kernel shape (upstream: the dense batch;
+// the fork's varlen launch: 1, "pretending that batch = 1" for an upper bound).
+int heuristic_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms,
+                     int batch) {
   causal = fa3_kernel_causal(o, s, causal);
   int bm = 0, bn = 0;
   fa3_tile(o, s, causal, &bm, &bn);
@@ -123,7 +125,7 @@ int vllm_static_splits(const Fa3Options& o, const AttentionShape& s, bool causal
   const int m_blocks = (s.len_q * s.group() + bm - 1) / bm;
   const long long bytes = fp8(o) ? 1 : 2;
   const long long size_one_kv_head = (long long)s.len_kv * (s.head_dim + s.head_dim_v) * bytes;
-  return fa3_num_splits_heuristic(1 * s.heads_kv * m_blocks, sms, n_blocks, m_blocks,
+  return fa3_num_splits_heuristic(batch * s.heads_kv * m_blocks, sms, n_blocks, m_blocks,
                                   size_one_kv_head, causal, 128);
 }
 
@@ -137,7 +139,7 @@ int fa3_splits(const Fa3Options& o, const AttentionShape& target, bool causal,
   // mha_fwd: the bound (num_splits, or get_num_splits for 0); varlen launches of more than 992
   // sequences run one split; otherwise prepare_varlen_num_blocks_kernel gives each sequence its
   // own count (flash_prepare_scheduler.cu).
-  const int bound = o.num_splits > 0 ? o.num_splits : vllm_static_splits(o, s, causal, sms);
+  const int bound = o.num_splits > 0 ? o.num_splits : heuristic_splits(o, s, causal, sms, 1);
   if (bound <= 1 || s.batch > 992) return 1;
   const bool masked = fa3_kernel_causal(o, s, causal);
   int bm = 0, bn = 0;
@@ -165,17 +167,7 @@ int fa3_splits(const Fa3Options& o, const AttentionShape& target, bool causal,
 
 int fa3_num_splits(const Fa3Options& o, const AttentionShape& s, bool causal, int sms) {
   if (o.num_splits > 0) return o.num_splits;
-  if (vllm(o)) return vllm_static_splits(o, s, causal, sms);
-  causal = fa3_kernel_causal(o, s, causal);
-  int bm = 0, bn = 0;
-  fa3_tile(o, s, causal, &bm, &bn);
-  // flash_api.cpp get_num_splits: the split kernels pack GQA (rows = len_q · group).
-  const int n_blocks = (s.len_kv + bn - 1) / bn;
-  const int m_blocks = (s.len_q * s.group() + bm - 1) / bm;
-  const long long bytes = fp8(o) ? 1 : 2;
-  const long long size_one_kv_head = (long long)s.len_kv * (s.head_dim + s.head_dim_v) * bytes;
-  return fa3_num_splits_heuristic(s.batch * s.heads_kv * m_blocks, sms, n_blocks, m_blocks,
-                                  size_one_kv_head, causal, 128);
+  return heuristic_splits(o, s, causal, sms, vllm(o) ? 1 : s.batch);
 }
 
 AttentionShape fa3_kernel_shape(const Fa3Options& o, const AttentionShape& target,
