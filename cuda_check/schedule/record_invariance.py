@@ -56,7 +56,6 @@ def main():
     work = tempfile.mkdtemp(prefix="inv_rec_")
     rst.set_caches(work)
 
-    import h5py
     import numpy as np
     import torch
 
@@ -64,10 +63,7 @@ def main():
     env["cudnn"] = torch.backends.cudnn.version()
     print(json.dumps(env), flush=True)
     only = set(args.only.split(",")) if args.only else None
-    w = h5py.File(os.path.join(args.out, "invariance_h100.h5"), "w")
-    for k, v in env.items():
-        w.attrs[k] = json.dumps(v)
-    w.attrs["command"] = " ".join(sys.argv)
+    w = rst.open_recording(os.path.join(args.out, "invariance_h100.h5"), env)
     vllm_mod = None
     if args.vllm_src:
         try:

@@ -23,20 +23,19 @@ Usage, on the GPU machine from the repository root:
       --flashmla-ext-so P/_flashmla_extension_C.abi3.so [--only a,b]
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
 from lattice import lattice_tensor  # noqa: E402
-from record_serving_triton import bits16, environment, kernels_of  # noqa: E402
-from serving_cases import block_table  # noqa: E402
+from record_serving_triton import (bits16, environment, kernels_of,  # noqa: E402
+                                   load_extension, open_recording, record_cases)
+from serving_cases import block_table, cache_slots  # noqa: E402
 
 T0 = time.time()
 BLOCK = 64          # FlashMLA's page block size (vLLM: get_supported_kernel_block_sizes)
@@ -68,37 +67,19 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    import h5py
     import numpy as np
     import torch
 
     env = environment(torch)
-    for key, path in (("flashmla_so", args.flashmla_so), ("flashmla_ext_so", args.flashmla_ext_so)):
-        torch.ops.load_library(path)
-        with open(path, "rb") as f:
-            env[key + "_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    env["flashmla_so_sha256"] = load_extension(torch, args.flashmla_so)
+    env["flashmla_ext_so_sha256"] = load_extension(torch, args.flashmla_ext_so)
     ops, ext = torch.ops._flashmla_C, torch.ops._flashmla_extension_C
     env["dense_decode_fwd_schema"] = str(ops.dense_decode_fwd.default._schema)
     env["fwd_kvcache_mla_fp8_schema"] = str(ext.fwd_kvcache_mla_fp8.default._schema)
     print(json.dumps(env), flush=True)
     only = set(args.only.split(",")) if args.only else None
-    w = h5py.File(os.path.join(args.out, "flashmla_h100.h5"), "w")
-    for k, v in env.items():
-        w.attrs[k] = json.dumps(v)
-    w.attrs["command"] = " ".join(sys.argv)
-    done = 0
-    for c in MLA_CASES:
-        if only and c["name"] not in only:
-            continue
-        t = time.time()
-        try:
-            record(w, c, torch, np, ops, ext)
-            done += 1
-        except Exception as e:
-            traceback.print_exc()
-            w.attrs[f"error_{c['name']}"] = f"{type(e).__name__}: {e}"[:1000]
-        print(f"{c['name']}: {time.time() - t:.1f} s", flush=True)
-        w.flush()
+    w = open_recording(os.path.join(args.out, "flashmla_h100.h5"), env)
+    done = record_cases(w, MLA_CASES, only, lambda w, c: record(w, c, torch, np, ops, ext))
     w.close()
     print(f"recorded {done} of {len(MLA_CASES)} in {time.time() - T0:.0f} s", flush=True)
 
@@ -122,11 +103,7 @@ def record(w, c, torch, np, ops, ext):
     raw = torch.uint8 if fp8 else torch.int16
     cache = torch.full((nblocks, BLOCK, 1, D), float("nan"), device="cuda",
                        dtype=torch.bfloat16).to(dt)
-    slots = []
-    for s, L in enumerate(lens):
-        j = np.arange(L)
-        slots.append(table[s, j // BLOCK].astype(np.int64) * BLOCK + j % BLOCK)
-    idx = torch.from_numpy(np.concatenate(slots)).cuda()
+    idx = torch.from_numpy(cache_slots(table, lens, BLOCK)).cuda()
     cache.view(raw).view(nblocks * BLOCK, D)[idx] = rows.view(raw)
     bt = torch.from_numpy(table).cuda()
     sl = torch.tensor(lens, dtype=torch.int32, device="cuda")

@@ -39,7 +39,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
 sys.path.insert(0, os.path.join(HERE, "..", "sdpa"))
 
-from serving_cases import FLEX_CASES, VLLM_CASES, flex_inputs, vllm_inputs  # noqa: E402
+from serving_cases import (FLEX_CASES, VLLM_CASES, cache_slots, flex_inputs,  # noqa: E402
+                           vllm_inputs)
 
 T0 = time.time()
 
@@ -65,7 +66,6 @@ def main():
     work = tempfile.mkdtemp(prefix="serving_rec_")
     set_caches(work)
 
-    import h5py
     import numpy as np
     import torch
 
@@ -74,12 +74,8 @@ def main():
     print(json.dumps(env), flush=True)
     kernels_log = {}
 
-    flex_w = h5py.File(os.path.join(args.out, "flex_h100.h5"), "w")
-    vllm_w = h5py.File(os.path.join(args.out, "vllm_triton_h100.h5"), "w")
-    for w in (flex_w, vllm_w):
-        for k, v in env.items():
-            w.attrs[k] = json.dumps(v)
-        w.attrs["command"] = " ".join(sys.argv)
+    flex_w = open_recording(os.path.join(args.out, "flex_h100.h5"), env)
+    vllm_w = open_recording(os.path.join(args.out, "vllm_triton_h100.h5"), env)
 
     vllm_mod = None
     vllm_err = None
@@ -159,6 +155,43 @@ def environment(torch):
     except Exception:
         pass
     return env
+
+
+def load_extension(torch, path):
+    """Loads a compiled torch extension (a .so a wheel ships) and returns the file's SHA-256."""
+    import hashlib
+    torch.ops.load_library(path)
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def open_recording(path, env):
+    """An HDF5 recording with the environment and the command as root attributes."""
+    import h5py
+    w = h5py.File(path, "w")
+    for k, v in env.items():
+        w.attrs[k] = json.dumps(v)
+    w.attrs["command"] = " ".join(sys.argv)
+    return w
+
+
+def record_cases(w, cases, only, record_one):
+    """record_one(w, case) for every case (or those named in `only`): one that fails is logged in
+    the attribute error_NAME and the rest go on. Returns how many were recorded."""
+    done = 0
+    for c in cases:
+        if only and c["name"] not in only:
+            continue
+        t = time.time()
+        try:
+            record_one(w, c)
+            done += 1
+        except Exception as e:
+            traceback.print_exc()
+            w.attrs[f"error_{c['name']}"] = f"{type(e).__name__}: {e}"[:1000]
+        print(f"{c['name']}: {time.time() - t:.1f} s", flush=True)
+        w.flush()
+    return done
 
 
 def sha_files(d):
@@ -370,11 +403,7 @@ def vllm_call(c, inp, dtype, torch, np, mod):
     kc = torch.full((nblocks, bs, hkv, d), float("nan"), device="cuda", dtype=dtype).to(kv_dtype)
     vc = torch.full((nblocks, bs, hkv, d), float("nan"), device="cuda", dtype=dtype).to(kv_dtype)
     seq_lens = inp["seq_lens"]
-    slots = []
-    for s, L in enumerate(seq_lens):
-        j = np.arange(L)
-        slots.append(inp["block_table"][s, j // bs].astype(np.int64) * bs + j % bs)
-    idx = torch.from_numpy(np.concatenate(slots)).cuda()
+    idx = torch.from_numpy(cache_slots(inp["block_table"], seq_lens, bs)).cuda()
     kc.view(nblocks * bs, hkv, d)[idx] = k_log
     vc.view(nblocks * bs, hkv, d)[idx] = v_log
     T = q.shape[0]

@@ -20,19 +20,18 @@ Usage, on the GPU machine from the repository root:
   python3 cuda_check/serving/record_vllm_fa3.py OUT --fa3-so PATH/_vllm_fa3_C.abi3.so [--only a,b]
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
 import time
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, ".."))
 
-from record_serving_triton import bits16, environment, kernels_of  # noqa: E402
-from serving_cases import VLLM_FA3_CASES, vllm_inputs  # noqa: E402
+from record_serving_triton import (bits16, environment, kernels_of,  # noqa: E402
+                                   load_extension, open_recording, record_cases)
+from serving_cases import VLLM_FA3_CASES, cache_slots, vllm_inputs  # noqa: E402
 
 T0 = time.time()
 
@@ -45,37 +44,18 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
 
-    import h5py
     import numpy as np
     import torch
 
-    torch.ops.load_library(args.fa3_so)
-    op = torch.ops._vllm_fa3_C
     env = environment(torch)
-    with open(args.fa3_so, "rb") as f:
-        env["fa3_so_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    env["fa3_so_sha256"] = load_extension(torch, args.fa3_so)
+    op = torch.ops._vllm_fa3_C
     env["fwd_schema"] = str(op.fwd.default._schema)
     env["get_scheduler_metadata_schema"] = str(op.get_scheduler_metadata.default._schema)
     print(json.dumps(env), flush=True)
     only = set(args.only.split(",")) if args.only else None
-
-    w = h5py.File(os.path.join(args.out, "vllm_fa3_h100.h5"), "w")
-    for k, v in env.items():
-        w.attrs[k] = json.dumps(v)
-    w.attrs["command"] = " ".join(sys.argv)
-    done = 0
-    for c in VLLM_FA3_CASES:
-        if only and c["name"] not in only:
-            continue
-        t = time.time()
-        try:
-            record(w, c, torch, np, op)
-            done += 1
-        except Exception as e:
-            traceback.print_exc()
-            w.attrs[f"error_{c['name']}"] = f"{type(e).__name__}: {e}"[:1000]
-        print(f"{c['name']}: {time.time() - t:.1f} s", flush=True)
-        w.flush()
+    w = open_recording(os.path.join(args.out, "vllm_fa3_h100.h5"), env)
+    done = record_cases(w, VLLM_FA3_CASES, only, lambda w, c: record(w, c, torch, np, op))
     w.close()
     print(f"recorded {done} of {len(VLLM_FA3_CASES)} in {time.time() - T0:.0f} s", flush=True)
 
@@ -109,11 +89,7 @@ def fa3_call(c, inp, torch, np, op):
     kv = kv.to(kv_dtype)
     kc, vc = kv[..., :d], kv[..., d:]
     seq_lens = inp["seq_lens"]
-    slots = []
-    for s, L in enumerate(seq_lens):
-        j = np.arange(L)
-        slots.append(inp["block_table"][s, j // bs].astype(np.int64) * bs + j % bs)
-    idx = torch.from_numpy(np.concatenate(slots)).cuda()
+    idx = torch.from_numpy(cache_slots(inp["block_table"], seq_lens, bs)).cuda()
     # The scatter through a byte (or 16-bit) view: index_put has no float8 kernel.
     raw = torch.uint8 if fp8 else torch.int16
     kvf = kv.view(raw).view(nblocks * bs, hkv, 2 * d)

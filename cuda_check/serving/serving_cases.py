@@ -127,6 +127,16 @@ def block_table(seq_lens, block_size, seed):
     return table, num_blocks
 
 
+def cache_slots(table, seq_lens, block_size):
+    """The paged cache slot (physical block x block_size + offset) of every token of the
+    sequence-concatenated K/V, sequences in order: where the block table puts each row."""
+    slots = []
+    for s, L in enumerate(seq_lens):
+        j = np.arange(L)
+        slots.append(table[s, j // block_size].astype(np.int64) * block_size + j % block_size)
+    return np.concatenate(slots)
+
+
 def vllm_inputs(c):
     """q [T, hq, d], k/v [sum seq_lens, hkv, d] (float32 lattice), block_table [num_seqs,
     max_blocks] int32 (a shuffled assignment of physical blocks; spare entries 0),

@@ -7,7 +7,8 @@ one table in the order given (a table regenerated one method per process).
 
 Usage: python3 experiments/python/compare_e2e_tables.py REFERENCE.csv NEW.csv [NEW2.csv ...]
            [--skip COLUMN ...]
-Exit 0 when every compared cell is equal, 1 otherwise (the differing rows are printed).
+Exit 0 when every compared cell is equal, 1 otherwise (the differing rows are printed); a file
+that cannot be read or a table of other columns is one line on stderr and exit 1.
 """
 import argparse
 import csv
@@ -17,8 +18,12 @@ TIMINGS = {"time_s", "cpu_s", "ref_time_s", "attnsim_version"}
 
 
 def rows(path):
-    with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+    try:
+        with open(path, newline="") as f:
+            return list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        sys.exit(f"compare_e2e_tables: cannot read {path}: {e.strerror or e}"
+                 if isinstance(e, OSError) else f"compare_e2e_tables: cannot read {path}: {e}")
 
 
 def main():

@@ -299,6 +299,10 @@ std::vector<std::string> fa3_unverified(const Fa3Options& o, const AttentionShap
                 "(UNVERIFIED)");
   if (fa3_num_splits(o, s, causal, 132) > 32)
     r.push_back(name + ": more than 32 splits: the combine's lanes past 32 are UNVERIFIED");
+  if (vllm(o) && o.fp8_interval > 0)
+    r.push_back("vllm_fa3: interval=" + std::to_string(o.fp8_interval) +
+                " is the accumulation the fork merged and reverted (vllm-project/flash-attention "
+                "#122, #136), read from its source, not recorded (UNVERIFIED)");
   if (vllm(o) && o.num_splits > 1)
     r.push_back("vllm_fa3: splits=" + std::to_string(o.num_splits) +
                 " (a bound, as vLLM's max_num_splits under CUDA graphs): recorded with 0 and 1 "

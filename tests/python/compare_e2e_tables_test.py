@@ -1,6 +1,7 @@
 """experiments/python/compare_e2e_tables.py: a bundled e2e table against itself split in two files
 (equal: exit 0), against a copy with one metric's last digit changed (exit 1, the row named) and
-with a timing changed (not compared: exit 0); a table without the reference's columns is refused."""
+with a timing changed (not compared: exit 0); a table without the reference's columns and an
+unreadable file are refused in one line."""
 import csv
 import subprocess
 import sys
@@ -52,3 +53,12 @@ def test_other_columns_refused(tmp_path):
     p = run(TABLE, tmp_path / "x.csv")
     assert p.returncode != 0
     assert "columns differ" in p.stderr
+
+
+def test_unreadable_files_are_one_line(tmp_path):
+    for bad in (tmp_path / "missing.csv", tmp_path):
+        p = run(TABLE, bad)
+        assert p.returncode != 0
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("compare_e2e_tables: cannot read"), p.stderr
+        assert "Traceback" not in p.stderr

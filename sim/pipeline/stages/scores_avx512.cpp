@@ -88,10 +88,9 @@ void scores_avx512(const SoftmaxStage& st, const PreparedInput& in, const TileIn
     if (descale) {
       // FA3 FP8: S stays the raw accumulator, every column's coefficient the row's descaled one
       // (scores_ref's descale branch).
-      const float c_row = stage_util::descale_coefficient(op.c, in, ti, qt, st.ftz);
-      std::copy(buf.acc.data() + row, buf.acc.data() + row + n, buf.s.data() + row);
-      std::fill(buf.s.data() + row + n, buf.s.data() + row + b.cols, op.mask);
-      std::fill(buf.coef.data() + row, buf.coef.data() + row + b.cols, c_row);
+      stage_util::descale_row(buf.acc.data() + row, n, b.cols, op.mask,
+                              stage_util::descale_coefficient(op.c, in, ti, qt, st.ftz),
+                              buf.s.data() + row, buf.coef.data() + row);
       continue;
     }
     score_row(op, buf.acc.data() + row, ds, n, b.cols, buf.s.data() + row,

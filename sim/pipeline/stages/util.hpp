@@ -98,4 +98,15 @@ inline float descale_coefficient(float c, const PreparedInput& in, const TileInd
   return state_mul(c, state_mul(sq, sk, ftz), ftz);
 }
 
+// A FA3 FP8 score row for the score kernels (scores_ref's descale branch without a window): S the raw
+// accumulator for the n visible keys and the mask value for keys [n, cols), the row's descaled
+// coefficient in every column.
+inline void descale_row(const float* acc, int n, int cols, float mask, float c_row, float* s,
+                        float* cf) {
+  for (int j = 0; j < cols; ++j) {
+    s[j] = j < n ? acc[j] : mask;
+    cf[j] = c_row;
+  }
+}
+
 }  // namespace attnsim::stage_util

@@ -6,6 +6,8 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "sim/fa3/fa3.hpp"
 #include "sim/lean/lean.hpp"
@@ -119,6 +121,13 @@ TEST(Fa3Preset, IntervalFlushLongerThanTheRowIsTheSingleChain) {
   Pipeline bad = fa3_pipeline(v, in.shape, true);
   bad.pv.acc = PvAccumulate::kChunk;
   EXPECT_THROW(validate(bad), std::invalid_argument);
+  // Read, not recorded: said once, as every unverified part.
+  const std::vector<std::string> notes = fa3_unverified(v, in.shape, true);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].find("interval=4"), std::string::npos);
+  EXPECT_NE(notes[0].find("UNVERIFIED"), std::string::npos);
+  v.fp8_interval = 0;
+  EXPECT_TRUE(fa3_unverified(v, in.shape, true).empty());
 }
 
 TEST(SdpaPresets, NotesNameTheUnverifiedParts) {
