@@ -117,7 +117,8 @@ MethodSpec fa3_spec(Fa3Build build) {
   m.help = vllm ? "vLLM's FlashAttention-3 fork (vllm-project/flash-attention hopper/, as vLLM "
                   "0.26.0's wheel ships it) as vLLM's FlashAttention backend calls it on the "
                   "H100: varlen, paged KV cache, fp16/bf16, FP8 e4m3 with its two-level "
-                  "accumulation, the decode tiles, its per-sequence splits; recorded bit for bit (sim/fa3)"
+                  "accumulation, the decode tiles, its per-sequence splits; recorded bit for "
+                  "bit (sim/fa3)"
                 : "FlashAttention-3 (hopper/, --use_fast_math) as the H100 runs it: fp16, bf16, "
                   "FP8 e4m3 quantized per (batch, head) with its descales, num_splits and its "
                   "combine; recorded bit for bit (sim/fa3)";
@@ -155,14 +156,14 @@ MethodSpec fa3_spec(Fa3Build build) {
                         0,
                         false,
                         true});
-  }
-  if (!vllm)
+  } else {
     m.params.push_back({"splits",
                         {},
                         "1",
                         "flash_attn_func's num_splits: 1 (its default, no split), 0 (FA3's "
                         "heuristic), or N",
                         0});
+  }
   m.check = [](const MethodValues& v) {
     (void)usage_errors([&] {
       (void)fa3_pipeline(fa3_options(v, "float32"), kNoInputShape, false);
