@@ -395,7 +395,7 @@ float fma_f32(float a, float b, float c, Round round, bool ftz) {
   return ftz_result(r, [=] { return fma_f32(a * 0x1p50f, b * 0x1p50f, c * 0x1p100f, round, false); });
 }
 
-float expf_libdevice(float x, bool ftz) {
+ExpfLibdeviceSteps expf_libdevice_reduce(float x, bool ftz) {
   const auto fma_rn = [ftz](float a, float b, float c) {
     return fma_f32(a, b, c, Round::kNearestEven, ftz);
   };
@@ -405,9 +405,16 @@ float expf_libdevice(float x, bool ftz) {
   const float j = fma_f32(t, 252.0f, 12582913.0f, Round::kDown, ftz);
   const float n = j - 12583039.0f;  // exact: two integers below 2^24
   const float r = fma_rn(x, f32_from_bits(0x32A57060u), fma_rn(x, f32_from_bits(0x3FB8AA3Bu), -n));
-  const float scale = f32_from_bits(f32_bits(j) << 23);  // 2^n
-  const float e = Ex2ApproxFtz::h100()(r);
-  return f32_from_bits(canonical(ftz ? fmul_ftz(e, scale) : e * scale));
+  return {r, f32_from_bits(f32_bits(j) << 23)};  // 2^n
+}
+
+float expf_libdevice_finish(float ex2_r, float scale, bool ftz) {
+  return f32_from_bits(canonical(ftz ? fmul_ftz(ex2_r, scale) : ex2_r * scale));
+}
+
+float expf_libdevice(float x, bool ftz) {
+  const ExpfLibdeviceSteps s = expf_libdevice_reduce(x, ftz);
+  return expf_libdevice_finish(Ex2ApproxFtz::h100()(s.r), s.scale, ftz);
 }
 
 float logf_libdevice(float x, bool ftz) {

@@ -88,6 +88,7 @@ class Lg2ApproxFtz {
   // L(m) in units of 2^-36: one value of the interval the recordings allow (any value in it gives
   // the same results at every exponent).
   std::uint64_t fixed_log(std::uint32_t m) const { return l_[m]; }
+  const std::uint64_t* table_data() const { return l_.data(); }  // 2^23 entries, by mantissa
 
  private:
   std::vector<std::uint64_t> l_;
@@ -187,6 +188,16 @@ float fma_f32(float a, float b, float c, Round round, bool ftz);
 // flushing them. NaN results are the canonical 0x7FFFFFFF. Checked on the H100 over all 2^32
 // inputs in both branches (cuda_check/libm_probe.cu).
 float expf_libdevice(float x, bool ftz);
+// expf_libdevice's steps before and after its MUFU.EX2, for the array form (special_array.hpp
+// expf_libdevice_array runs the MUFU over many arguments in between):
+// expf_libdevice(x) = expf_libdevice_finish(ex2.approx.ftz(s.r), s.scale) with
+// s = expf_libdevice_reduce(x).
+struct ExpfLibdeviceSteps {
+  float r;      // the MUFU's argument x·log2(e) − n
+  float scale;  // 2^n
+};
+ExpfLibdeviceSteps expf_libdevice_reduce(float x, bool ftz);
+float expf_libdevice_finish(float ex2_r, float scale, bool ftz);
 
 // CUDA's logf (libdevice __nv_logf = __internal_accurate_logf, CUDA 13.0), as nvcc compiles it for
 // sm_90 without --use_fast_math; ftz as for expf_libdevice. x < 2^-126 (subnormals, zeros and

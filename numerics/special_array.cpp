@@ -759,4 +759,98 @@ void rcp_approx_array(const float* x, std::size_t n, float* out, const RcpApprox
   array_kernels().rcp_approx(x, n, out, rcp);
 }
 
+// ---- lg2 and the libdevice functions over arrays (every CPU) -----------------------------------
+
+void lg2_approx_ftz_array_ref(const float* x, std::size_t n, float* out, const Lg2ApproxFtz& lg2) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = lg2(x[i]);
+}
+void lg2_approx_array_ref(const float* x, std::size_t n, float* out, const Lg2ApproxFtz& lg2) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = f32_from_bits(lg2_approx_bits(f32_bits(x[i]), lg2));
+}
+void expf_libdevice_array_ref(const float* x, std::size_t n, float* out, bool ftz) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = expf_libdevice(x[i], ftz);
+}
+void fast_expf_array_ref(const float* x, std::size_t n, float* out, bool ftz) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = fast_expf(x[i], ftz);
+}
+void fast_logf_array_ref(const float* x, std::size_t n, float* out, bool ftz) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = fast_logf(x[i], ftz);
+}
+
+namespace {
+
+constexpr std::size_t kAhead = 16;  // lg2: elements between a prefetch and the read of its entry
+constexpr std::size_t kChunk = 256;  // the exponentials: arguments per MUFU array call
+
+template <class Lookup>
+void lg2_prefetched(const float* x, std::size_t n, float* out, const Lg2ApproxFtz& lg2,
+                    Lookup lookup) {
+  const std::uint64_t* t = lg2.table_data();
+  for (std::size_t i = 0; i < std::min(n, kAhead); ++i)
+    __builtin_prefetch(t + (f32_bits(x[i]) & 0x7FFFFFu));
+  for (std::size_t i = 0; i < n; ++i) {
+    // The entry a normal input reads (a subnormal one reads another: a prefetch only wasted).
+    if (i + kAhead < n) __builtin_prefetch(t + (f32_bits(x[i + kAhead]) & 0x7FFFFFu));
+    out[i] = lookup(x[i]);
+  }
+}
+
+}  // namespace
+
+void lg2_approx_ftz_array(const float* x, std::size_t n, float* out, const Lg2ApproxFtz& lg2) {
+  lg2_prefetched(x, n, out, lg2, [&](float v) { return lg2(v); });
+}
+void lg2_approx_array(const float* x, std::size_t n, float* out, const Lg2ApproxFtz& lg2) {
+  lg2_prefetched(x, n, out, lg2,
+                 [&](float v) { return f32_from_bits(lg2_approx_bits(f32_bits(v), lg2)); });
+}
+
+void expf_libdevice_array(const float* x, std::size_t n, float* out, bool ftz) {
+  float r[kChunk], scale[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    for (std::size_t j = 0; j < m; ++j) {
+      const ExpfLibdeviceSteps s = expf_libdevice_reduce(x[i0 + j], ftz);
+      r[j] = s.r;
+      scale[j] = s.scale;
+    }
+    ex2_approx_ftz_array(r, m, r);  // both branches call ex2.approx.ftz
+    for (std::size_t j = 0; j < m; ++j) out[i0 + j] = expf_libdevice_finish(r[j], scale[j], ftz);
+  }
+}
+
+void fast_expf_array(const float* x, std::size_t n, float* out, bool ftz) {
+  constexpr float kLog2e = 0x1.715476p+0f;  // 0x3FB8AA3B, as fast_expf
+  float y[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    for (std::size_t j = 0; j < m; ++j) y[j] = ftz ? fmul_ftz(x[i0 + j], kLog2e) : x[i0 + j] * kLog2e;
+    if (ftz) {
+      ex2_approx_ftz_array(y, m, y);
+      // The MUFU's NaN is already canonical (Ex2ApproxFtz::bits); fast_expf's canonical() keeps it.
+      for (std::size_t j = 0; j < m; ++j)
+        out[i0 + j] = std::isnan(y[j]) ? f32_from_bits(0x7FFFFFFFu) : y[j];
+    } else {
+      ex2_approx_array(y, m, out + i0);
+    }
+  }
+}
+
+void fast_logf_array(const float* x, std::size_t n, float* out, bool ftz) {
+  constexpr float kLn2 = 0x1.62e43p-1f;  // 0x3F317218, as fast_logf
+  float y[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    if (ftz) {
+      lg2_approx_ftz_array(x + i0, m, y);
+    } else {
+      lg2_approx_array(x + i0, m, y);
+    }
+    for (std::size_t j = 0; j < m; ++j) {
+      const float v = ftz ? fmul_ftz(y[j], kLn2) : y[j] * kLn2;
+      out[i0 + j] = std::isnan(v) ? f32_from_bits(0x7FFFFFFFu) : v;
+    }
+  }
+}
+
 }  // namespace attnsim

@@ -50,4 +50,26 @@ void rcp_approx_array(const float* x, std::size_t n, float* out,
 void rcp_approx_array_ref(const float* x, std::size_t n, float* out,
                           const RcpApproxFtz& rcp = RcpApproxFtz::h100());
 
+// lg2.approx{.ftz}.f32 (Lg2ApproxFtz, lg2_approx_bits) and the libdevice functions built on the
+// MUFU (special.hpp: expf_libdevice, __expf = fast_expf, __logf = fast_logf) over arrays: the
+// per-row exponentials and logarithms of split-KV reductions. The values are the scalar models',
+// element by element (the _ref loops). lg2's table (2^23 64-bit entries) read at random misses the
+// caches and the TLB on every call; the array form requests the entry of the element 16 places
+// ahead before it reads this one (a prefetch), so that the misses of an array overlap. The
+// exponentials take the ex2 array kernels above for their MUFU.EX2 step.
+void lg2_approx_ftz_array(const float* x, std::size_t n, float* out,
+                          const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100());
+void lg2_approx_ftz_array_ref(const float* x, std::size_t n, float* out,
+                              const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100());
+void lg2_approx_array(const float* x, std::size_t n, float* out,
+                      const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100());
+void lg2_approx_array_ref(const float* x, std::size_t n, float* out,
+                          const Lg2ApproxFtz& lg2 = Lg2ApproxFtz::h100());
+void expf_libdevice_array(const float* x, std::size_t n, float* out, bool ftz);
+void expf_libdevice_array_ref(const float* x, std::size_t n, float* out, bool ftz);
+void fast_expf_array(const float* x, std::size_t n, float* out, bool ftz);
+void fast_expf_array_ref(const float* x, std::size_t n, float* out, bool ftz);
+void fast_logf_array(const float* x, std::size_t n, float* out, bool ftz);
+void fast_logf_array_ref(const float* x, std::size_t n, float* out, bool ftz);
+
 }  // namespace attnsim

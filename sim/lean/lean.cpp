@@ -9,7 +9,9 @@
 #include <utility>
 
 #include "formats/float32.hpp"
+#include "numerics/convert_array.hpp"
 #include "numerics/special.hpp"
+#include "numerics/special_array.hpp"
 #include "sim/flash/flash.hpp"
 
 namespace attnsim {
@@ -31,35 +33,58 @@ long long block_key_of_row(const LeanPlan& pl, const AttentionShape& s, long lon
 constexpr double kLog2e = 1.44269504088896340736;
 constexpr float kInfF = std::numeric_limits<float>::infinity();
 
-// The FP32 special functions of the split epilogue and the reduction, as one build compiles them.
+// The FP32 special functions of the split epilogue and the reduction, as one build compiles them,
+// over arrays: one value per row (and split) of a block, evaluated together so that the MUFU
+// models' table reads overlap (numerics/special_array.hpp; each element the scalar model's value).
 struct SplitMath {
   bool exact = false;
   bool fast = false;  // --use_fast_math (FA2, flashinfer, FlashMLA builds)
   // `__logf` (the split LSE of lean_fwd_kernel.h / FA2 normalize_softmax_lse).
-  float fast_log(float x) const {
-    return exact ? float(std::log(double(x))) : fast_logf(x, fast);
+  void fast_log(const float* x, std::size_t n, float* out) const {
+    if (exact) return each(x, n, out, [](double v) { return std::log(v); });
+    fast_logf_array(x, n, out, fast);
   }
   // `expf` and `logf` of the reduction (fast math: __expf / __logf).
-  float exp_nat(float x) const {
-    if (exact) return float(std::exp(double(x)));
-    return fast ? fast_expf(x, true) : expf_libdevice(x, false);
+  void exp_nat(const float* x, std::size_t n, float* out) const {
+    if (exact) return each(x, n, out, [](double v) { return std::exp(v); });
+    if (fast) return fast_expf_array(x, n, out, true);
+    expf_libdevice_array(x, n, out, false);
   }
-  float log_nat(float x) const {
-    if (exact) return float(std::log(double(x)));
-    return fast ? fast_logf(x, true) : logf_libdevice(x, false);
+  void log_nat(const float* x, std::size_t n, float* out) const {
+    if (exact) return each(x, n, out, [](double v) { return std::log(v); });
+    if (fast) return fast_logf_array(x, n, out, true);
+    for (std::size_t i = 0; i < n; ++i) out[i] = logf_libdevice(x[i], false);  // no table
   }
   // Base 2 (flashinfer ptx_exp2 / ptx_lg2 = ex2/lg2.approx.ftz; FlashMLA exp2f/log2f under
   // --use_fast_math: the same instructions).
-  float exp2(float x) const {
-    if (exact) return float(std::exp2(double(x)));
-    return fast ? Ex2ApproxFtz::h100()(x) : f32_from_bits(ex2_approx_bits(f32_bits(x)));
+  void exp2(const float* x, std::size_t n, float* out) const {
+    if (exact) return each(x, n, out, [](double v) { return std::exp2(v); });
+    if (fast) return ex2_approx_ftz_array(x, n, out);
+    ex2_approx_array(x, n, out);
   }
-  float log2(float x) const {
-    if (exact) return float(std::log2(double(x)));
-    return fast ? Lg2ApproxFtz::h100()(x) : f32_from_bits(lg2_approx_bits(f32_bits(x)));
+  void log2(const float* x, std::size_t n, float* out) const {
+    if (exact) return each(x, n, out, [](double v) { return std::log2(v); });
+    if (fast) return lg2_approx_ftz_array(x, n, out);
+    lg2_approx_array(x, n, out);
   }
   // 1.f / sum (IEEE, or rcp.approx.ftz under fast math).
-  float rcp(float x) const { return fast && !exact ? RcpApproxFtz::h100()(x) : 1.0f / x; }
+  void rcp(const float* x, std::size_t n, float* out) const {
+    if (fast && !exact) return rcp_approx_ftz_array(x, n, out);
+    for (std::size_t i = 0; i < n; ++i) out[i] = 1.0f / x[i];
+  }
+  // One value: the array functions on it.
+  float exp2(float x) const { return one(&SplitMath::exp2, x); }
+
+ private:
+  template <class F>
+  static void each(const float* x, std::size_t n, float* out, F f) {
+    for (std::size_t i = 0; i < n; ++i) out[i] = float(f(double(x[i])));
+  }
+  float one(void (SplitMath::*f)(const float*, std::size_t, float*) const, float x) const {
+    float y = 0.0f;
+    (this->*f)(&x, 1, &y);
+    return y;
+  }
 };
 
 // The build each style's public kernel is compiled with (README: build flags), unless set.
@@ -260,15 +285,29 @@ void normalize_split(const TileState<float>& st, const Pipeline& p, const SplitM
   const int rows = st.rows, dv = st.dv;
   po.assign(std::size_t(rows) * dv, 0.0f);
   plse.assign(std::size_t(rows), 0.0f);
+  // l of every row (1 for the degenerate ones, whose results are not used), then 1/l and log l.
+  const std::size_t n = std::size_t(rows);
+  std::vector<float> l(n), inv(n), lg(n);
+  std::vector<char> degenerate(n);
   for (int r = 0; r < rows; ++r) {
-    const float l = row_sum_total(st, r, p.softmax.row_sum);
-    const bool degenerate = l == 0.0f || l != l;
-    const float inv = degenerate ? 1.0f : fm.rcp(l);
-    for (int c = 0; c < dv; ++c) po[std::size_t(r) * dv + c] = st.o_row(r)[c] * inv;
+    const float v = row_sum_total(st, r, p.softmax.row_sum);
+    degenerate[std::size_t(r)] = v == 0.0f || v != v;
+    l[std::size_t(r)] = degenerate[std::size_t(r)] ? 1.0f : v;
+  }
+  fm.rcp(l.data(), l.size(), inv.data());
+  if (b2) {
+    fm.log2(l.data(), l.size(), lg.data());
+  } else {
+    fm.fast_log(l.data(), l.size(), lg.data());
+  }
+  for (int r = 0; r < rows; ++r) {
+    const bool bad = degenerate[std::size_t(r)] != 0;
+    const float iv = bad ? 1.0f : inv[std::size_t(r)];
+    for (int c = 0; c < dv; ++c) po[std::size_t(r) * dv + c] = st.o_row(r)[c] * iv;
     const float m = st.m[std::size_t(r)];
-    plse[std::size_t(r)] = degenerate ? -kInfF
-                           : b2       ? std::fma(m, scale_log2, fm.log2(l))
-                                      : std::fma(m, sm_f, fm.fast_log(l));
+    plse[std::size_t(r)] = bad ? -kInfF
+                           : b2 ? std::fma(m, scale_log2, lg[std::size_t(r)])
+                                : std::fma(m, sm_f, lg[std::size_t(r)]);
   }
 }
 
@@ -290,36 +329,66 @@ void reduce_flashinfer(const std::vector<std::vector<float>>& po,
 }
 
 // ORT lean_fwd_kernel.h host reduction / FA2 combine_attn_seqk_parallel (natural base), FlashMLA
-// combine (base 2): lse_max (0 when -inf), Σ exp(lse_i − lse_max) over `lanes` threads (lane j adds
-// splits j, j + R, ... in order, then an xor butterfly of FADDs), lse_logsum = log(Σ) + lse_max
-// (INF when Σ is 0 or NaN), scale_i = exp(lse_i − lse_logsum), O = Σ scale_i · O_i in split order
-// (FFMA).
+// combine (base 2), for each of `rows` rows: lse_max (0 when -inf), Σ exp(lse_i − lse_max) over
+// `lanes` threads (lane j adds splits j, j + R, ... in order, then an xor butterfly of FADDs),
+// lse_logsum = log(Σ) + lse_max (INF when Σ is 0 or NaN), scale_i = exp(lse_i − lse_logsum),
+// O = Σ scale_i · O_i in split order (FFMA). po[k]: split k's rows × dv values, plse[k] its rows'
+// LSEs; acc: rows × dv, zero on entry; lse_out: rows values or null. The rows are independent:
+// their exponentials and logarithms are evaluated together.
 void reduce_lse(const std::vector<std::vector<float>>& po, const std::vector<std::vector<float>>& plse,
-                int r, int dv, int lanes, bool b2, const SplitMath& fm, float* acc,
+                int rows, int dv, int lanes, bool b2, const SplitMath& fm, float* acc,
                 float* lse_out = nullptr) {
-  const std::size_t nsplit = po.size();
-  float lse_max = -kInfF;
-  for (std::size_t k = 0; k < nsplit; ++k) lse_max = std::max(lse_max, plse[k][std::size_t(r)]);
-  if (lse_max == -kInfF) lse_max = 0.0f;
-  std::vector<float> lane(std::size_t(lanes), 0.0f);
-  for (std::size_t k = 0; k < nsplit; ++k) {
-    const float x = plse[k][std::size_t(r)] - lse_max;
-    float& a = lane[k % std::size_t(lanes)];
-    a = a + (b2 ? fm.exp2(x) : fm.exp_nat(x));
+  const std::size_t nsplit = po.size(), R = std::size_t(rows);
+  std::vector<float> mx(R, -kInfF), x(nsplit * R), e(nsplit * R), sum(R), lg(R), logsum(R);
+  for (std::size_t k = 0; k < nsplit; ++k)
+    for (std::size_t r = 0; r < R; ++r) mx[r] = std::max(mx[r], plse[k][r]);
+  for (float& m : mx)
+    if (m == -kInfF) m = 0.0f;
+  const auto exps = [&] {
+    if (b2) {
+      fm.exp2(x.data(), x.size(), e.data());
+    } else {
+      fm.exp_nat(x.data(), x.size(), e.data());
+    }
+  };
+  for (std::size_t k = 0; k < nsplit; ++k)
+    for (std::size_t r = 0; r < R; ++r) x[k * R + r] = plse[k][r] - mx[r];
+  exps();
+  const std::size_t L = std::size_t(lanes);
+  std::vector<float> lane(L), nx(L);
+  for (std::size_t r = 0; r < R; ++r) {
+    std::fill(lane.begin(), lane.end(), 0.0f);
+    for (std::size_t k = 0; k < nsplit; ++k) {
+      float& a = lane[k % std::size_t(lanes)];
+      a = a + e[k * R + r];
+    }
+    for (int off = lanes / 2; off >= 1; off /= 2) {
+      for (int j = 0; j < lanes; ++j) nx[std::size_t(j)] = lane[std::size_t(j)] + lane[std::size_t(j ^ off)];
+      lane.swap(nx);
+    }
+    sum[r] = lane[0];
   }
-  for (int off = lanes / 2; off >= 1; off /= 2) {
-    std::vector<float> nx(lane.size());
-    for (int j = 0; j < lanes; ++j) nx[std::size_t(j)] = lane[std::size_t(j)] + lane[std::size_t(j ^ off)];
-    lane.swap(nx);
+  std::vector<float> arg(R);
+  for (std::size_t r = 0; r < R; ++r) arg[r] = (sum[r] == 0.0f || sum[r] != sum[r]) ? 1.0f : sum[r];
+  if (b2) {
+    fm.log2(arg.data(), R, lg.data());
+  } else {
+    fm.log_nat(arg.data(), R, lg.data());
   }
-  const float sum = lane[0];
-  const float logsum =
-      (sum == 0.0f || sum != sum) ? kInfF : (b2 ? fm.log2(sum) : fm.log_nat(sum)) + lse_max;
-  if (lse_out) *lse_out = logsum;
-  for (std::size_t k = 0; k < nsplit; ++k) {
-    const float x = plse[k][std::size_t(r)] - logsum;
-    const float sc = b2 ? fm.exp2(x) : fm.exp_nat(x);
-    for (int c = 0; c < dv; ++c) acc[c] = std::fma(sc, po[k][std::size_t(r) * dv + c], acc[c]);
+  for (std::size_t r = 0; r < R; ++r) {
+    logsum[r] = (sum[r] == 0.0f || sum[r] != sum[r]) ? kInfF : lg[r] + mx[r];
+    if (lse_out) lse_out[r] = logsum[r];
+  }
+  for (std::size_t k = 0; k < nsplit; ++k)
+    for (std::size_t r = 0; r < R; ++r) x[k * R + r] = plse[k][r] - logsum[r];
+  exps();
+  for (std::size_t r = 0; r < R; ++r) {
+    float* a = acc + r * std::size_t(dv);
+    for (std::size_t k = 0; k < nsplit; ++k) {
+      const float sc = e[k * R + r];
+      const float* ok = po[k].data() + r * std::size_t(dv);
+      for (int c = 0; c < dv; ++c) a[c] = std::fma(sc, ok[c], a[c]);
+    }
   }
 }
 
@@ -455,18 +524,19 @@ LeanResult run_plan(const AttentionInput& in, const LeanOptions& o, const Pipeli
           P.lse = pls[k];
         }
       }
-      std::vector<float> acc(static_cast<std::size_t>(dv));
+      std::vector<float> acc(std::size_t(rows) * dv, 0.0f);
+      if (o.style == SplitStyle::kFlashInfer) {
+        for (int r = 0; r < rows; ++r)
+          reduce_flashinfer(po, pls, r, dv, fm, acc.data() + std::size_t(r) * dv);
+      } else {
+        reduce_lse(po, pls, rows, dv, lanes, b2, fm, acc.data());
+      }
+      round_array(p.out.enc, acc.data(), acc.size(), acc.data(), kCudaRn);
       int r = 0;
       for (const Tile& t : tiles) {
         for (int i = 0; i < t.rows; ++i, ++r) {
-          std::fill(acc.begin(), acc.end(), 0.0f);
-          if (o.style == SplitStyle::kFlashInfer) {
-            reduce_flashinfer(po, pls, r, dv, fm, acc.data());
-          } else {
-            reduce_lse(po, pls, r, dv, lanes, b2, fm, acc.data());
-          }
-          double* dst = out_row(t, i);
-          for (int c = 0; c < dv; ++c) dst[c] = round_to(p.out.enc, acc[std::size_t(c)], kCudaRn);
+          const float* a = acc.data() + std::size_t(r) * dv;
+          std::copy(a, a + dv, out_row(t, i));
         }
       }
     }
@@ -611,7 +681,7 @@ float combine_split_row(SplitCombine c, int kernel_head_dim, const std::vector<c
   }
   const SplitMath fm{false, false};
   float lse_out = 0.0f;
-  reduce_lse(po, pl, 0, dv, combine_lanes(SplitStyle::kFlashDecoding, n, kernel_head_dim), false,
+  reduce_lse(po, pl, 1, dv, combine_lanes(SplitStyle::kFlashDecoding, n, kernel_head_dim), false,
              fm, out, &lse_out);
   return lse_out;
 }

@@ -1,9 +1,10 @@
-// numerics/special_array: the gathered MUFU models (ex2.approx{.ftz}, rcp.approx{.ftz}) bit for
-// bit against their `_ref` loops over the scalar models (themselves equal to the H100 on all 2^32
-// inputs, tests/hw), on every FP32 upper half with low halves 0, 1, 0x7FFF, 0x8000, 0xFFFF and a
-// random one (NaN payloads, ±Inf, ±0, subnormals, the range-scaling edges ±2^-126, ±2^126, -126,
-// ±128 and their neighbours), plus 2^20 random patterns, with tails and in place. All 2^32 inputs
-// against the H100: tests/hw/cvt_h100_long_test.cpp.
+// numerics/special_array: the gathered MUFU models (ex2.approx{.ftz}, rcp.approx{.ftz}) and the
+// array forms of lg2.approx{.ftz}, expf, __expf and __logf bit for bit against their `_ref` loops
+// over the scalar models (themselves equal to the H100 on all 2^32 inputs, tests/hw), on every
+// FP32 upper half with low halves 0, 1, 0x7FFF, 0x8000, 0xFFFF and a random one (NaN payloads,
+// ±Inf, ±0, subnormals, the range-scaling edges ±2^-126, ±2^126, -126, ±128 and their
+// neighbours), plus 2^20 random patterns, with tails and in place. All 2^32 inputs against the
+// H100: tests/hw/cvt_h100_long_test.cpp.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -48,8 +49,12 @@ void expect_same(const char* name, ArrayFn fast, ArrayFn ref) {
     }
   }
   EXPECT_EQ(bad, 0u) << name;
-  // Tails at every length below two vectors, in place.
-  for (std::size_t n = 0; n < 33; ++n) {
+  // Tails at every length below two vectors and around the exponentials' 256-element chunks, in
+  // place.
+  std::vector<std::size_t> lengths;
+  for (std::size_t n = 0; n < 33; ++n) lengths.push_back(n);
+  for (std::size_t n : {255u, 256u, 257u, 511u, 513u}) lengths.push_back(n);
+  for (std::size_t n : lengths) {
     std::vector<float> a(x.begin() + 1000, x.begin() + 1000 + std::ptrdiff_t(n)), b(n);
     ref(a.data(), n, b.data());
     fast(a.data(), n, a.data());
@@ -117,6 +122,45 @@ TEST(SpecialArray, RcpApprox) {
   expect_same(
       "rcp.approx", [](const float* x, std::size_t n, float* o) { rcp_approx_array(x, n, o); },
       [](const float* x, std::size_t n, float* o) { rcp_approx_array_ref(x, n, o); });
+}
+
+// The split-KV reductions' per-row functions (the lg2 tables read with prefetches ahead; the
+// exponentials' MUFU step through the ex2 array kernels).
+TEST(SpecialArray, Lg2ApproxFtz) {
+  expect_same(
+      "lg2.approx.ftz", [](const float* x, std::size_t n, float* o) { lg2_approx_ftz_array(x, n, o); },
+      [](const float* x, std::size_t n, float* o) { lg2_approx_ftz_array_ref(x, n, o); });
+}
+TEST(SpecialArray, Lg2Approx) {
+  expect_same(
+      "lg2.approx", [](const float* x, std::size_t n, float* o) { lg2_approx_array(x, n, o); },
+      [](const float* x, std::size_t n, float* o) { lg2_approx_array_ref(x, n, o); });
+}
+TEST(SpecialArray, LibdeviceExpLog) {
+  for (bool ftz : {false, true}) {
+    SCOPED_TRACE(ftz ? "ftz" : "ieee");
+    if (ftz) {
+      expect_same(
+          "expf", [](const float* x, std::size_t n, float* o) { expf_libdevice_array(x, n, o, true); },
+          [](const float* x, std::size_t n, float* o) { expf_libdevice_array_ref(x, n, o, true); });
+      expect_same(
+          "__expf", [](const float* x, std::size_t n, float* o) { fast_expf_array(x, n, o, true); },
+          [](const float* x, std::size_t n, float* o) { fast_expf_array_ref(x, n, o, true); });
+      expect_same(
+          "__logf", [](const float* x, std::size_t n, float* o) { fast_logf_array(x, n, o, true); },
+          [](const float* x, std::size_t n, float* o) { fast_logf_array_ref(x, n, o, true); });
+    } else {
+      expect_same(
+          "expf", [](const float* x, std::size_t n, float* o) { expf_libdevice_array(x, n, o, false); },
+          [](const float* x, std::size_t n, float* o) { expf_libdevice_array_ref(x, n, o, false); });
+      expect_same(
+          "__expf", [](const float* x, std::size_t n, float* o) { fast_expf_array(x, n, o, false); },
+          [](const float* x, std::size_t n, float* o) { fast_expf_array_ref(x, n, o, false); });
+      expect_same(
+          "__logf", [](const float* x, std::size_t n, float* o) { fast_logf_array(x, n, o, false); },
+          [](const float* x, std::size_t n, float* o) { fast_logf_array_ref(x, n, o, false); });
+    }
+  }
 }
 
 }  // namespace
