@@ -1,7 +1,7 @@
 """experiments/python/compare_e2e_tables.py: a bundled e2e table against itself split in two files
 (equal: exit 0), against a copy with one metric's last digit changed (exit 1, the row named) and
-with a timing changed (not compared: exit 0); a table without the reference's columns and an
-unreadable file are refused in one line."""
+with a timing changed (not compared: exit 0); a newer table's extra columns named and not compared;
+a table without the reference's columns and an unreadable file are refused in one line."""
 import csv
 import subprocess
 import sys
@@ -53,6 +53,20 @@ def test_other_columns_refused(tmp_path):
     p = run(TABLE, tmp_path / "x.csv")
     assert p.returncode != 0
     assert "columns differ" in p.stderr
+
+
+def test_new_columns_are_named_not_compared(tmp_path):
+    # A newer attnsim's table: the reference's columns equal, one more column.
+    with open(TABLE, newline="") as f:
+        ref = list(csv.DictReader(f))
+    wider = [dict(x, kld_p999="0.5") for x in ref]
+    write(tmp_path / "w.csv", list(ref[0]) + ["kld_p999"], wider)
+    p = run(TABLE, tmp_path / "w.csv")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "only in the new table, not compared: kld_p999" in p.stdout
+    wider[2]["kl_mean"] = "1.0"
+    write(tmp_path / "w2.csv", list(ref[0]) + ["kld_p999"], wider)
+    assert run(TABLE, tmp_path / "w2.csv").returncode == 1
 
 
 def test_unreadable_files_are_one_line(tmp_path):

@@ -21,9 +21,10 @@ def test_e2e_extra_has_every_module_the_e2e_code_imports(repo):
     extras = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     e2e = {re.split(r"[<>=!~\[ ]", d)[0].lower() for d in extras["e2e"]}
     # realmodels/dumpfile.py is dump_real.py's writer (h5py), not part of the forwards.
-    files = [repo / "experiments/python/attnsim/e2e.py",
+    files = [*(repo / "experiments/python/attnsim" / f
+               for f in ("e2e.py", "llamacpp.py", "passkey.py")),
              *(repo / "experiments/python/realmodels" / f
-               for f in ("__init__.py", "ops.py", "sources.py", "smollm2.py", "minilm.py"))]
+               for f in ("__init__.py", "ops.py", "sources.py", "smollm2.py", "minilm.py", "hf.py"))]
     needed = set()
     for f in files:
         for m in re.finditer(r"^\s*(?:from|import)\s+([A-Za-z_][\w]*)", f.read_text(), re.M):

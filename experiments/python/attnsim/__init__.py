@@ -182,7 +182,8 @@ class AttentionResult:
 
 def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm_scale=None, *,
               allow_nonfinite: bool = False, counters: bool = False, launch: str | None = None,
-              sms: int = 132, cu_seqlens_q=None, cu_seqlens_k=None) -> AttentionResult:
+              sms: int = 132, cu_seqlens_q=None, cu_seqlens_k=None, window: int = 0,
+              softcap: float = 0.0) -> AttentionResult:
     """Runs one method (``attnsim methods`` / :func:`methods` lists them and their options) on
     q [batch, heads_q, len_q, head_dim], k [batch, heads_kv, len_kv, head_dim] and
     v [batch, heads_kv, len_kv, head_dim_v] (GQA/MQA: heads_q a multiple of heads_kv; MLA: a
@@ -200,7 +201,11 @@ def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm
     a varlen batch (FlashAttention's varlen layout): q [1, heads_q, total_q, d] and k, v [1,
     heads_kv, total_kv, d] pack the sequences along the tokens, sequence s owning queries
     cu_seqlens_q[s]:cu_seqlens_q[s+1] (the last of its keys cu_seqlens_k[s]:cu_seqlens_k[s+1]);
-    each runs inside the launch of all, O and LSE packed the same way."""
+    each runs inside the launch of all, O and LSE packed the same way. window, softcap: the
+    input's sliding window (each query sees its ``window`` latest keys; causal only) and score
+    softcap C·tanh(s/C) (0: none), as golden computes them; a method that sets them from its own
+    options (``flex:window=W,softcap=C``, ``vllm_triton:...``) must name the same, and any other
+    method is refused (it would ignore them)."""
     given = (cu_seqlens_q is not None, cu_seqlens_k is not None)
     if given[0] != given[1]:
         raise ValueError("give cu_seqlens_q and cu_seqlens_k together")
@@ -215,16 +220,28 @@ def attention(q, k, v, method: str = "sage2:arch=sm90", causal: bool = False, sm
                 raise ValueError("cu_seqlens_q and cu_seqlens_k are 1-D integer arrays")
             cu[i] = [int(x) for x in a]
     return _attention(q, k, v, method, _causal(causal)[0], sm_scale, allow_nonfinite, counters,
-                      launch, sms, cu[0], cu[1])
+                      launch, sms, cu[0], cu[1], window=window, softcap=softcap)
+
+
+def _problem(window, softcap) -> dict:
+    """window (an integer >= 0) and softcap (a finite number >= 0) of attention()/golden(), as
+    _core.attention's keywords (none when both are 0)."""
+    if isinstance(window, (bool, np.bool_)) or not isinstance(window, (int, np.integer)) or window < 0:
+        raise ValueError(f"window must be an integer >= 0 (0: none), got {window!r}"[:200])
+    number = isinstance(softcap, (int, float, np.integer, np.floating))
+    if isinstance(softcap, (bool, np.bool_)) or not number or \
+            not (math.isfinite(float(softcap)) and float(softcap) >= 0):
+        raise ValueError(f"softcap must be a finite number >= 0 (0: none), got {softcap!r}"[:200])
+    return dict(window=int(window), softcap=float(softcap)) if window or softcap else {}
 
 
 def _attention(q, k, v, method, causal: bool, sm_scale, allow_nonfinite, counters, launch=None,
-               sms=132, cu_q=(), cu_k=()):
+               sms=132, cu_q=(), cu_k=(), *, window=0, softcap=0.0):
     (qa, qt), (ka, kt), (va, vt) = _arg(q, "q"), _arg(k, "k"), _arg(v, "v")
     o, fmt, lse, canonical_method, cnt, mask = _core.attention(
         qa, ka, va, [qt, kt, vt], str(method), bool(causal), _scale(sm_scale),
         bool(allow_nonfinite), bool(counters), "" if launch is None else str(launch), int(sms),
-        list(cu_q), list(cu_k))
+        list(cu_q), list(cu_k), **_problem(window, softcap))
     if fmt in ("bf16", "fp16", "e4m3fn", "e5m2"):
         o = o.view(_FORMAT_DTYPE[fmt])
     return AttentionResult(o, lse, canonical_method, fmt, cnt, mask)
@@ -331,16 +348,19 @@ def invariance(method: str, a: str, b: str, *, heads=None, head_dim: int | None 
                             va, tags, str(dist), int(seed))
 
 
-def golden(q, k, v, causal=False, sm_scale=None, *,
-           allow_nonfinite: bool = False) -> AttentionResult:
+def golden(q, k, v, causal=False, sm_scale=None, *, allow_nonfinite: bool = False,
+           window: int = 0, softcap: float = 0.0) -> AttentionResult:
     """FP64 golden attention (sim/golden: the reference of every metric): ``o`` in float64 and
     ``lse``; the same as ``attention(q, k, v, "golden", ...)``. causal: False, True (the
     bottom-right aligned mask), "bottom_right" or "top_left" (key j > query i: the mask of SDPA's
     and SageAttention's kernels; ``golden:causal=top_left``). To measure a method, take the golden
-    with the method's mask, ``r.causal_mask``: :func:`metrics` refuses a mismatch."""
+    with the method's mask, ``r.causal_mask``: :func:`metrics` refuses a mismatch. window,
+    softcap: a sliding window (each query sees its ``window`` latest keys; causal only) and the
+    score softcap C·tanh(s/C), computed exactly (0: none), e.g. a Gemma 2 layer's problem."""
     c, align = _causal(causal, aligned=True)
     method = "golden:causal=top_left" if align == "top_left" else "golden"
-    return _attention(q, k, v, method, c, sm_scale, allow_nonfinite, False)
+    return _attention(q, k, v, method, c, sm_scale, allow_nonfinite, False, window=window,
+                      softcap=softcap)
 
 
 def _values(x, name):

@@ -5,6 +5,9 @@
     python3 -m attnsim e2e --methods flash,sage1,sage2:arch=sm80 --tokens 256
     python3 -m attnsim e2e --sensitivity --method sage2:arch=paper --tokens 256
     python3 -m attnsim e2e --select 1e-3 --select 1e-2 --methods 'sage2:arch=paper,sage2:arch=sm90'
+    python3 -m attnsim e2e --method golden --ctx 512 --chunks 4 --kl-divergence-base-out base.kld
+    python3 -m attnsim e2e --method flash --kl-divergence-base base.kld     # llama.cpp's columns
+    python3 -m attnsim e2e --passkey --lengths 2048 --depths 0.1,0.5,0.9 --methods flash,sage2
 
 One row per run, the columns of ``attnsim.e2e.run`` (kl_mean kl_median kl_p99 kl_max top1 ppl_ref
 ppl ppl_ratio ... for SmolLM2, embedding_cosine_mean ... for MiniLM) and the provenance columns,
@@ -37,7 +40,9 @@ def _parser() -> argparse.ArgumentParser:
                                    "computed by a method, teacher-forced over a text, against the "
                                    "same forward with FP64 golden attention (experiments/README.md, "
                                    "'End to end').")
-    p.add_argument("--model", default="smollm2", help="smollm2 (default) or minilm")
+    p.add_argument("--model", default="smollm2",
+                   help="smollm2 (default), minilm, or a Hugging Face checkpoint directory or .gguf "
+                        "file (Llama, Mistral, Qwen2, Qwen3, Gemma 2, Gemma 3)")
     p.add_argument("--method", action="append", default=[],
                    help="a method string (repeatable: one run each)")
     p.add_argument("--methods", default=None,
@@ -72,6 +77,31 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--per-layer", default=None, help="CSV of every run's per-layer errors")
     p.add_argument("--quiet", action="store_true",
                    help="nothing on stderr but errors (no progress line, no summary per run)")
+    # llama.cpp's llama-perplexity --kl-divergence conventions (attnsim.llamacpp)
+    p.add_argument("--ctx", type=int, default=None, metavar="N",
+                   help="SmolLM2: score as llama-perplexity does: chunks of N tokens (its -c; "
+                        "default 512 when --chunks or a base file is given), each from an empty "
+                        "context, the second half of each scored (not --tokens)")
+    p.add_argument("--chunks", type=int, default=None, metavar="N",
+                   help="SmolLM2: the first N chunks of --ctx tokens (default: all that fit)")
+    p.add_argument("--kl-divergence-base", default=None, metavar="PATH",
+                   help="score against a llama.cpp --kl-divergence-base logits file (its n_ctx, "
+                        "n_vocab and tokens must be the run's) instead of the golden reference")
+    p.add_argument("--kl-divergence-base-out", default=None, metavar="PATH",
+                   help="write the FP64 golden reference's logits as llama.cpp's "
+                        "--kl-divergence-base file (chunked as --ctx/--chunks)")
+    # long-context retrieval (attnsim.passkey)
+    p.add_argument("--passkey", action="store_true",
+                   help="SmolLM2: the passkey retrieval table (golden and each method) instead "
+                        "of runs over the text")
+    p.add_argument("--lengths", default=None,
+                   help="--passkey: comma-separated context lengths (default 2048,4096,8192)")
+    p.add_argument("--depths", default=None,
+                   help="--passkey: comma-separated needle depths in 0-1 (default 0.1,0.5,0.9)")
+    p.add_argument("--trials", type=int, default=1, help="--passkey: trials per cell (default 1)")
+    p.add_argument("--seed", type=int, default=0, help="--passkey: seed of the pass keys")
+    p.add_argument("--template", default="plain", choices=("plain", "chat"),
+                   help="--passkey: prompt template (default plain)")
     return top
 
 
@@ -206,6 +236,19 @@ def e2e_main(a) -> int:
         raise ValueError("give a method (--method, --methods or --default; "
                          "python3 -c 'import attnsim; print(attnsim.methods())' lists them)")
     e2e._check_model(a.model)
+    if a.passkey:
+        return _passkey(a, e2e, methods)
+    for flag in ("lengths", "depths"):
+        if getattr(a, flag) is not None:
+            raise ValueError(f"--{flag} applies to --passkey")
+    chunked = any(x is not None for x in (a.ctx, a.chunks, a.kl_divergence_base,
+                                          a.kl_divergence_base_out))
+    if chunked and (a.sensitivity or a.select):
+        raise ValueError("--ctx, --chunks and the --kl-divergence-base files apply to runs, "
+                         "not --sensitivity or --select")
+    if a.kl_divergence_base_out is not None and a.output not in (None, "-") and \
+            os.path.realpath(a.output) == os.path.realpath(a.kl_divergence_base_out):
+        raise ValueError("--output and --kl-divergence-base-out name the same file")
     if a.sensitivity and (a.per_token or a.per_layer):
         raise ValueError("--per-token and --per-layer write a run's tables; a --sensitivity table "
                          "has one row per layer (--output): they would not be written")
@@ -215,7 +258,14 @@ def e2e_main(a) -> int:
     else:
         for m in methods:  # every method and layer spec checked before the model loads
             e2e.layer_methods(a.model, m, a.layers)
-    s = e2e.session(a.model, a.tokens, a.text)
+    a.base = None
+    if chunked:
+        s, a.base = e2e._chunked_session(a.model, a.tokens, a.text, a.ctx, a.chunks,
+                                         a.kl_divergence_base, a.kl_divergence_base_out,
+                                         generate=a.generate)
+        s._check_chunks(a.ctx, a.chunks, a.base)  # the base file against the text, up front
+    else:
+        s = e2e.session(a.model, a.tokens, a.text)
     for m in methods:  # a method that refuses the model's shape fails before the first run
         s.check(m, None if a.select else a.layers)
     rows, per_layer = [], []
@@ -260,8 +310,16 @@ def _runs(a, s, methods, line, rows, per_layer):
             rows.extend(t.to_dict("records"))
     else:
         for i, m in enumerate(methods):
-            r = s.run(m, a.layers, generate=a.generate, layer_errors=not a.no_layer_errors,
-                      progress=line(head(i, len(methods), m)))
+            if getattr(a, "base", None) is not None or any(
+                    x is not None for x in (a.ctx, a.chunks, a.kl_divergence_base_out)):
+                # llama.cpp's chunks; the base file is written once, with the first run.
+                r = s.run_chunked(m, a.layers, ctx=a.ctx, chunks=a.chunks, kl_base=a.base,
+                                  base_out=a.kl_divergence_base_out if i == 0 else None,
+                                  layer_errors=not a.no_layer_errors,
+                                  progress=line(head(i, len(methods), m)))
+            else:
+                r = s.run(m, a.layers, generate=a.generate, layer_errors=not a.no_layer_errors,
+                          progress=line(head(i, len(methods), m)))
             line.close()
             _summary(a.quiet, r)
             rows.append(dict(r))
@@ -271,6 +329,46 @@ def _runs(a, s, methods, line, rows, per_layer):
                 # The rows so far, whole, after each run (a long list interrupted keeps them).
                 _write_csv(pd.DataFrame(rows), a.output)
     return last
+
+
+def _numbers(text: str, flag: str, kind):
+    try:
+        out = [kind(x) for x in text.split(",")]
+    except ValueError:
+        raise ValueError(f"{flag}: {text!r} is not a comma-separated list of "
+                         f"{'integers' if kind is int else 'numbers'}") from None
+    return out
+
+
+def _passkey(a, e2e, methods) -> int:
+    """--passkey: the retrieval table (attnsim.e2e.passkey) as CSV."""
+    bad = [f for f, v in (("--sensitivity", a.sensitivity), ("--select", a.select),
+                          ("--ctx", a.ctx is not None), ("--chunks", a.chunks is not None),
+                          ("--kl-divergence-base", a.kl_divergence_base is not None),
+                          ("--kl-divergence-base-out", a.kl_divergence_base_out is not None),
+                          ("--per-token", a.per_token), ("--per-layer", a.per_layer),
+                          ("--generate", a.generate), ("--tokens", a.tokens is not None),
+                          ("--text", a.text is not None)) if v]
+    if bad:
+        raise ValueError(f"--passkey builds its own prompts: {bad[0]} does not apply")
+    lengths = (2048, 4096, 8192) if a.lengths is None else _numbers(a.lengths, "--lengths", int)
+    depths = (0.1, 0.5, 0.9) if a.depths is None else _numbers(a.depths, "--depths", float)
+    from . import passkey as pk
+    pk.check_args(lengths, depths, a.trials, a.seed, a.template)
+    for m in methods:
+        e2e.layer_methods(a.model, m, a.layers)
+    line = _Line(a.quiet, e2e)
+    try:
+        df = e2e.passkey(a.model, methods, lengths, depths, a.trials, a.seed,
+                         template=a.template, layers=a.layers, progress=line("passkey "))
+    finally:
+        line.close()
+    if not a.quiet:
+        for r in df.itertuples():
+            sys.stderr.write(f"passkey {r.label} length {r.length} depth {r.depth:g}: "
+                             f"{r.correct}/{r.trials}\n")
+    _write_csv(df, a.output)
+    return 0
 
 
 def main(argv=None) -> int:

@@ -24,7 +24,7 @@ import numpy as _np
 from . import _core
 
 __all__ = ["Linear", "rms_norm", "layer_norm", "silu_mul", "gelu_erf", "rope_tables",
-           "log_softmax", "kl_rows", "exp", "log"]
+           "log_softmax", "kl_rows", "exp", "log", "sin", "cos"]
 
 #: A packed float32 weight matrix ``[out_features, in_features]`` with an optional bias; calling
 #: it on ``x [..., in_features]`` gives ``fp32(x·Wᵀ + b)``, each output summed in FP64 in input
@@ -79,3 +79,13 @@ def exp(x):
 def log(x):
     """attnsim's FP64 natural log of a float64 array."""
     return _core.mm_log(x)
+
+
+def sin(x):
+    """attnsim's FP64 sine of a float64 array, |x| <= 1e6 (the one rope_tables uses)."""
+    return _core.mm_sin(x)
+
+
+def cos(x):
+    """attnsim's FP64 cosine of a float64 array, |x| <= 1e6 (the one rope_tables uses)."""
+    return _core.mm_cos(x)

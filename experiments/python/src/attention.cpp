@@ -196,11 +196,38 @@ nb::dict counter_dict(const StageCounters& c) {
   return d;
 }
 
+// attention(window=, softcap=): the input's own sliding window and score softcap
+// (AttentionInput::window, ::softcap), which golden computes (attnsim.golden(window=, softcap=):
+// the reference of a Gemma-style layer). A method that sets its problem from its own options
+// (flex, vllm_triton: MethodSpec::problem) must name the same ones; any other method would ignore
+// them, so it is refused.
+void set_input_problem(const MethodConfig& m, AttentionInput& in, int window, double softcap) {
+  if (window < 0) throw UsageError("window must be an integer >= 0 (0: none)");
+  if (!(softcap >= 0) || std::isinf(softcap))
+    throw UsageError("softcap must be a finite number >= 0 (0: none)");
+  if (window > 0 && !in.causal) throw UsageError("window: a sliding window needs causal=True");
+  in.window = window;
+  in.softcap = softcap;
+  if (m.spec->name == "golden") return;
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "window=%d, softcap=%g", window, softcap);
+  if (!m.changes_problem()) {
+    throw UsageError(m.short_name() + " cannot apply " + buf +
+                     " (methods that can: golden, flex:window=W,softcap=C, "
+                     "vllm_triton:window=W,softcap=C)");
+  }
+  const AttentionInput r = m.problem(in);
+  if (r.window != window || r.softcap != softcap) {
+    throw UsageError(m.short_name() + ": its own window/softcap options differ from " + buf +
+                     " (give the same in the method string)");
+  }
+}
+
 nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
                     const std::vector<std::string>& tags, const std::string& method, bool causal,
                     double sm_scale, bool allow_nonfinite, bool counters,
                     const std::string& launch, int sms, const std::vector<std::int64_t>& cu_q,
-                    const std::vector<std::int64_t>& cu_k) {
+                    const std::vector<std::int64_t>& cu_k, int window, double softcap) {
   PendingInput p = pending_input(q, k, v, tags, causal, sm_scale, allow_nonfinite);
   MethodOutput out;
   std::string canonical, mask;
@@ -210,6 +237,7 @@ nb::tuple attention(const AnyArray& q, const AnyArray& k, const AnyArray& v,
     // The method string first: a typo fails before any array is read.
     const MethodConfig m = parse_method(method);
     canonical = m.canonical();
+    if (window != 0 || softcap != 0.0) set_input_problem(m, p.in, window, softcap);
     // The input's FP32 copy, the method's working set and output, the special-function tables.
     const AttentionShape& s = p.in.shape;
     check_memory_here(input_bytes(s) + method_memory_bytes(m, s, omp_get_max_threads()) +
@@ -602,7 +630,8 @@ void bind_attention(nb::module_& m) {
   m.def("attention", &attention, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),
         nb::arg("method"), nb::arg("causal"), nb::arg("sm_scale"), nb::arg("allow_nonfinite"),
         nb::arg("counters") = false, nb::arg("launch") = "", nb::arg("sms") = 132,
-        nb::arg("cu_q") = std::vector<std::int64_t>{}, nb::arg("cu_k") = std::vector<std::int64_t>{});
+        nb::arg("cu_q") = std::vector<std::int64_t>{}, nb::arg("cu_k") = std::vector<std::int64_t>{},
+        nb::arg("window") = 0, nb::arg("softcap") = 0.0);
   m.def("metrics", &metrics, nb::arg("out"), nb::arg("out_tag"), nb::arg("ref"), nb::arg("ref_tag"),
         nb::arg("format"), nb::arg("blocks"));
   m.def("attribute", &attribute, nb::arg("q"), nb::arg("k"), nb::arg("v"), nb::arg("tags"),

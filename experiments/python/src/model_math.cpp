@@ -230,6 +230,18 @@ void bind_model_math(nb::module_& m) {
     for (double& e : v) e = det_log(e);
     return to_numpy(std::move(v), shape_of(x));
   });
+  // sin and cos of |x| <= kDetTrigMax (a std::domain_error, ValueError, beyond): RoPE tables of
+  // scaled inv_freq (attnsim.realmodels.hf) from the functions rope_tables uses.
+  m.def("mm_sin", [](const AnyArray& x) {
+    std::vector<double> v = f64_values(x, "x");
+    for (double& e : v) e = det_sin(e);
+    return to_numpy(std::move(v), shape_of(x));
+  });
+  m.def("mm_cos", [](const AnyArray& x) {
+    std::vector<double> v = f64_values(x, "x");
+    for (double& e : v) e = det_cos(e);
+    return to_numpy(std::move(v), shape_of(x));
+  });
   m.def("mm_linear_ref", [](const AnyArray& w, std::optional<AnyArray> bias, const AnyArray& x) {
     // The reference kernel on one thread, for the tests' bit-for-bit comparison with Linear.
     if (w.ndim() != 2) throw UsageError("weight must be 2-D");
