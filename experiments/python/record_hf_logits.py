@@ -195,7 +195,7 @@ def record(h5py, np, torch, transformers, AutoModelForCausalLM, rhf, note, famil
             g.attrs["model_class"] = type(model).__name__
             for device, label, impl in runs:
                 dg = g.require_group(device)
-                if impl.startswith("attnsim_") and plugin is None:
+                if label.startswith("attnsim_") and plugin is None:
                     dg.attrs[f"{label}_refused"] = f"attnsim {attnsim_version}"
                     continue
                 if impl == "sdpa" and cfg.get("attn_logit_softcapping"):
