@@ -259,21 +259,31 @@ float log2f_libdevice(float x) {
   return res;
 }
 
-float tanhf_libdevice(float x) {
-  const float a = std::fabs(x) < 0x1p-126f ? 0.0f : std::fabs(x);  // abs.ftz.f32
-  if (!(a >= 0.6f)) {  // setp.ltu: below 0.6, or NaN
-    const float x2 = x * x;
-    float p = fma_ftz(f32_from_bits(0x3C80F082u), x2, f32_from_bits(0xBD563CAEu));
-    p = fma_ftz(p, x2, f32_from_bits(0x3E085941u));
-    p = fma_ftz(p, x2, f32_from_bits(0xBEAAA9EDu));
-    p = fma_ftz(p, x2, 0.0f);
-    return fma_ftz(p, x, x);
-  }
-  const float e = Ex2ApproxFtz::h100()(a * f32_from_bits(0x4038AA3Bu));
-  const float r = RcpApproxFtz::h100()(e + 1.0f);
+float tanhf_libdevice_abs(float x) {
+  return std::fabs(x) < 0x1p-126f ? 0.0f : std::fabs(x);  // abs.ftz.f32
+}
+
+float tanhf_libdevice_poly(float x) {
+  const float x2 = x * x;
+  float p = fma_ftz(f32_from_bits(0x3C80F082u), x2, f32_from_bits(0xBD563CAEu));
+  p = fma_ftz(p, x2, f32_from_bits(0x3E085941u));
+  p = fma_ftz(p, x2, f32_from_bits(0xBEAAA9EDu));
+  p = fma_ftz(p, x2, 0.0f);
+  return fma_ftz(p, x, x);
+}
+
+float tanhf_libdevice_finish(float x, float a, float r) {
   float t = fma_ftz(r, -2.0f, 1.0f);
   if (a >= f32_from_bits(0x41102CB4u)) t = 1.0f;
   return f32_from_bits(f32_bits(t) | (f32_bits(x) & 0x80000000u));
+}
+
+float tanhf_libdevice(float x) {
+  const float a = tanhf_libdevice_abs(x);
+  if (!(a >= 0.6f)) return tanhf_libdevice_poly(x);  // setp.ltu: below 0.6, or NaN
+  const float e = Ex2ApproxFtz::h100()(a * f32_from_bits(0x4038AA3Bu));
+  const float r = RcpApproxFtz::h100()(e + 1.0f);
+  return tanhf_libdevice_finish(x, a, r);
 }
 
 float div_full(float a, float b, const RcpApproxFtz& rcp) {

@@ -151,6 +151,12 @@ float log2f_libdevice(float x);
 // copied in. Read from the PTX; the recordings that pass through it are FlexAttention's softcap
 // cases (data/hw/h100/serving).
 float tanhf_libdevice(float x);
+// Its steps around the two MUFU calls, for the array form (special_array.hpp): a = |x| (ftz);
+// below 0.6 or NaN the result is tanhf_libdevice_poly(x); otherwise, with
+// e = ex2.approx.ftz(a · 0x4038AA3B) and r = rcp.approx.ftz(e + 1), tanhf_libdevice_finish(x, a, r).
+float tanhf_libdevice_abs(float x);
+float tanhf_libdevice_poly(float x);
+float tanhf_libdevice_finish(float x, float a, float r);
 
 // fma.{rn,rz,rm,rp}.f32 and their .ftz forms (SASS FFMA, FFMA.RZ/.RM/.RP, .FTZ): a·b + c with one
 // rounding in the mode `round` (kNearestEven, kTowardZero, kDown, kUp; PTX has no ties-away FMA,

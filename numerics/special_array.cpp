@@ -776,6 +776,9 @@ void fast_expf_array_ref(const float* x, std::size_t n, float* out, bool ftz) {
 void fast_logf_array_ref(const float* x, std::size_t n, float* out, bool ftz) {
   for (std::size_t i = 0; i < n; ++i) out[i] = fast_logf(x[i], ftz);
 }
+void tanhf_libdevice_array_ref(const float* x, std::size_t n, float* out) {
+  for (std::size_t i = 0; i < n; ++i) out[i] = tanhf_libdevice(x[i]);
+}
 
 namespace {
 
@@ -849,6 +852,33 @@ void fast_logf_array(const float* x, std::size_t n, float* out, bool ftz) {
     for (std::size_t j = 0; j < m; ++j) {
       const float v = ftz ? fmul_ftz(y[j], kLn2) : y[j] * kLn2;
       out[i0 + j] = std::isnan(v) ? f32_from_bits(0x7FFFFFFFu) : v;
+    }
+  }
+}
+
+void tanhf_libdevice_array(const float* x, std::size_t n, float* out) {
+  float a[kChunk], y[kChunk];
+  std::uint32_t big[kChunk];
+  for (std::size_t i0 = 0; i0 < n; i0 += kChunk) {
+    const std::size_t m = std::min(kChunk, n - i0);
+    // The lanes at or above 0.6 through the MUFU steps together; the others by the polynomial.
+    std::size_t nb = 0;
+    for (std::size_t j = 0; j < m; ++j) {
+      const float v = x[i0 + j];
+      a[j] = tanhf_libdevice_abs(v);
+      if (a[j] >= 0.6f) {
+        y[nb] = a[j] * f32_from_bits(0x4038AA3Bu);
+        big[nb++] = std::uint32_t(j);
+      } else {
+        out[i0 + j] = tanhf_libdevice_poly(v);
+      }
+    }
+    ex2_approx_ftz_array(y, nb, y);
+    for (std::size_t k = 0; k < nb; ++k) y[k] = y[k] + 1.0f;
+    rcp_approx_ftz_array(y, nb, y);
+    for (std::size_t k = 0; k < nb; ++k) {
+      const std::size_t j = big[k];
+      out[i0 + j] = tanhf_libdevice_finish(x[i0 + j], a[j], y[k]);
     }
   }
 }

@@ -71,5 +71,9 @@ void fast_expf_array(const float* x, std::size_t n, float* out, bool ftz);
 void fast_expf_array_ref(const float* x, std::size_t n, float* out, bool ftz);
 void fast_logf_array(const float* x, std::size_t n, float* out, bool ftz);
 void fast_logf_array_ref(const float* x, std::size_t n, float* out, bool ftz);
+// tanhf_libdevice (FlexAttention's softcap) over an array: its MUFU.EX2 and MUFU.RCP steps through
+// the array kernels.
+void tanhf_libdevice_array(const float* x, std::size_t n, float* out);
+void tanhf_libdevice_array_ref(const float* x, std::size_t n, float* out);
 
 }  // namespace attnsim

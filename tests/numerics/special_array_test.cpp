@@ -1,5 +1,5 @@
 // numerics/special_array: the gathered MUFU models (ex2.approx{.ftz}, rcp.approx{.ftz}) and the
-// array forms of lg2.approx{.ftz}, expf, __expf and __logf bit for bit against their `_ref` loops
+// array forms of lg2.approx{.ftz}, expf, __expf, __logf and tanhf bit for bit against their `_ref` loops
 // over the scalar models (themselves equal to the H100 on all 2^32 inputs, tests/hw), on every
 // FP32 upper half with low halves 0, 1, 0x7FFF, 0x8000, 0xFFFF and a random one (NaN payloads,
 // ±Inf, ±0, subnormals, the range-scaling edges ±2^-126, ±2^126, -126, ±128 and their
@@ -161,6 +161,12 @@ TEST(SpecialArray, LibdeviceExpLog) {
           [](const float* x, std::size_t n, float* o) { fast_logf_array_ref(x, n, o, false); });
     }
   }
+}
+
+TEST(SpecialArray, TanhfLibdevice) {
+  expect_same(
+      "tanhf", [](const float* x, std::size_t n, float* o) { tanhf_libdevice_array(x, n, o); },
+      [](const float* x, std::size_t n, float* o) { tanhf_libdevice_array_ref(x, n, o); });
 }
 
 }  // namespace

@@ -4,9 +4,11 @@
 // apply_mask_causal: -inf; SageAttention: -5e6).
 #include <cmath>
 #include <type_traits>
+#include <vector>
 
 #include "numerics/isa.hpp"
 #include "numerics/special.hpp"
+#include "numerics/special_array.hpp"
 #include "sim/pipeline/stages/kernels.hpp"
 #include "sim/pipeline/stages/stages.hpp"
 #include "sim/pipeline/stages/util.hpp"
@@ -43,6 +45,11 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
     }
     return T(cap * std::tanh(double(x) / cap));
   };
+  // FlexAttention's softcap over a row at once: tanhf_libdevice_array, element by element the
+  // scalar model (its MUFU steps through the array kernels).
+  const bool cap_rows = capped && st.softcap == SoftcapFn::kLibdevice && std::is_same_v<T, float>;
+  std::vector<float> cap_arg;
+  std::vector<int> cap_col;
   for (int i = 0; i < b.rows; ++i) {
     const int qt = ti.q_begin + i;
     const float sq_scale = q_scaled ? in.q.scale(ti.sq, qt, 0) : 1.0f;
@@ -90,8 +97,20 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
       if (fold && !(fold_b && (q_scaled || k_scaled))) cf[j] = c;
       if (kc.score_scale != T(0)) a = a * kc.score_scale;  // scale_log2=score: fl(acc · sm_scale)
       if (ds) a = a + T(ds[kt]);
-      if (capped) a = softcap_of(a);
+      if (cap_rows) {
+        cap_arg.push_back(float(a) * float(1.0 / cap));
+        cap_col.push_back(j);
+      } else if (capped) {
+        a = softcap_of(a);
+      }
       s[j] = a;
+    }
+    if (cap_rows && !cap_col.empty()) {
+      tanhf_libdevice_array(cap_arg.data(), cap_arg.size(), cap_arg.data());
+      for (std::size_t k = 0; k < cap_col.size(); ++k)
+        s[cap_col[k]] = T(cap_arg[k] * float(cap));
+      cap_arg.clear();
+      cap_col.clear();
     }
   }
 }
