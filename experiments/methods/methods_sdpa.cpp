@@ -93,10 +93,18 @@ MethodSpec sdpa_spec() {
     });
   };
   m.outside = [](const MethodValues& v, const AttentionInput& in) {
-    return split_outside(sdpa_num_splits(sdpa_options(v, in.dtype),
-                                         launch_shape_or(in, kNoInputShape, "sdpa"),
-                                         launch_sms(in.launch.get())),
-                         "flash_fwd_splitkv_combine_kernel (libdevice expf/logf)");
+    const SdpaOptions o = sdpa_options(v, in.dtype);
+    const int splits = sdpa_num_splits(o, launch_shape_or(in, kNoInputShape, "sdpa"),
+                                       launch_sms(in.launch.get()));
+    if (o.backend == SdpaBackend::kCudnn) {
+      if (splits <= 1) return std::vector<std::string>{};
+      return std::vector<std::string>{
+          "cuDNN's decode split schedule: " + std::to_string(splits) +
+          " splits, split s taking the 128-key tiles s, s + splits, ..., each writing its max, "
+          "row sum and O unnormalized, merged in split order by lean_reduction_kernel (sim/lean "
+          "split_kv_attention, SplitCombine::kCudnnLean)"};
+    }
+    return split_outside(splits, "flash_fwd_splitkv_combine_kernel (libdevice expf/logf)");
   };
   m.notes = [](const MethodValues& v, const AttentionInput& in) {
     return sdpa_unverified(sdpa_options(v, in.dtype), launch_shape_or(in, kNoInputShape, "sdpa"));

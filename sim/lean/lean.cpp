@@ -670,6 +670,8 @@ float reduce_fa3(const std::vector<const float*>& o, const std::vector<float>& l
 
 float combine_split_row(SplitCombine c, int kernel_head_dim, const std::vector<const float*>& o,
                         const std::vector<float>& lse, int dv, float* out) {
+  if (c == SplitCombine::kCudnnLean)
+    throw std::invalid_argument("combine_split_row: kCudnnLean merges unnormalized partials (combine_lean_row)");
   std::fill(out, out + dv, 0.0f);
   if (c == SplitCombine::kFa3) return reduce_fa3(o, lse, dv, out);
   // PyTorch's FA2 combine: the FlashDecoding reduction of an IEEE build.
@@ -686,17 +688,50 @@ float combine_split_row(SplitCombine c, int kernel_head_dim, const std::vector<c
   return lse_out;
 }
 
+float combine_lean_row(const std::vector<const float*>& o, const std::vector<float>& m_nat,
+                       const std::vector<float>& l_s, int dv, float* out) {
+  constexpr float kLog2ef = 1.44269502162933349609f;  // 0x3FB8AA3B
+  constexpr float kLn2f = 0.693147182464599609375f;   // 0x3F317218
+  const Ex2ApproxFtz& ex2 = Ex2ApproxFtz::h100();
+  // lean_reduction_kernel (cc3c0..cd410 of the recorded SASS): partial 0, then each next split.
+  float m = m_nat[0], l = l_s[0];
+  std::copy(o[0], o[0] + dv, out);
+  for (std::size_t s = 1; s < o.size(); ++s) {
+    const float mn = std::max(m, m_nat[s]);  // FMNMX
+    float a_s = 0.0f, a = 0.0f;
+    if (mn != -kInfF) {
+      a_s = ex2(fmul_ftz(fadd_ftz(m_nat[s], -mn), kLog2ef));
+      a = ex2(fmul_ftz(fadd_ftz(m, -mn), kLog2ef));
+    }
+    for (int c = 0; c < dv; ++c)
+      out[c] = fma_f32(a, out[c], fmul_ftz(o[s][c], a_s), Round::kNearestEven, true);
+    l = fma_f32(a, l, fmul_ftz(l_s[s], a_s), Round::kNearestEven, true);
+    m = mn;
+  }
+  const bool nz = l != 0.0f;
+  const float inv = nz ? RcpApproxFtz::h100()(l) : 1.0f;
+  for (int c = 0; c < dv; ++c) out[c] = fmul_ftz(inv, out[c]);
+  if (!nz) return -kInfF;
+  return fma_f32(Lg2ApproxFtz::h100()(l), kLn2f, m, Round::kNearestEven, true);
+}
+
 namespace {
 
 // split_kv_attention in the state's type T (an FP64 state: attribution's counterfactuals; the
 // partials enter the combine, which is the kernel's FP32 arithmetic, as FP32).
 template <class T>
 void split_kv_run(const PreparedInput& in, const Pipeline& p, int splits, SplitCombine combine,
-                  int kernel_head_dim, PipelineResult& r) {
+                  int kernel_head_dim, SplitPartition partition, PipelineResult& r) {
   const AttentionShape& s = in.shape;
   const int bq = p.tile.block_q, dv = s.head_dim_v;
   const int q_blocks = (s.len_q + bq - 1) / bq;
   const int n_blocks = (s.len_kv + p.tile.block_kv - 1) / p.tile.block_kv;
+  const bool strided = partition == SplitPartition::kStrided;
+  const bool lean = combine == SplitCombine::kCudnnLean;
+  // A strided partition launches no split past the last block (the grid's split count is the
+  // compiled stride).
+  const int parts = strided ? std::max(1, std::min(splits, n_blocks)) : splits;
+  constexpr float kLn2f = 0.693147182464599609375f;  // FMUL.FTZ immediate of the split epilogue
   // Each split's epilogue: the pipeline's, O kept in FP32 (FA2/FA3 write O_accum in float).
   Pipeline part = p;
   part.out = OutStage{Encoding::kFp32, kCudaRn};
@@ -712,6 +747,11 @@ void split_kv_run(const PreparedInput& in, const Pipeline& p, int splits, SplitC
     std::vector<float> acc(static_cast<std::size_t>(dv));
     std::vector<const float*> rows(static_cast<std::size_t>(splits));
     std::vector<float> lses(static_cast<std::size_t>(splits));
+    // kCudnnLean: each split's max (natural-log units) and row sum per row, and O's row total.
+    std::vector<std::vector<float>> mf(static_cast<std::size_t>(splits));
+    std::vector<T> ot(static_cast<std::size_t>(dv));
+    rows.resize(std::size_t(parts));
+    lses.resize(std::size_t(parts));
 #pragma omp for schedule(static)
     for (std::int64_t item = 0; item < items; ++item) {
       Tile t;
@@ -719,11 +759,29 @@ void split_kv_run(const PreparedInput& in, const Pipeline& p, int splits, SplitC
       t.batch = int(item / q_blocks / s.heads_q);
       t.q_begin = int(item % q_blocks) * bq;
       t.rows = std::min(bq, s.len_q - t.q_begin);
-      for (int k = 0; k < splits; ++k) {
-        int lo = 0, hi = 0;
-        split_block_range(n_blocks, splits, k, &lo, &hi);
+      for (int k = 0; k < parts; ++k) {
         st.reset(t.rows, dv);
-        attend_tile<T>(in, part, t, lo, hi, st, *ws);
+        if (strided) {
+          for (int nb = k; nb < n_blocks; nb += splits) attend_tile<T>(in, part, t, nb, nb + 1, st, *ws);
+        } else {
+          int lo = 0, hi = 0;
+          split_block_range(n_blocks, splits, k, &lo, &hi);
+          attend_tile<T>(in, part, t, lo, hi, st, *ws);
+        }
+        if (lean) {
+          // cuDNN's split epilogue: m·ln 2 (FMUL.FTZ), l, and O unnormalized, in FP32.
+          of[std::size_t(k)].resize(std::size_t(t.rows) * dv);
+          lf[std::size_t(k)].resize(std::size_t(t.rows));
+          mf[std::size_t(k)].resize(std::size_t(t.rows));
+          for (int i = 0; i < t.rows; ++i) {
+            mf[std::size_t(k)][std::size_t(i)] = fmul_ftz(float(st.m[std::size_t(i)]), kLn2f);
+            lf[std::size_t(k)][std::size_t(i)] = float(row_sum_total(st, i, p.softmax));
+            o_row_total(st, i, p.softmax.ftz, ot.data());
+            for (int c = 0; c < dv; ++c)
+              of[std::size_t(k)][std::size_t(i) * dv + c] = float(ot[std::size_t(c)]);
+          }
+          continue;
+        }
         po.assign(std::size_t(t.rows) * dv, 0.0);
         pl.assign(std::size_t(t.rows), 0.0);
         finish_tile<T>(in, part, t, st, po.data(), pl.data());
@@ -737,11 +795,14 @@ void split_kv_run(const PreparedInput& in, const Pipeline& p, int splits, SplitC
         }
       }
       for (int i = 0; i < t.rows; ++i) {
-        for (int k = 0; k < splits; ++k) {
+        std::vector<float> ms, ls;
+        for (int k = 0; k < parts; ++k) {
           rows[std::size_t(k)] = of[std::size_t(k)].data() + std::size_t(i) * dv;
           lses[std::size_t(k)] = lf[std::size_t(k)][std::size_t(i)];
+          if (lean) ms.push_back(mf[std::size_t(k)][std::size_t(i)]);
         }
-        const float lse = combine_split_row(combine, kernel_head_dim, rows, lses, dv, acc.data());
+        const float lse = lean ? combine_lean_row(rows, ms, lses, dv, acc.data())
+                               : combine_split_row(combine, kernel_head_dim, rows, lses, dv, acc.data());
         const std::size_t row =
             (std::size_t(t.batch) * s.heads_q + t.head) * s.len_q + std::size_t(t.q_begin + i);
         for (int c = 0; c < dv; ++c) {
@@ -757,16 +818,17 @@ void split_kv_run(const PreparedInput& in, const Pipeline& p, int splits, SplitC
 }  // namespace
 
 PipelineResult split_kv_attention(const PreparedInput& in, const Pipeline& p, int splits,
-                                  SplitCombine combine, int kernel_head_dim) {
+                                  SplitCombine combine, int kernel_head_dim,
+                                  SplitPartition partition) {
   if (splits <= 1) return run_pipeline(in, p);
   validate(p);
   PipelineResult r;
   r.o.assign(in.shape.o_size(), 0.0);
   r.lse.assign(std::size_t(in.shape.batch) * in.shape.heads_q * in.shape.len_q, 0.0);
   if (p.softmax.state == StateType::kFp32) {
-    split_kv_run<float>(in, p, splits, combine, kernel_head_dim, r);
+    split_kv_run<float>(in, p, splits, combine, kernel_head_dim, partition, r);
   } else {
-    split_kv_run<double>(in, p, splits, combine, kernel_head_dim, r);
+    split_kv_run<double>(in, p, splits, combine, kernel_head_dim, partition, r);
   }
   return r;
 }

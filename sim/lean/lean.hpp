@@ -144,7 +144,22 @@ std::string describe(const LeanOptions& o);
 //        ex2.ftz(fl(fl(lse_s − mx) · log2 e)), lane s of 32 holds 0 + e_s (splits s, s + 32, ...
 //        past 32 splits: UNVERIFIED), butterfly xor 16 ... 1 (FADD.FTZ), lse = fma(lg2.ftz(Σ), ln 2,
 //        mx), w_s = fl(e_s · rcp.ftz(Σ)), O = fma.ftz(w_s, O_s, O) in split order, skipping w_s = 0.
-enum class SplitCombine : std::uint8_t { kFa2, kFa3 };
+//  kCudnnLean  cuDNN's cudnn::fusion::lean_reduction_kernel<false, false, false> after its decode
+//        split kernel (SASS read on the H100, sim/sdpa/README.md): the partials are not
+//        normalized: each split writes m_s = fmul.ftz(m, ln 2) (its scaled max in natural-log
+//        units), l_s (the lanes combined) and O_s (its warps combined); merged sequentially in
+//        split order from partial 0: m' = max(m, m_s); a_s = ex2.ftz(fl(fl(m_s − m')·log2 e)),
+//        a = ex2.ftz(fl(fl(m − m')·log2 e)) (both 0 when m' = −inf); O = fma.ftz(a, O,
+//        fl(O_s·a_s)), l = fma.ftz(a, l, fl(l_s·a_s)); then out = fl(rcp.ftz(l)·O) (rcp only if
+//        l != 0, else 1) and LSE = fma.ftz(lg2.ftz(l), ln 2, m) (−inf when l = 0).
+enum class SplitCombine : std::uint8_t { kFa2, kFa3, kCudnnLean };
+
+// How the KV blocks are dealt to the splits:
+//  kContiguous  split_block_range: split s takes one range of consecutive blocks (FA2, FA3).
+//  kStrided     split s takes blocks s, s + S, s + 2S, ... in ascending order (cuDNN's decode
+//               split kernel: the tile index steps by the compiled split count, `VIADD R25, R27,
+//               0x20` for S = 32); min(S, blocks) splits.
+enum class SplitPartition : std::uint8_t { kContiguous, kStrided };
 
 // Merges one row: o[s] the dv values of split s, lse[s] its LSE; `kernel_head_dim` the head dim
 // of the kernel's instantiation (FA2's combine sizes its lanes by it). Writes dv FP32 values to
@@ -152,13 +167,21 @@ enum class SplitCombine : std::uint8_t { kFa2, kFa3 };
 float combine_split_row(SplitCombine c, int kernel_head_dim, const std::vector<const float*>& o,
                         const std::vector<float>& lse, int dv, float* out);
 
+// SplitCombine::kCudnnLean for one row: o[s] the dv unnormalized values of split s, m_nat[s] its
+// max in natural-log units, l[s] its row sum. Writes the normalized dv FP32 values to `out` and
+// returns the LSE.
+float combine_lean_row(const std::vector<const float*>& o, const std::vector<float>& m_nat,
+                       const std::vector<float>& l, int dv, float* out);
+
 // The whole attention with every (batch, head, block_q tile) cut into `splits` KV ranges
-// (split_block_range over cdiv(len_kv, block_kv) blocks, clamped by the tile's causal limit):
+// (`partition` of the cdiv(len_kv, block_kv) blocks, clamped by the tile's causal limit):
 // each split runs the pipeline's tile loop (attend_tile, in the pipeline's block order) and its
 // epilogue in FP32 (finish_tile with out = fp32: O / l and the pipeline's LSE model, -inf for an
-// empty split), then `combine` merges each row and O is cast to the pipeline's output format.
-// splits <= 1 is run_pipeline. Results do not depend on the thread count.
+// empty split; kCudnnLean: the state's max, row sum and O unnormalized), then `combine` merges
+// each row and O is cast to the pipeline's output format. splits <= 1 is run_pipeline. Results do
+// not depend on the thread count.
 PipelineResult split_kv_attention(const PreparedInput& in, const Pipeline& p, int splits,
-                                  SplitCombine combine, int kernel_head_dim);
+                                  SplitCombine combine, int kernel_head_dim,
+                                  SplitPartition partition = SplitPartition::kContiguous);
 
 }  // namespace attnsim

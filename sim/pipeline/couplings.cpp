@@ -1,6 +1,8 @@
 // The pipeline's validity rules (see couplings.hpp), validate() and canonical().
 #include "sim/pipeline/couplings.hpp"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -162,6 +164,11 @@ const std::vector<Coupling>& couplings() {
            return "lse=natural.fma_c scales a raw max by fl(c ln 2): it needs max=raw";
          if (s.lse == LseModel::kNaturalDiv && s.max_domain != MaxDomain::kScaled)
            return "lse=natural.div divides a max in exponent units by log2 e: it needs max=scaled";
+         if (s.lse == LseModel::kNaturalLg2Fma &&
+             (s.base != ExpKind::kExp2 || s.state != StateType::kFp32 ||
+              s.max_domain != MaxDomain::kScaled))
+           return "lse=natural.lg2fma (cuDNN decode) takes a max in exponent units of exp2: it "
+                  "needs max=scaled and an FP32 state";
          if (s.ftz && s.state != StateType::kFp32)
            return "ftz=on flushes FP32 subnormals: an FP32 state's (acc=fp32)";
          if (s.dequant == Dequant::kDescale && (s.max_domain != MaxDomain::kRaw || s.base != ExpKind::kExp2))
@@ -210,6 +217,13 @@ const std::vector<Coupling>& couplings() {
                   "o_acc=fp32";
          if (p.pv.chunk_add == ChunkAdd::kCutlassEpilogue && p.pv.acc != PvAccumulate::kChunk)
            return "chunk_add=cutlass_epilogue lands each block's chunk on O: it needs pv_acc=chunk";
+         if (p.pv.warps != 1 && p.pv.warps != 4) return "pv_warps is 1 or 4";
+         if (p.pv.warps > 1 &&
+             (p.pv.acc != PvAccumulate::kIntoC || p.pv.flush != 0 || p.pv.perm16 ||
+              p.pv.kwidth4 || p.pv.o_accum != Encoding::kFp32 ||
+              p.tile.block_kv % (16 * p.pv.warps)))
+           return "pv_warps=4 keeps one FP32 O per warp as the product's C (pv_acc=c, o_acc=fp32, "
+                  "no pv_flush or pv_perm) over a quarter of the block (bk a multiple of 64)";
          return std::nullopt;
        }},
       {"rescale", {Stage::kRescale},
@@ -267,6 +281,15 @@ const std::vector<Coupling>& couplings() {
            return "p_norm=warp_sum normalizes a P without a per-block scale";
          return std::nullopt;
        }},
+      {"per-warp O and the rescale", {Stage::kRescale, Stage::kPv},
+       [](const Pipeline& p) -> Why {
+         if (p.pv.warps > 1 && ((p.rescale.kind != Rescale::kMultiply &&
+                                 p.rescale.kind != Rescale::kMultiplyFtz) ||
+                                p.rescale.fused || p.rescale.max_round != MaxRound::kNone))
+           return "pv_warps=4 rescales every warp's O by a multiply (rescale=mul or mul.ftz, "
+                  "unfused, no max_round)";
+         return std::nullopt;
+       }},
       {"ftz rescale and the state", {Stage::kRescale, Stage::kSoftmax, Stage::kPv},
        [](const Pipeline& p) -> Why {
          if (p.rescale.kind == Rescale::kMultiplyFtz &&
@@ -303,6 +326,14 @@ const std::vector<Coupling>& couplings() {
          if (p.softmax.row_sum == RowSum::kCutlassWarps && p.tile.block_kv % 32)
            return "rowsum=cutlass_warps splits a block between column warps of 32 keys (bk a "
                   "multiple of 32)";
+         if (p.softmax.row_sum == RowSum::kAtomicWarps && p.tile.block_kv != 128)
+           return "rowsum=atomic_warps is 4 warps of 32 keys: it needs bk=128";
+         {
+           std::array<std::uint8_t, 4> w = p.softmax.rowsum_order;
+           std::sort(w.begin(), w.end());
+           if (w != std::array<std::uint8_t, 4>{0, 1, 2, 3})
+             return "rowsum_order is a permutation of the warps 0123";
+         }
          return std::nullopt;
        }},
       {"tensor-core row sum formats", {Stage::kSoftmax, Stage::kP},
@@ -485,6 +516,7 @@ Pipeline canonical(Pipeline p) {
   if (!p.softmax.fma) p.softmax.fma_blocks = d.softmax.fma_blocks;
   if (p.softmax.row_sum != RowSum::kMma) p.softmax.row_sum_dot = d.softmax.row_sum_dot;
   if (p.softmax.row_sum != RowSum::kTritonWarps) p.softmax.rowsum_warps = d.softmax.rowsum_warps;
+  if (p.softmax.row_sum != RowSum::kAtomicWarps) p.softmax.rowsum_order = d.softmax.rowsum_order;
   // The kWidth-4 order only changes which products an instruction model groups.
   if (p.qk.dot.kind != DotModel::kMma) p.qk.kwidth4 = false;
   if (p.pv.dot.kind != DotModel::kMma || p.pv.perm16) p.pv.kwidth4 = false;

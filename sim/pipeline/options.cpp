@@ -74,14 +74,16 @@ constexpr Name<RowSum> kRowSum[] = {{RowSum::kQuad, "quad"},
                                     {RowSum::kQuadBlock, "quad_block"},
                                     {RowSum::kCutlassWarps, "cutlass_warps"},
                                     {RowSum::kTritonWarps, "triton_warps"},
-                                    {RowSum::kWarpSum, "warp_sum"}};
+                                    {RowSum::kWarpSum, "warp_sum"},
+                                    {RowSum::kAtomicWarps, "atomic_warps"}};
 constexpr Name<LseModel> kLse[] = {{LseModel::kNatural, "natural"},
                                    {LseModel::kLog2Mufu, "log2.mufu"},
                                    {LseModel::kLog2Libdevice, "log2.libdevice"},
                                    {LseModel::kNaturalFma, "natural.fma"},
                                    {LseModel::kNaturalFmaC, "natural.fma_c"},
                                    {LseModel::kNaturalDiv, "natural.div"},
-                                   {LseModel::kLog2LibdeviceLn2, "log2.libdevice.ln2"}};
+                                   {LseModel::kLog2LibdeviceLn2, "log2.libdevice.ln2"},
+                                   {LseModel::kNaturalLg2Fma, "natural.lg2fma"}};
 constexpr Name<PScale> kPScale[] = {
     {PScale::kNone, "none"}, {PScale::kRow, "row"}, {PScale::kTile, "tile"}};
 constexpr Name<PvAccumulate> kPvAcc[] = {{PvAccumulate::kIntoC, "c"},
@@ -200,6 +202,21 @@ DotModel parse_dot(const std::string& s, const char* key) {
   if (!parse_dot_model(s, &m))
     fail(std::string("pipeline option ") + key + "=" + s + " is not a product model");
   return m;
+}
+
+// The 24 orders of 4 warps, spelled by their digits ("0123", "0132", ...).
+std::vector<std::string> warp_orders() {
+  std::vector<std::string> r;
+  std::string w = "0123";
+  do {
+    r.push_back(w);
+  } while (std::next_permutation(w.begin(), w.end()));
+  return r;
+}
+std::string warp_order_text(const std::array<std::uint8_t, 4>& o) {
+  std::string r;
+  for (std::uint8_t w : o) r += char('0' + w);
+  return r;
 }
 
 OptionKey choice(const char* key, const char* group, std::vector<std::string> choices,
@@ -452,6 +469,15 @@ std::vector<OptionKey> base_keys() {
              "instruction k order over head_dim (kwidth4: Triton's dot operands upcast from 8 "
              "bits, per 32-wide chunk k mod 4 < 2 first, then the rest)",
              true),
+      // Keys added for cuDNN's decode kernel (sim/sdpa).
+      choice("rowsum_order", "softmax", warp_orders(),
+             "rowsum=atomic_warps: the order in which the 4 warps' partials reach the per-lane "
+             "sum (cuDNN decode's shared-memory atomic add)",
+             true),
+      integer("pv_warps", "pv", 1,
+              "1, or 4: each of 4 warps keeps its own O for its quarter of the block's keys, "
+              "combined (O0 + O2) + (O1 + O3) at the end (cuDNN's decode kernel; needs pv_acc=c)",
+              true),
   };
   return t;
 }
@@ -518,12 +544,14 @@ OptionList stage_options(const Pipeline& p0, Stage st) {
         return k == "acc" || k == "fma" || k == "dequant" || k == "dequant_tail" || k == "max" ||
                k == "max_offset" || k == "rowsum" || k == "rowsum_dot" || k == "lse" ||
                k == "scale_log2" || k == "sm_scale" || k == "mask" || k == "ftz" ||
-               k == "fma_blocks" || k == "softcap" || k == "rowsum_warps" || k == "empty_max";
+               k == "fma_blocks" || k == "softcap" || k == "rowsum_warps" || k == "empty_max" ||
+               k == "rowsum_order";
       case Stage::kExp: return k == "exp" || in(hook_exp, k);
       case Stage::kP: return k == "p" || k.rfind("p_", 0) == 0;
       case Stage::kPv:
         return k == "pv_dot" || k == "pv_promote" || k == "pv_int_cvt" || k == "pv_acc" ||
-               k == "chunk_add" || k == "pv_perm" || k == "o_acc" || k == "pv_flush";
+               k == "chunk_add" || k == "pv_perm" || k == "o_acc" || k == "pv_flush" ||
+               k == "pv_warps";
       case Stage::kRescale:
         return k == "rescale" || k == "max_round" || k == "rescale_fused" || in(hook_rescale, k);
       case Stage::kNormalize: return k == "norm";
@@ -778,6 +806,8 @@ OptionList pipeline_options(const Pipeline& p0) {
   put("p_norm", name_of(kPNorm, p.p.norm));
   put("empty_max", name_of(kEmptyMax, p.softmax.empty_max));
   put("qk_perm", p.qk.kwidth4 ? "kwidth4" : "none");
+  put("rowsum_order", warp_order_text(p.softmax.rowsum_order));
+  put("pv_warps", std::to_string(p.pv.warps));
   if (p.exp.fn == ExpFn::kHook && p.exp.hook)
     for (const auto& kv : p.exp.hook->options()) r.push_back(kv);
   if (p.rescale.kind == Rescale::kHook && p.rescale.hook)
@@ -984,6 +1014,10 @@ void apply_softmax(Pipeline& p, const Given& g) {
   if (g.has("sm_scale")) s.sm_scale = value_of(kSmScale, g.get("sm_scale"), "sm_scale");
   if (g.has("fma_blocks")) s.fma_blocks = value_of(kFmaBlocks, g.get("fma_blocks"), "fma_blocks");
   if (g.has("rowsum_warps")) s.rowsum_warps = g.integer("rowsum_warps");
+  if (g.has("rowsum_order")) {
+    const std::string w = g.get("rowsum_order");
+    for (std::size_t k = 0; k < 4; ++k) s.rowsum_order[k] = std::uint8_t(w[k] - '0');
+  }
   if (g.has("softcap")) s.softcap = value_of(kSoftcapFn, g.get("softcap"), "softcap");
   if (g.has("dequant")) s.dequant = value_of(kDequant, g.get("dequant"), "dequant");
   if (g.has("dequant_tail")) s.dequant_tail = g.integer("dequant_tail");
@@ -1021,6 +1055,7 @@ void apply_pv(Pipeline& p, const Given& g) {
   if (g.has("pv_acc")) p.pv.acc = value_of(kPvAcc, g.get("pv_acc"), "pv_acc");
   if (g.has("chunk_add")) p.pv.chunk_add = value_of(kChunkAdd, g.get("chunk_add"), "chunk_add");
   if (g.has("pv_flush")) p.pv.flush = g.integer("pv_flush");
+  if (g.has("pv_warps")) p.pv.warps = g.integer("pv_warps");
   if (g.has("pv_perm")) {
     p.pv.perm16 = g.get("pv_perm") == "sage16";
     p.pv.kwidth4 = g.get("pv_perm") == "kwidth4";

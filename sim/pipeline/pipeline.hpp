@@ -317,9 +317,16 @@ enum class EmptyMax : std::uint8_t { kKeep, kZero };
 //               ((W0 + W2) + (W1 + W3), W0 + W1; warps that only replicate others when the block
 //               has fewer than W tiles do not count); l = fma(l, alpha, block sum). One lane.
 //               W = 1 is kTritonTree.
+//  kAtomicWarps cuDNN's sm80 decode kernel (flash_fprop_wmma 16x128, 4 warps of 32 keys; SASS read
+//               on the H100, sim/sdpa/README.md): per quad lane t, each warp w sums its 8 columns
+//               32w + 8g + 2t, 32w + 8g + 2t + 1 (g = 0..3) from 0 in order; the 4 warps' partials
+//               are added into one per-lane float zeroed every block, by a shared-memory atomic
+//               (a plain FADD, no .ftz) in the order `rowsum_order` (which warp gets there first:
+//               fit per kernel); then l_t = fma(alpha, l_t, that sum); lanes (l0 + l1) + (l2 + l3).
+//               Needs bk = 128.
 enum class RowSum : std::uint8_t {
   kQuad, kSingle, kSageLanes, kMma, kTritonTree, kQuadFma, kQuadBlock, kCutlassWarps, kWarpSum,
-  kTritonWarps
+  kTritonWarps, kAtomicWarps
 };
 
 // What the LSE output is (computed from the state, so it belongs to the softmax stage).
@@ -339,8 +346,12 @@ enum class RowSum : std::uint8_t {
 //                finalize: `softmax_scale_log2 * float(M_LN2)`).
 //  kNaturalDiv   fl(fl(m / fl(log2 e)) + logf(l')), m scaled, IEEE division, libdevice logf (the
 //                CUTLASS fmha kernel: `mi / kLog2e + log(s_prime)`).
+//  kNaturalLg2Fma  fma(lg2.approx(l), ln 2, fl(m · ln 2)), m scaled: cuDNN's decode kernel, whose
+//                split epilogue writes m·ln 2 and whose lean_reduction_kernel ends with
+//                FFMA(lg2(l), ln2, m) (sim/sdpa/README.md).
 enum class LseModel : std::uint8_t {
-  kNatural, kLog2Mufu, kLog2Libdevice, kNaturalFma, kNaturalFmaC, kNaturalDiv, kLog2LibdeviceLn2
+  kNatural, kLog2Mufu, kLog2Libdevice, kNaturalFma, kNaturalFmaC, kNaturalDiv, kLog2LibdeviceLn2,
+  kNaturalLg2Fma
 };
 
 // State arithmetic: m, l, O, the exp argument and the rescale in FP32 (the kernels) or FP64.
@@ -369,6 +380,9 @@ struct SoftmaxStage {
   double mask_value = -std::numeric_limits<double>::infinity();
   RowSum row_sum = RowSum::kQuad;
   int rowsum_warps = 2;  // RowSum::kTritonWarps: the warps along N (1, 2, 4 or 8)
+  // RowSum::kAtomicWarps: the order in which the 4 warps' partials reach the per-lane sum (a
+  // permutation of 0..3; the first two commute).
+  std::array<std::uint8_t, 4> rowsum_order{0, 1, 2, 3};
   DotModel row_sum_dot{DotModel::kMma, MmaInstr::kHmmaF16F32, 0};  // RowSum::kMma
   LseModel lse = LseModel::kNatural;
   // The state's FP32 arithmetic with .ftz (--use_fast_math; cuDNN's NVRTC kernels: every FMUL,
@@ -462,6 +476,11 @@ struct PvStage {
   // O's accumulator: fp32, or fp16 (SageAttention sm80 pv_accum "fp16": O kept in halves,
   // rescaled by __hmul2 with fl16(alpha), P·V on HMMA with an fp16 accumulator).
   Encoding o_accum = Encoding::kFp32;
+  // pv_warps: 1, or 4: the block's keys split into `warps` equal spans, each warp keeping its own
+  // O over all of head_dim for its keys (product into its C, rescaled with every block), combined
+  // (O0 + O2) + (O1 + O3) in the epilogue (FADD, .ftz with SoftmaxStage::ftz): cuDNN's sm80 decode
+  // kernel, 4 warps of 32 keys of a 128-key tile (sim/sdpa/README.md). Needs pv_acc=c.
+  int warps = 1;
   bool operator==(const PvStage&) const = default;
 };
 
@@ -651,6 +670,9 @@ struct TileState {
   // PvStage::flush: the deferred-scale accumulator [rows][dv] and its scale [rows] (empty until
   // the flush stage first runs on this state).
   std::vector<T> acc_o, acc_scale;
+  // PvStage::warps > 1: the O of warps 1.. [rows][warps − 1][dv] (warp 0's is `o`; empty until the
+  // P·V stage first runs on this state).
+  std::vector<T> warp_o;
 
   void reset(int rows_, int dv_) {
     rows = rows_;
@@ -661,6 +683,7 @@ struct TileState {
     hook.assign(std::size_t(rows), std::array<double, 4>{});
     acc_o.clear();
     acc_scale.clear();
+    warp_o.clear();
   }
   bool empty(int i) const { return m[std::size_t(i)] == -std::numeric_limits<T>::infinity(); }
   T* lanes(int i) { return l.data() + std::size_t(i) * kMaxLanes; }
@@ -718,6 +741,11 @@ T row_sum_total(const TileState<T>& s, int i, RowSum model);
 // The same in the softmax stage's arithmetic (FADD.FTZ with SoftmaxStage::ftz).
 template <class T>
 T row_sum_total(const TileState<T>& s, int i, const SoftmaxStage& st);
+
+// O of row i as the epilogue sees it: the state's O, or with per-warp accumulators
+// (PvStage::warps = 4) (O0 + O2) + (O1 + O3) (FADD, .ftz when `ftz`), into `out` (dv values).
+template <class T>
+void o_row_total(const TileState<T>& s, int i, bool ftz, T* out);
 
 // The whole attention: every (batch, head, query block) tile over its whole KV range, tiles in
 // parallel (OpenMP; results do not depend on the thread count: a tile is computed by one worker

@@ -2,6 +2,9 @@
 // sim/sdpa/README.md, which names the evidence behind every choice: read, fit or UNVERIFIED).
 #include "sim/sdpa/sdpa.hpp"
 
+#include <algorithm>
+#include <array>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -48,6 +51,33 @@ void cudnn_stages(Pipeline& p, const SdpaOptions& o) {
   s.ftz = true;                    // every FP32 instruction is .FTZ
   p.exp.fn = ExpFn::kEx2ApproxFtz;
   p.rescale.kind = Rescale::kMultiplyFtz;
+  p.normalize.kind = Normalize::kRcpApproxFtz;
+}
+
+// cuDNN 9.19's decode kernel (len_q = 1): ..._sm80_flash_fprop_wmma_f16_knob_35_16x128x{64,128}_1x4x1
+// (mma.sync HMMA.16816.F32, 4 warps of 32 keys of each 128-key tile), SASS read with ncu on the
+// H100 (data/hw/h100/sdpa/cudnn_decode_sass.csv.gz; sim/sdpa/README.md, "cuDNN decode"). The
+// split kernel and its lean_reduction_kernel are the call's split schedule (sdpa_attention).
+void cudnn_decode_stages(Pipeline& p, const SdpaOptions& o, int d) {
+  p.tile.block_q = 16;  // 16 query rows (a GQA group's heads; rows never mix)
+  p.tile.block_kv = 128;
+  p.tile.kv_order = KvOrder::kAscending;
+  p.qk.dot = p.pv.dot = mma(bf16(o) ? MmaInstr::kHmmaBf16F32 : MmaInstr::kHmmaF16F32);
+  SoftmaxStage& s = p.softmax;
+  // FMUL.FTZ(S, c[0x3d8]) then FMUL.FTZ(·, 1.4426950216293334961): the score rounded twice.
+  s.scale_log2 = ScaleLog2::kScoreFirst;
+  s.max_domain = MaxDomain::kScaled;  // ATOMS.MAX of the scaled tile max, shared by the warps
+  s.fma = false;                      // FADD.FTZ(x, −m): no FFMA
+  s.row_sum = RowSum::kAtomicWarps;   // per-warp partials, atomically added per lane, then FFMA.FTZ
+  // Fit (the race's order as the recordings repeat it): d 128 {0, 2} then 1 then 3; d 64 {3, 2}
+  // then 1 then 0. Other head dims: not recorded (sdpa_unverified), d 128's order.
+  s.rowsum_order = d == 64 ? std::array<std::uint8_t, 4>{3, 2, 1, 0}
+                           : std::array<std::uint8_t, 4>{0, 2, 1, 3};
+  s.lse = LseModel::kNaturalLg2Fma;  // FFMA.FTZ(lg2(l), ln2, FMUL.FTZ(m, ln2)) (fit unsplit)
+  s.ftz = true;
+  p.exp.fn = ExpFn::kEx2ApproxFtz;
+  p.rescale.kind = Rescale::kMultiplyFtz;  // every warp's O, every tile
+  p.pv.warps = 4;                          // each warp's O over its 32 keys, (O0 + O2) + (O1 + O3)
   p.normalize.kind = Normalize::kRcpApproxFtz;
 }
 
@@ -150,6 +180,35 @@ int sdpa_kernel_head_dim(SdpaBackend b, int d) {
 
 namespace {
 
+// Whether cuDNN runs its sm80 decode kernel (with the split kernel and lean_reduction when it
+// splits) rather than the sm90 prefill kernel: one query row (the recorded dispatch: every Lq = 1
+// call ran it, every Lq > 1 call the sm90 kernel).
+bool cudnn_decode(const SdpaOptions& o, const AttentionShape& s) {
+  return o.backend == SdpaBackend::kCudnn && s.len_q == 1;
+}
+
+// cuDNN's decode split count S (the split kernel's compiled tile stride; 1 = the unsplit kernel)
+// for units = batch x KV heads. Fit, not read (cuDNN's engine heuristic runs on the host): the
+// largest power of two <= min(32, 256 / units, 128-key tiles), and the unsplit kernel from 128
+// units or below 8 tiles; reproduces every recorded launch (CUDNN_DECODE_NOTES.md).
+int cudnn_decode_splits(const AttentionShape& s) {
+  const int tiles = (s.len_kv + 127) / 128;
+  const std::int64_t units = std::int64_t(s.batch) * s.heads_kv;
+  if (tiles < 8 || units >= 128) return 1;
+  const std::int64_t cap = std::min<std::int64_t>({32, 256 / units, tiles});
+  int n = 1;
+  while (2 * n <= cap) n *= 2;
+  return n;
+}
+
+// Whether a decode launch's tile count lies where the recordings pinned the split rule down
+// (launches of 4, 16, 32 and 33 tiles; between 4 and 16 tiles, where the unsplit kernel takes
+// over, and past 33 tiles, they do not).
+bool recorded_decode_split(const AttentionShape& s) {
+  const int tiles = (s.len_kv + 127) / 128;
+  return tiles <= 4 || (tiles >= 16 && tiles <= 33);
+}
+
 // mha_fwd's seqlenq_ngroups_swapped: a one-query GQA call runs the group's query heads as rows.
 bool gqa_swapped(const AttentionShape& s) {
   return s.len_q == 1 && s.heads_q > s.heads_kv && s.head_dim % 8 == 0;
@@ -158,6 +217,7 @@ bool gqa_swapped(const AttentionShape& s) {
 }  // namespace
 
 int sdpa_num_splits(const SdpaOptions& o, const AttentionShape& s, int sms) {
+  if (cudnn_decode(o, s)) return cudnn_decode_splits(s);
   if (o.backend != SdpaBackend::kFlash) return 1;
   // mha_fwd: seqlenq_ngroups_swapped (decode with GQA: the group's query heads become the rows).
   const bool swapped = gqa_swapped(s);
@@ -199,7 +259,11 @@ Pipeline sdpa_pipeline(const SdpaOptions& o, const AttentionShape& s, int sms) {
   const int kd = sdpa_kernel_head_dim(o.backend, s.head_dim);
   switch (o.backend) {
     case SdpaBackend::kCudnn:
-      cudnn_stages(p, o);
+      if (cudnn_decode(o, s)) {
+        cudnn_decode_stages(p, o, s.head_dim);
+      } else {
+        cudnn_stages(p, o);
+      }
       break;
     case SdpaBackend::kFlash:
       flash_stages(p, o, kd, sdpa_num_splits(o, s, sms) > 1);
@@ -219,6 +283,9 @@ PipelineResult sdpa_attention(const PreparedInput& in, const SdpaOptions& o, con
   const Launch* l = in.launch.get();
   const int splits = sdpa_num_splits(o, dense_launch_shape(in.shape, l, "sdpa"), launch_sms(l));
   if (splits <= 1) return run_pipeline(in, p);
+  if (o.backend == SdpaBackend::kCudnn)  // the decode split kernel: strided tiles, lean_reduction
+    return split_kv_attention(in, p, splits, SplitCombine::kCudnnLean, in.shape.head_dim,
+                              SplitPartition::kStrided);
   return split_kv_attention(in, p, splits, SplitCombine::kFa2,
                             sdpa_kernel_head_dim(o.backend, in.shape.head_dim));
 }
@@ -234,12 +301,17 @@ std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionSh
   const int d = s.head_dim;
   switch (o.backend) {
     case SdpaBackend::kCudnn:
-      if (s.len_q == 1)
-        r.push_back(b +
-                    "len_q = 1 runs cuDNN's sm80 wmma decode kernel (+ lean_reduction), which "
-                    "is not modelled: attnsim computes the sm90 prefill kernel's arithmetic "
-                    "(UNVERIFIED; sim/sdpa/README.md gives the fraction of recorded decode rows "
-                    "it matches)");
+      if (s.len_q == 1 && d != 64 && d != 128)
+        r.push_back(b + "len_q = 1 with head_dim " + std::to_string(d) +
+                    ": cuDNN's decode kernel was recorded for d 64 and 128 only (its warps' "
+                    "row-sum order is fit per head dim; d 128's is used) (UNVERIFIED)");
+      if (s.len_q == 1 && !recorded_decode_split(s))
+        r.push_back(b + "len_q = 1: cuDNN's decode split count " +
+                    std::to_string(cudnn_decode_splits(s)) + " for " +
+                    std::to_string(std::int64_t(s.batch) * s.heads_kv) + " batch x KV heads and " +
+                    std::to_string((s.len_kv + 127) / 128) +
+                    " tiles comes from a rule fit on the recorded launches, not from cuDNN's "
+                    "heuristic (UNVERIFIED)");
       break;
     case SdpaBackend::kFlash:
       if (d > 128 && sdpa_num_splits(o, s) <= 1)
@@ -320,8 +392,25 @@ KernelSchedule sdpa_schedule(const SdpaOptions& o, const AttentionShape& target,
       break;
     }
     case SdpaBackend::kCudnn:
-      k.kernel = s.len_q == 1 ? "cudnn sm80 flash_fprop_wmma (decode)" : "cudnn sm90 flash_fprop_wgmma";
-      k.items.push_back({"tile", tile, true, "cuDNN 9.19's runtime-compiled kernel"});
+      if (cudnn_decode(o, s)) {
+        const int splits = cudnn_decode_splits(s);
+        k.kernel = "cudnn sm80 flash_fprop_wmma_f16_knob_35_16x128 (decode)";
+        k.items.push_back({"tile", tile, true,
+                           "cuDNN 9.19's runtime-compiled decode kernel: 4 warps of 32 keys"});
+        k.items.push_back({"units", std::to_string(std::int64_t(s.batch) * s.heads_kv), false,
+                           "batch x KV heads (a GQA group's heads are rows of one 16-row tile)"});
+        k.items.push_back({"splits", std::to_string(splits), true,
+                           "fit on the recorded launches: the largest power of two <= min(32, "
+                           "256 / units, 128-key tiles); 1 (the unsplit kernel) from 128 units or "
+                           "below 8 tiles"});
+        if (splits > 1)
+          k.items.push_back({"combine", "cudnn::fusion::lean_reduction_kernel", true,
+                             "split s takes tiles s, s + S, ...; the unnormalized partials merged "
+                             "in split order"});
+      } else {
+        k.kernel = "cudnn sm90 flash_fprop_wgmma";
+        k.items.push_back({"tile", tile, true, "cuDNN 9.19's runtime-compiled kernel"});
+      }
       break;
     case SdpaBackend::kEfficient:
       k.kernel = "fmha_cutlassF_sm80";
@@ -332,7 +421,7 @@ KernelSchedule sdpa_schedule(const SdpaOptions& o, const AttentionShape& target,
       k.items.push_back({"tile", "one row", true, "the softmax kernel sees the whole row"});
       break;
   }
-  if (o.backend != SdpaBackend::kFlash)
+  if (o.backend != SdpaBackend::kFlash && !cudnn_decode(o, s))
     k.items.push_back({"launch_dependence", "none modelled", false,
                        "no split or tile choice reads the batch in this backend's model"});
   k.unverified = sdpa_unverified(o, s);

@@ -88,12 +88,6 @@ inline const std::vector<std::string> kSweepNames = {
     "fa3_dec4096_gqa_bf16_d128",              "fa3_dec4096_bf16_d128",
     "fa3_pre1024_causal_bf16_d128",           "fa3_pd2048_causal_bf16_d128"};
 
-// A situation the models compute: every one but cuDNN's decode kernel (not modelled: the
-// recording says what it does, nothing here reproduces it).
-inline bool modelled(const Sweep& c, const std::string& situation) {
-  return !(c.backend == "cudnn" && target_len_q(situation) == 1);
-}
-
 // The target of a sweep: lattice tensors 0, 1, 2 of [heads, length, d], head-major.
 inline TargetData sweep_target(const Sweep& c) {
   TargetData t;
@@ -103,15 +97,17 @@ inline TargetData sweep_target(const Sweep& c) {
   return t;
 }
 
-// Every modelled situation of every sweep: the target's stored rows (the last ones of each head;
+// Every situation of every sweep (cuDNN's decode kernel, its split count and lean_reduction
+// included): the target's stored rows (the last ones of each head;
 // decode outputs whole) bit for bit. Then the identity table, each situation against the first:
 // where both have as many queries, the recorded answer (the same distinct output, which the
 // recorder decided on whole outputs) must be the one `attnsim invariance` computes on whole
 // outputs; and a schedule-only "identical" must never meet different recorded bits. (Prefill
 // against decode is covered row by row above: each side's rows equal their recordings.)
-inline void check_sweeps(const std::vector<std::string>& names) {
+// `decode_only`: the situations whose target is one query row alone.
+inline void check_sweeps(const std::vector<std::string>& names, bool decode_only = false) {
   const H5Reader r(kSweeps);
-  int cases = 0, situations = 0, skipped = 0, compared = 0;
+  int cases = 0, situations = 0, compared = 0;
   for (const std::string& name : names) {
     SCOPED_TRACE(name);
     ASSERT_TRUE(r.exists(name + "/o_0"));
@@ -130,10 +126,7 @@ inline void check_sweeps(const std::vector<std::string>& names) {
     for (std::size_t i = 0; i < c.situations.size(); ++i) {
       const std::string& sit = c.situations[i];
       ASSERT_GE(c.which[i], 0) << sit << ": not recorded";
-      if (!modelled(c, sit)) {
-        ++skipped;
-        continue;
-      }
+      if (decode_only && target_len_q(sit) != 1) continue;
       const int lq = target_len_q(sit);
       const MethodOutput o = run_in_situation(m, problem(sit), sit, t);
       ASSERT_EQ(o.o.size(), std::size_t(c.hq) * lq * c.d) << sit;
@@ -157,7 +150,8 @@ inline void check_sweeps(const std::vector<std::string>& names) {
       const std::string &a = c.situations[0], &b = c.situations[i];
       // Whole outputs are compared where both situations have as many queries (the recorder's
       // `which` is about whole outputs).
-      if (!modelled(c, a) || !modelled(c, b) || target_len_q(a) != target_len_q(b)) continue;
+      if (target_len_q(a) != target_len_q(b)) continue;
+      if (decode_only && target_len_q(a) != 1) continue;
       const bool recorded_same = c.which[i] == c.which[0];
       const InvarianceReport rep = invariance(m, problem(a), a, b, &t);
       EXPECT_EQ(rep.identical_rows == rep.rows, recorded_same)
@@ -172,9 +166,8 @@ inline void check_sweeps(const std::vector<std::string>& names) {
     ++cases;
   }
   EXPECT_EQ(cases, int(names.size()));
-  std::printf("%d sweeps: %d situations reproduced, %d not modelled (cuDNN decode), %d pairs' "
-              "identity equal to the recording\n",
-              cases, situations, skipped, compared);
+  std::printf("%d sweeps: %d situations reproduced, %d pairs' identity equal to the recording\n",
+              cases, situations, compared);
 }
 
 }  // namespace attnsim::hwtest

@@ -84,7 +84,7 @@ ExpModel<T> exp_model(const ExpStage& e, ExpKind base, T c) {
 
 int row_sum_lanes(RowSum r) {
   return r == RowSum::kQuad || r == RowSum::kSageLanes || r == RowSum::kQuadFma ||
-                 r == RowSum::kQuadBlock
+                 r == RowSum::kQuadBlock || r == RowSum::kAtomicWarps
              ? 4
              : 1;
 }

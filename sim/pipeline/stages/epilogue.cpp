@@ -29,6 +29,13 @@ T kernel_lse(const SoftmaxStage& sm, T m, T l, T c_row, T c_nat) {
   const T ls = sm.max_offset != 0 ? stage_util::state_mul(l, T(std::exp2(-sm.max_offset)), ftz) : l;
   if (sm.lse == LseModel::kNaturalDiv)  // CUTLASS: mi / kLog2e + logf(s_prime), IEEE
     return stage_util::state_add(m / T(kLog2ef), T(logf_libdevice(float(ls), ftz)), ftz);
+  if (sm.lse == LseModel::kNaturalLg2Fma) {
+    // cuDNN decode: FFMA(lg2.approx(l), ln2, FMUL(m, ln2)) (lean_reduction_kernel's last FFMA on
+    // the max the split epilogue writes in natural-log units).
+    const T lg = ftz ? T(Lg2ApproxFtz::h100()(float(ls)))
+                     : T(f32_from_bits(lg2_approx_bits(f32_bits(float(ls)))));
+    return stage_util::state_fma(lg, T(kLn2f), stage_util::state_mul(m, T(kLn2f), ftz), ftz);
+  }
   const T log_l = T(fast_logf(float(ls), ftz));  // __logf: lg2.approx, FMUL by ln 2
   T k;
   if (sm.lse == LseModel::kNaturalFmaC) {
@@ -55,7 +62,7 @@ double epilogue_lse(const Pipeline& p, const PreparedInput& in, const TileIndex&
   if (degenerate) {
     lse_v = std::numeric_limits<double>::infinity();  // the empty-row convention (above)
   } else if (sm.lse == LseModel::kNaturalFma || sm.lse == LseModel::kNaturalFmaC ||
-             sm.lse == LseModel::kNaturalDiv) {
+             sm.lse == LseModel::kNaturalDiv || sm.lse == LseModel::kNaturalLg2Fma) {
     const int qt = ti.q_begin + i;
     const T c_row = sm.dequant == Dequant::kDescale
                         ? T(stage_util::descale_coefficient(float(kc.c), in, ti, qt, sm.ftz))
@@ -118,8 +125,15 @@ void epilogue_ref(const Pipeline& p, const PreparedInput& in, const TileIndex& t
   const bool hooked = p.rescale.kind == Rescale::kHook;
   std::vector<float> row;
   if (hooked) row.resize(std::size_t(dv));
+  // Per-warp O accumulators (PvStage::warps): combined first (o_row_total).
+  std::vector<T> o_total;
+  if (!state.warp_o.empty()) o_total.resize(std::size_t(dv));
   for (int i = 0; i < rows; ++i) {
     const T* oi = state.o_row(i);
+    if (!o_total.empty()) {
+      o_row_total(state, i, ftz, o_total.data());
+      oi = o_total.data();
+    }
     const T l = row_sum_total(state, i, sm);
     const bool degenerate = l == T(0) || l != l;
     // 5. O / l (FA2 normalize_softmax_lse: inv_sum = 1/sum, 1 when sum is 0 or NaN, then O·inv).
@@ -194,7 +208,7 @@ void epilogue_stage(const Pipeline& p, const PreparedInput& in, const TileIndex&
                   const TileState<T>& state, double* o, double* lse) {
   if constexpr (std::is_same_v<T, float>)
     if (fp32_state_kernels(p.softmax) && p.normalize.kind != Normalize::kNone &&
-        p.v.apply != ScaleAt::kReciprocal) {
+        p.v.apply != ScaleAt::kReciprocal && state.warp_o.empty()) {
       if (const auto f = stage_kernels().epilogue) return f(p, in, ti, rows, state, o, lse);
     }
   epilogue_ref(p, in, ti, rows, state, o, lse);

@@ -67,6 +67,14 @@ void rescale_ref(const RescaleStage& st, Encoding o_accum, const BlockView& b, T
         }
         break;
     }
+    // Per-warp O accumulators (PvStage::warps: cuDNN's decode kernel rescales each warp's O with
+    // FMUL.FTZ every tile): the same multiply on warps 1.. (couplings: mul or mul.ftz only).
+    if (!state.warp_o.empty()) {
+      const int nw = int(state.warp_o.size() / (std::size_t(state.rows) * dv));
+      T* w = state.warp_o.data() + std::size_t(i) * nw * dv;
+      const bool ftz = st.kind == Rescale::kMultiplyFtz;
+      for (int c = 0; c < nw * dv; ++c) w[c] = stage_util::state_mul(w[c], a, ftz);
+    }
   }
 }
 
@@ -168,7 +176,8 @@ template <class T>
 void rescale_stage(const RescaleStage& st, Encoding o_accum, const BlockView& b, TileState<T>& state,
                  TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (const auto f = stage_kernels().rescale) return f(st, o_accum, b, state, buf);
+    if (state.warp_o.empty())  // per-warp O accumulators: the reference only
+      if (const auto f = stage_kernels().rescale) return f(st, o_accum, b, state, buf);
   rescale_ref(st, o_accum, b, state, buf);
 }
 template void rescale_stage<float>(const RescaleStage&, Encoding, const BlockView&, TileState<float>&, TileBuffers<float>&);

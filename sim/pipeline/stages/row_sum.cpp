@@ -128,6 +128,28 @@ void row_sum_ref(const SoftmaxStage& st, Encoding p_enc, bool perm16, const Bloc
         l[0] = total;
         break;
       }
+      case RowSum::kAtomicWarps: {
+        // cuDNN's sm80 decode kernel (SASS: FADD.FTZ per column, then an ATOMS.CAST.SPIN loop
+        // around a plain FADD into a per-lane shared float zeroed every tile, then FFMA.FTZ):
+        // warp w's lane t sums its 8 columns of keys 32w..32w+31 from 0; the warps' partials
+        // land on the lane's sum in rowsum_order; l_t = fma(alpha, l_t, sum).
+        constexpr int span = 32;
+        for (int t = 0; t < 4; ++t) {
+          T sum = T(0);
+          for (int k = 0; k < 4; ++k) {
+            const int w = st.rowsum_order[std::size_t(k)];
+            T part = T(0);
+            for (int g = 0; g < span; g += 8)
+              for (int c = 0; c < 2; ++c) {
+                const int j = w * span + g + 2 * t + c;
+                if (j < b.cols) part = stage_util::state_add(part, pi[j], st.ftz);
+              }
+            sum = sum + part;  // the atomic's FADD: no .ftz
+          }
+          l[t] = stage_util::state_fma(a, l[t], sum, st.ftz);
+        }
+        break;
+      }
       case RowSum::kWarpSum:
         // PyTorch's softmax_warp_forward (the block holds the row): the warp's butterfly sum.
         l[0] = stage_util::state_add(stage_util::state_mul(l[0], a, st.ftz),
@@ -161,8 +183,10 @@ T row_sum_total(const TileState<T>& s, int i, RowSum model) {
   if (row_sum_lanes(model) == 1) return l[0];
   // FA2 quad_allreduce_ (shuffle xor 2, then 1); SageAttention2's normalize_d and cuDNN (xor 1,
   // then 2).
-  return model == RowSum::kSageLanes || model == RowSum::kQuadBlock ? (l[0] + l[1]) + (l[2] + l[3])
-                                                                    : (l[0] + l[2]) + (l[1] + l[3]);
+  return model == RowSum::kSageLanes || model == RowSum::kQuadBlock ||
+                 model == RowSum::kAtomicWarps
+             ? (l[0] + l[1]) + (l[2] + l[3])
+             : (l[0] + l[2]) + (l[1] + l[3]);
 }
 
 template <class T>
@@ -172,9 +196,26 @@ T row_sum_total(const TileState<T>& s, int i, const SoftmaxStage& st) {
   const T* l = s.lanes(i);
   if (row_sum_lanes(st.row_sum) == 1) return l[0];
   using stage_util::state_add;
-  const bool x1 = st.row_sum == RowSum::kSageLanes || st.row_sum == RowSum::kQuadBlock;
+  const bool x1 = st.row_sum == RowSum::kSageLanes || st.row_sum == RowSum::kQuadBlock ||
+                  st.row_sum == RowSum::kAtomicWarps;
   return x1 ? state_add(state_add(l[0], l[1], true), state_add(l[2], l[3], true), true)
             : state_add(state_add(l[0], l[2], true), state_add(l[1], l[3], true), true);
+}
+
+template <class T>
+void o_row_total(const TileState<T>& s, int i, bool ftz, T* out) {
+  const T* o0 = s.o_row(i);
+  if (s.warp_o.empty()) {
+    for (int c = 0; c < s.dv; ++c) out[c] = o0[c];
+    return;
+  }
+  // cuDNN's decode epilogue (through shared memory: warps 2 and 3 store, 0 and 1 add theirs, then
+  // warp 1 stores and warp 0 adds): (O0 + O2) + (O1 + O3).
+  const T* w = s.warp_o.data() + std::size_t(i) * 3 * s.dv;
+  const T *o1 = w, *o2 = w + s.dv, *o3 = w + 2 * s.dv;
+  using stage_util::state_add;
+  for (int c = 0; c < s.dv; ++c)
+    out[c] = state_add(state_add(o0[c], o2[c], ftz), state_add(o1[c], o3[c], ftz), ftz);
 }
 
 template <class T>
@@ -209,6 +250,8 @@ template float row_sum_total<float>(const TileState<float>&, int, RowSum);
 template double row_sum_total<double>(const TileState<double>&, int, RowSum);
 template float row_sum_total<float>(const TileState<float>&, int, const SoftmaxStage&);
 template double row_sum_total<double>(const TileState<double>&, int, const SoftmaxStage&);
+template void o_row_total<float>(const TileState<float>&, int, bool, float*);
+template void o_row_total<double>(const TileState<double>&, int, bool, double*);
 template void merge_row<float>(TileState<float>&, int, const TileState<float>&, int, RowSum,
                                const ExpModel<float>&);
 template void merge_row<double>(TileState<double>&, int, const TileState<double>&, int, RowSum,

@@ -95,7 +95,8 @@ void scores_ref(const SoftmaxStage& st, const PreparedInput& in, const TileIndex
         }
       }
       if (fold && !(fold_b && (q_scaled || k_scaled))) cf[j] = c;
-      if (kc.score_scale != T(0)) a = a * kc.score_scale;  // scale_log2=score: fl(acc · sm_scale)
+      // scale_log2=score: fl(acc · sm_scale) (FMUL.FTZ with .ftz: cuDNN's decode kernel)
+      if (kc.score_scale != T(0)) a = stage_util::state_mul(a, kc.score_scale, st.ftz);
       if (ds) a = a + T(ds[kt]);
       if (cap_rows) {
         cap_arg.push_back(float(a) * float(1.0 / cap));
@@ -126,8 +127,8 @@ template <class T>
 void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels_or_ftz(st) &&
-        in.window == 0 && !(in.softcap > 0)) {
+    if (fp32_state_kernels_or_ftz(st) && in.window == 0 && !(in.softcap > 0) &&
+        !(st.ftz && kc.score_scale != 0.0f)) {  // the FTZ score scale: the reference's
       if (const auto f = stage_kernels().scores) return f(st, in, ti, b, kc, buf);
     }
   scores_ref(st, in, ti, b, kc, buf);

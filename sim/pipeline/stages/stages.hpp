@@ -220,7 +220,8 @@ void pv_int(const PvStage& st, const PStage& pst, const PreparedInput& in, const
 // references.
 inline bool fp32_state_kernels(const SoftmaxStage& st) {
   return !st.ftz && st.row_sum != RowSum::kQuadBlock && st.row_sum != RowSum::kCutlassWarps &&
-         st.row_sum != RowSum::kWarpSum && st.softcap != SoftcapFn::kExpDiv;
+         st.row_sum != RowSum::kWarpSum && st.row_sum != RowSum::kAtomicWarps &&
+         st.softcap != SoftcapFn::kExpDiv;
 }
 // The same for the score, softmax-step and row-sum kernels, which also take .ftz state arithmetic:
 // the step kernels have its forms, and the scores and these row sums have no state operation it

@@ -130,10 +130,40 @@ TEST(Fa3Preset, IntervalFlushLongerThanTheRowIsTheSingleChain) {
   EXPECT_TRUE(fa3_unverified(v, in.shape, true).empty());
 }
 
+TEST(SdpaPresets, CudnnDecodeChoicesSpelledAndRefusedWhereTheyCannotRun) {
+  SdpaOptions o;
+  const Pipeline p = sdpa_pipeline(o, {1, 8, 2, 1, 600, 64, 64});
+  EXPECT_EQ(p.softmax.row_sum, RowSum::kAtomicWarps);
+  EXPECT_EQ(p.pv.warps, 4);
+  EXPECT_EQ(sdpa_pipeline(o, {1, 8, 2, 2, 600, 64, 64}).pv.warps, 1);  // Lq > 1: the sm90 kernel
+  // The pipeline's option list spells the new choices.
+  const std::string d = describe(p);
+  for (const char* k : {"rowsum=atomic_warps", "rowsum_order=3210", "pv_warps=4", "lse=natural.lg2fma"})
+    EXPECT_NE(d.find(k), std::string::npos) << k << " in " << d;
+  EXPECT_NO_THROW(validate(p));
+  auto refused = [&](void (*change)(Pipeline&)) {
+    Pipeline b = p;
+    change(b);
+    EXPECT_THROW(validate(b), std::invalid_argument) << describe(b);
+  };
+  refused([](Pipeline& b) { b.tile.block_kv = 64; });  // 4 warps of 32 keys
+  refused([](Pipeline& b) { b.softmax.rowsum_order = {0, 0, 1, 2}; });
+  refused([](Pipeline& b) { b.pv.warps = 3; });
+  refused([](Pipeline& b) { b.pv.acc = PvAccumulate::kChunk; });
+  refused([](Pipeline& b) { b.pv.flush = 2; });
+  refused([](Pipeline& b) { b.rescale.kind = Rescale::kDivide; });
+  refused([](Pipeline& b) { b.softmax.max_domain = MaxDomain::kRaw; });  // lse=natural.lg2fma
+}
+
 TEST(SdpaPresets, NotesNameTheUnverifiedParts) {
   SdpaOptions o;
   EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 128, 128}).empty());
-  EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 500, 128, 128}).size(), 1u);  // cuDNN decode
+  // cuDNN decode: recorded for d 64 and 128 and launches of 4, 16, 32 and 33 tiles.
+  EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 1, 500, 128, 128}).empty());
+  EXPECT_TRUE(sdpa_unverified(o, {2, 4, 4, 1, 4097, 64, 64}).empty());
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 500, 96, 96}).size(), 1u);  // d 96 decode not recorded
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 1200, 128, 128}).size(), 1u);  // 10 tiles
+  EXPECT_EQ(sdpa_unverified(o, {1, 4, 4, 1, 8192, 128, 128}).size(), 1u);  // 64 tiles
   o.backend = SdpaBackend::kEfficient;
   EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 64, 64}).empty());
   EXPECT_TRUE(sdpa_unverified(o, {1, 4, 4, 200, 200, 256, 256}).empty());  // 32x128_gmem
