@@ -127,8 +127,8 @@ template <class T>
 void scores_stage(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
                 const BlockView& b, const ExpConstants<T>& kc, TileBuffers<T>& buf) {
   if constexpr (std::is_same_v<T, float>)
-    if (fp32_state_kernels_or_ftz(st) && in.window == 0 && !(in.softcap > 0) &&
-        !(st.ftz && kc.score_scale != 0.0f)) {  // the FTZ score scale: the reference's
+    if (fp32_state_kernels_or_ftz(st) &&
+        in.window == 0 && !(in.softcap > 0)) {
       if (const auto f = stage_kernels().scores) return f(st, in, ti, b, kc, buf);
     }
   scores_ref(st, in, ti, b, kc, buf);

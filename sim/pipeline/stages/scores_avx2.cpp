@@ -62,6 +62,8 @@ ATTNSIM_AVX2 void score_row(const ScoreOps& op, const float* acc, const float* d
 
 void scores_avx2(const SoftmaxStage& st, const PreparedInput& in, const TileIndex& ti,
                  const BlockView& b, const ExpConstants<float>& kc, TileBuffers<float>& buf) {
+  // The FTZ score scale (FMUL.FTZ: cuDNN's decode kernel) is the reference's.
+  if (st.ftz && kc.score_scale != 0.0f) return scores_ref(st, in, ti, b, kc, buf);
   ScoreOps op;
   op.fold = st.dequant == Dequant::kFold;
   op.fold_b = op.fold && b.nb < b.n_blocks - st.dequant_tail;
