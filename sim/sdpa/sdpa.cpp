@@ -307,11 +307,11 @@ std::vector<std::string> sdpa_unverified(const SdpaOptions& o, const AttentionSh
                     "row-sum order is fit per head dim; d 128's is used) (UNVERIFIED)");
       if (s.len_q == 1 && !recorded_decode_split(s))
         r.push_back(b + "len_q = 1: cuDNN's decode split count " +
-                    std::to_string(cudnn_decode_splits(s)) + " for " +
-                    std::to_string(std::int64_t(s.batch) * s.heads_kv) + " batch x KV heads and " +
+                    std::to_string(cudnn_decode_splits(s)) + " for batch x KV heads = " +
+                    std::to_string(std::int64_t(s.batch) * s.heads_kv) + " and " +
                     std::to_string((s.len_kv + 127) / 128) +
-                    " tiles comes from a rule fit on the recorded launches, not from cuDNN's "
-                    "heuristic (UNVERIFIED)");
+                    " tiles of 128 keys comes from a rule fit on the recorded launches, not from "
+                    "cuDNN's heuristic (UNVERIFIED)");
       break;
     case SdpaBackend::kFlash:
       if (d > 128 && sdpa_num_splits(o, s) <= 1)
