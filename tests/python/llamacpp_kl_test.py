@@ -341,6 +341,7 @@ def test_cli_bad_input(args, message, tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.long  # two CLI forwards in subprocesses; the API's round trip is tested above
 def test_cli_base_file_round_trip(tmp_path):
     _need_weights()
     base = tmp_path / "base.kld"
