@@ -3,6 +3,7 @@ package is compared with (ATTNSIM_EXE, as CTest sets it, else build/experiments/
 runner that returns its exit code and one-line error."""
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -48,3 +49,13 @@ def cli(exe) -> Cli:
 def bits(a: np.ndarray) -> np.ndarray:
     """The bit patterns of a float array (for bit-for-bit comparisons, NaNs included)."""
     return a.view({1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def e2e_cli(*args, tmp=None):
+    """`python3 -m attnsim e2e ARGS` on the package the tests imported, whatever the working
+    directory (PYTHONPATH may be relative): the CompletedProcess."""
+    import attnsim
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(attnsim.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg, os.environ.get("PYTHONPATH", "")]))
+    return subprocess.run([sys.executable, "-m", "attnsim", "e2e", *map(str, args)],
+                          capture_output=True, text=True, cwd=tmp, env=env)

@@ -12,14 +12,13 @@ import copy
 import io
 import math
 import os
-import subprocess
 import sys
 
 import numpy as np
 import pytest
 
 import attnsim
-from conftest import REPO, bits
+from conftest import REPO, bits, e2e_cli
 
 e2e = pytest.importorskip("attnsim.e2e")
 pd = pytest.importorskip("pandas")
@@ -343,12 +342,7 @@ def test_progress_on_minilm(mini):
 
 # --- the command line ---------------------------------------------------------------------------
 
-def _cli(*args, tmp=None):
-    # The package this test imported, whatever the working directory (PYTHONPATH may be relative).
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(attnsim.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "attnsim", "e2e", *map(str, args)],
-                          capture_output=True, text=True, cwd=tmp, env=env)
+_cli = e2e_cli  # conftest: python3 -m attnsim e2e on the imported package
 
 
 @pytest.mark.parametrize("args, message", [

@@ -11,15 +11,13 @@ against a single-window run over the same tokens, chunk 1 against a forward driv
 written by attnsim read back (golden against its own file: KL at the quantization's level, the
 same top tokens), and refusals of files that do not match the run."""
 import math
-import os
 import struct
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 import attnsim
+from conftest import e2e_cli
 from attnsim import llamacpp as lc
 
 e2e = pytest.importorskip("attnsim.e2e")
@@ -315,11 +313,7 @@ def test_default_run_columns(written):
 
 # --- the command line ---------------------------------------------------------------------------
 
-def _cli(*args, tmp=None):
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(attnsim.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "attnsim", "e2e", *map(str, args)],
-                          capture_output=True, text=True, cwd=tmp, env=env)
+_cli = e2e_cli  # conftest: python3 -m attnsim e2e on the imported package
 
 
 @pytest.mark.parametrize("args, message", [

