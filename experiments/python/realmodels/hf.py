@@ -73,7 +73,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .ops import mm
+from .ops import capture_and_cache, mm
 
 FAMILIES = ("llama", "mistral", "qwen2", "qwen3", "gemma2", "gemma3")
 ARCHITECTURES = {"LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral",
@@ -661,16 +661,7 @@ class Model:
             k = self._rms(k, L["k_norm"])
         q, k = q.transpose(1, 0, 2), k.transpose(1, 0, 2)
         qr, kr = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if capture is not None:
-            capture.update(q=np.ascontiguousarray(qr), k=np.ascontiguousarray(kr),
-                           v=np.ascontiguousarray(v))
-            if pre_rope:
-                capture.update(q_pre=np.ascontiguousarray(q), k_pre=np.ascontiguousarray(k))
-        if cache is not None:
-            if cache:
-                kr = np.concatenate([cache["k"], kr], axis=1)
-                v = np.concatenate([cache["v"], v], axis=1)
-            cache["k"], cache["v"] = np.ascontiguousarray(kr), np.ascontiguousarray(v)
+        kr, v = capture_and_cache(q, k, v, qr, kr, capture, cache, pre_rope)
         attn = (attention or self.golden_attention)(li, np.ascontiguousarray(qr),
                                                     np.ascontiguousarray(kr), np.ascontiguousarray(v))
         o = L["wo"](np.ascontiguousarray(attn.transpose(1, 0, 2).reshape(T, s.n_head * hd), np.float32))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .ops import mm
+from .ops import capture_and_cache, mm
 from .sources import ModelFiles, SourceError
 
 N_LAYERS, HIDDEN, N_HEAD, N_KV, HEAD_DIM, FFN = 30, 576, 9, 3, 64, 1536
@@ -103,16 +103,7 @@ class SmolLM2:
         k = L["wk"](h).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
         v = L["wv"](h).reshape(T, N_KV, HEAD_DIM).transpose(1, 0, 2)
         qr, kr = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        if capture is not None:
-            capture.update(q=np.ascontiguousarray(qr), k=np.ascontiguousarray(kr),
-                           v=np.ascontiguousarray(v))
-            if pre_rope:
-                capture.update(q_pre=np.ascontiguousarray(q), k_pre=np.ascontiguousarray(k))
-        if cache is not None:
-            if cache:
-                kr = np.concatenate([cache["k"], kr], axis=1)
-                v = np.concatenate([cache["v"], v], axis=1)
-            cache["k"], cache["v"] = np.ascontiguousarray(kr), np.ascontiguousarray(v)
+        kr, v = capture_and_cache(q, k, v, qr, kr, capture, cache, pre_rope)
         attn = (attention or golden_attention_layer)(li, qr, kr, v)
         x = x + L["wo"](np.ascontiguousarray(attn.transpose(1, 0, 2).reshape(T, HIDDEN),
                                              np.float32))
